@@ -1,0 +1,16 @@
+// Command backflow runs and operates the backflow pipeline: AI inference results and gateway
+// logs from Kafka into ClickHouse and a feature store. See `backflow --help`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(execute(ctx, os.Args[1:]))
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout string) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetArgs(args)
+	return classify(root.ExecuteContext(context.Background())), out.String()
+}
+
+func TestHelpListsSubcommands(t *testing.T) {
+	code, out := runCLI(t, "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"ping", "version", "BACKFLOW_KAFKA_BROKERS", "--env-file", "Exit codes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help does not mention %q", want)
+		}
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {"nosuchcommand"}, {"ping", "extra"}, {"ping", "--timeout", "0s"}, {"--env-file", "/nonexistent", "ping"}} {
+		if code, _ := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+func TestBadConfigExit2(t *testing.T) {
+	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", "no-port")
+	if code, _ := runCLI(t, "ping"); code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestEnvFileDoesNotOverrideEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(path, []byte("BACKFLOW_TEST_A=file\nBACKFLOW_TEST_B=file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BACKFLOW_TEST_A", "env")
+	t.Setenv("BACKFLOW_TEST_B", "")
+	os.Unsetenv("BACKFLOW_TEST_B")
+	root := newRootCmd()
+	root.AddCommand(&cobra.Command{Use: "noop", RunE: func(*cobra.Command, []string) error { return nil }})
+	root.SetArgs([]string{"--env-file", path, "noop"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := os.Getenv("BACKFLOW_TEST_A"), os.Getenv("BACKFLOW_TEST_B"); a != "env" || b != "file" {
+		t.Fatalf("A=%q B=%q, want A from the environment and B from the file", a, b)
+	}
+}

@@ -1,0 +1,91 @@
+// Package testenv gives integration tests the addresses of the real services they talk to.
+//
+// Values come from the process environment first, then from the env file that
+// `deploy/local/stack up` writes (<repo>/.stack/env, or $BACKFLOW_STACK_DIR/env). A key found in
+// neither returns "", and the package under test applies its own default (the local stack's
+// loopback ports). Integration tests call Integration first: under `go test -short` they skip;
+// otherwise they run and fail when the service does not answer.
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/backflowhq/backflow/internal/envfile"
+)
+
+// Keys of the env file written by deploy/local/stack.
+const (
+	KafkaBrokers   = "BACKFLOW_KAFKA_BROKERS"
+	RegistryURL    = "BACKFLOW_REGISTRY_URL"
+	ClickHouseAddr = "BACKFLOW_CLICKHOUSE_ADDR"
+	RedisAddr      = "BACKFLOW_REDIS_ADDR"
+	KafkaTool      = "BACKFLOW_KAFKA_TOOL"
+)
+
+// Integration skips t under `go test -short`.
+func Integration(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the local stack (deploy/local/stack up); skipped with -short")
+	}
+	fileValues()
+	if loadErr != nil {
+		t.Fatalf("testenv: reading the stack's env file: %v", loadErr)
+	}
+}
+
+// Get returns the value of key from the environment or the stack's env file, or "".
+func Get(key string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return fileValues()[key]
+}
+
+var (
+	loadOnce sync.Once
+	loaded   map[string]string
+	loadErr  error
+)
+
+func fileValues() map[string]string {
+	loadOnce.Do(func() {
+		loaded = map[string]string{}
+		path := envFilePath()
+		if path == "" {
+			return
+		}
+		if _, err := os.Stat(path); err != nil {
+			return // no stack env file: the packages' loopback defaults apply
+		}
+		if vals, err := envfile.Load(path); err != nil {
+			loadErr = err
+		} else {
+			loaded = vals
+		}
+	})
+	return loaded
+}
+
+func envFilePath() string {
+	if dir := os.Getenv("BACKFLOW_STACK_DIR"); dir != "" {
+		return filepath.Join(dir, "env")
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".stack", "env")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
