@@ -1,0 +1,271 @@
+package avro
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+	"golang.org/x/sync/singleflight"
+)
+
+// Registry is the part of a schema-registry client the serde uses. *sr.Client implements it.
+type Registry interface {
+	SchemaByID(ctx context.Context, id int) (sr.Schema, error)
+	RegisterSchema(ctx context.Context, subject string, s sr.Schema, id, version int) (int, error)
+}
+
+var _ Registry = (*sr.Client)(nil)
+
+// DefaultMaxRecordBytes is the largest value Decoder accepts by default.
+const DefaultMaxRecordBytes = 512 << 10
+
+// DecoderConfig tunes a Decoder.
+type DecoderConfig struct {
+	// MaxRecordBytes rejects larger values with ErrOversized before any other work.
+	// Default: DefaultMaxRecordBytes (512 KiB).
+	MaxRecordBytes int
+	// Now is the clock Validate runs against. Default: time.Now.
+	Now func() time.Time
+}
+
+func (c DecoderConfig) withDefaults() DecoderConfig {
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports the first bad field by name.
+func (c DecoderConfig) Validate() error {
+	if c.MaxRecordBytes < 0 {
+		return fmt.Errorf("avro: max record bytes: %d is negative", c.MaxRecordBytes)
+	}
+	return nil
+}
+
+// Decoder turns Confluent-framed Avro values into T. It fetches each writer schema from the
+// registry once by id, resolves it against the reader schema, and caches the result, so
+// records written with older or newer compatible schemas decode into the same T. If *T
+// implements Validator, every decoded value is validated. A Decoder is safe for concurrent
+// use; concurrent first sightings of one id cost a single registry request.
+type Decoder[T any] struct {
+	reg    Registry
+	reader avro.Schema
+	cfg    DecoderConfig
+
+	mu       sync.RWMutex
+	resolved map[int]avro.Schema // writer id -> schema resolved against reader
+	fetch    singleflight.Group
+	readers  sync.Pool
+}
+
+// NewDecoder returns a Decoder into T with reader as the reader schema.
+func NewDecoder[T any](reg Registry, reader avro.Schema, cfg DecoderConfig) (*Decoder[T], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if reg == nil || reader == nil {
+		return nil, errors.New("avro: new decoder: registry and reader schema are required")
+	}
+	d := &Decoder[T]{reg: reg, reader: reader, cfg: cfg.withDefaults(), resolved: map[int]avro.Schema{}}
+	d.readers.New = func() any { return avro.NewReader(nil, 0) }
+	return d, nil
+}
+
+// Decode decodes one framed value. It returns the writer schema id with the value. Errors are
+// *DecodeError; use IsRetryable to tell an outage (wait) from a bad record (DLQ).
+func (d *Decoder[T]) Decode(ctx context.Context, b []byte) (T, int, error) {
+	var v T
+	if len(b) > d.cfg.MaxRecordBytes {
+		return v, 0, &DecodeError{Kind: ErrOversized, Err: fmt.Errorf("%d bytes, limit %d", len(b), d.cfg.MaxRecordBytes)}
+	}
+	id, body, err := Unframe(b)
+	if err != nil {
+		return v, 0, err
+	}
+	schema, err := d.writerSchema(ctx, id)
+	if err != nil {
+		return v, id, err
+	}
+	if err := d.unmarshal(schema, body, &v); err != nil {
+		return v, id, &DecodeError{Kind: ErrCorrupt, SchemaID: id, Err: err}
+	}
+	if val, ok := any(&v).(Validator); ok {
+		if err := val.Validate(d.cfg.Now()); err != nil {
+			return v, id, &DecodeError{Kind: ErrInvalid, SchemaID: id, Err: err}
+		}
+	}
+	return v, id, nil
+}
+
+// unmarshal decodes body completely: unlike avro.Unmarshal, a body that ends early is an
+// error (hamba treats io.EOF as success), and so are bytes left over.
+func (d *Decoder[T]) unmarshal(schema avro.Schema, body []byte, v *T) error {
+	r := d.readers.Get().(*avro.Reader)
+	defer func() {
+		r.Reset(nil)
+		r.Error = nil
+		d.readers.Put(r)
+	}()
+	r.Reset(body)
+	r.Error = nil
+	r.ReadVal(schema, v)
+	if r.Error != nil {
+		if errors.Is(r.Error, io.EOF) {
+			return fmt.Errorf("body ends early: %w", io.ErrUnexpectedEOF)
+		}
+		return r.Error
+	}
+	r.Peek() // sets r.Error to io.EOF when nothing is left
+	if r.Error == nil {
+		return errors.New("bytes left over after the record")
+	}
+	return nil
+}
+
+// writerSchema returns the writer schema for id resolved against the reader schema.
+func (d *Decoder[T]) writerSchema(ctx context.Context, id int) (avro.Schema, error) {
+	d.mu.RLock()
+	s, ok := d.resolved[id]
+	d.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	res, err, _ := d.fetch.Do(strconv.Itoa(id), func() (any, error) {
+		got, err := d.reg.SchemaByID(ctx, id)
+		if err != nil {
+			return nil, classifyRegistryErr(id, err)
+		}
+		if got.Type != sr.TypeAvro {
+			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("schema type %s, want AVRO", got.Type)}
+		}
+		writer, err := avro.ParseWithCache(got.Schema, "", &avro.SchemaCache{})
+		if err != nil {
+			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("parse writer schema: %w", err)}
+		}
+		resolved, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
+		if err != nil {
+			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: err}
+		}
+		d.mu.Lock()
+		d.resolved[id] = resolved
+		d.mu.Unlock()
+		return resolved, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.(avro.Schema), nil
+}
+
+// SubjectStrategy names the registry subject a producer registers its schema under.
+type SubjectStrategy int
+
+const (
+	// TopicName: "<topic>-value" (Confluent's default).
+	TopicName SubjectStrategy = iota
+	// RecordName: the record's full name, e.g. "dev.backflow.gateway.GatewayLog".
+	RecordName
+	// TopicRecordName: "<topic>-<full name>".
+	TopicRecordName
+)
+
+// ParseSubjectStrategy accepts "topic", "record" and "topic-record" (and Confluent's class
+// names TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy).
+func ParseSubjectStrategy(s string) (SubjectStrategy, error) {
+	switch s {
+	case "", "topic", "TopicNameStrategy":
+		return TopicName, nil
+	case "record", "RecordNameStrategy":
+		return RecordName, nil
+	case "topic-record", "TopicRecordNameStrategy":
+		return TopicRecordName, nil
+	}
+	return 0, fmt.Errorf("avro: subject strategy: %q, want topic, record or topic-record", s)
+}
+
+// Subject returns the subject for a value of schema written to topic.
+func (s SubjectStrategy) Subject(topic string, schema avro.Schema) string {
+	name := ""
+	if n, ok := schema.(avro.NamedSchema); ok {
+		name = n.FullName()
+	}
+	switch s {
+	case RecordName:
+		return name
+	case TopicRecordName:
+		return topic + "-" + name
+	default:
+		return topic + "-value"
+	}
+}
+
+// Encoder frames values of T written with one schema. It registers the schema under its
+// subject on first use (and again after a failed attempt), then reuses the id. Safe for
+// concurrent use.
+type Encoder[T any] struct {
+	reg     Registry
+	schema  avro.Schema
+	subject string
+
+	mu sync.Mutex
+	id int
+}
+
+// NewEncoder returns an Encoder that writes schema under subject.
+func NewEncoder[T any](reg Registry, schema avro.Schema, subject string) (*Encoder[T], error) {
+	if reg == nil || schema == nil || subject == "" {
+		return nil, errors.New("avro: new encoder: registry, schema and subject are required")
+	}
+	return &Encoder[T]{reg: reg, schema: schema, subject: subject}, nil
+}
+
+// ID registers the schema if needed and returns its id. Registry errors are classified like
+// decode errors: ErrRegistryUnavailable is retryable.
+func (e *Encoder[T]) ID(ctx context.Context) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.id != 0 {
+		return e.id, nil
+	}
+	id, err := e.reg.RegisterSchema(ctx, e.subject, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro}, -1, -1)
+	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 && re.StatusCode != 401 && re.StatusCode != 403 && re.StatusCode != 429 {
+			return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, err) // rejected: incompatible or invalid
+		}
+		return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, classifyRegistryErr(0, err))
+	}
+	e.id = id
+	return id, nil
+}
+
+// Subject returns the subject the schema is registered under.
+func (e *Encoder[T]) Subject() string { return e.subject }
+
+// Encode returns v framed with the schema id.
+func (e *Encoder[T]) Encode(ctx context.Context, v T) ([]byte, error) {
+	return e.AppendEncode(ctx, nil, v)
+}
+
+// AppendEncode appends v framed with the schema id to dst.
+func (e *Encoder[T]) AppendEncode(ctx context.Context, dst []byte, v T) ([]byte, error) {
+	id, err := e.ID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, err := avro.Marshal(e.schema, v)
+	if err != nil {
+		return nil, fmt.Errorf("avro: encode %s: %w", e.subject, err)
+	}
+	return append(AppendFrame(dst, id), body...), nil
+}
