@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/loadgen"
+)
+
+func newLoadgenCmd() *cobra.Command {
+	var (
+		cfg          loadgen.Config
+		manifestPath string
+		poisonKinds  string
+		wordsFile    string
+		createTopics bool
+		partitions   int32
+		replication  int16
+		runID        string
+		noProgress   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "loadgen",
+		Short: "Send realistic traffic to the source topics and write a manifest of what landed",
+		Long: `loadgen writes traffic to model-inference-result and gateway-log as a gateway and models
+would: each request yields a gateway REQUEST log, an inference result (schema v1 or v2) and a
+gateway RESPONSE log, all keyed by requestId. Models, tenants and users follow a Zipf law; some
+texts carry words of the sensitive-word dictionary, some disguised (case, spacing, full-width).
+On top come duplicates (the same bytes re-sent, some to another partition) and poison records of
+every bad-input class: bad_magic, short, unknown_schema, truncated, garbage, missing_request_id,
+absurd_timestamp, oversized.
+
+The manifest (JSON lines: a header, then one line per acknowledged record with its topic,
+partition, offset, requestId, kind, and for poison the class the pipeline must assign) is the
+oracle tests check the pipeline against. Only records the brokers acknowledged are listed.
+
+Stop with Ctrl-C at any time: records in flight are flushed and the manifest stays exact.`,
+		Example: `  backflow loadgen --env-file .stack/env --requests 100000 --manifest /tmp/run.jsonl
+  backflow loadgen --duration 5m --rate 2000 --poison-rate 0.001
+  backflow loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kinds, err := loadgen.ParsePoisonKinds(poisonKinds)
+			if err != nil {
+				return fmt.Errorf("%w: --poison-kinds: %w", errUsage, err)
+			}
+			cfg.PoisonKinds = kinds
+			if wordsFile != "" {
+				words, err := loadgen.ReadWords(wordsFile)
+				if err != nil {
+					return fmt.Errorf("%w: --words-file: %w", errUsage, err)
+				}
+				cfg.Words = words
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			conn, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			if runID == "" {
+				runID = time.Now().UTC().Format("20060102T150405")
+			}
+			reg, err := avro.NewRegistryClient(conn.Registry)
+			if err != nil {
+				return err
+			}
+			cl, err := conn.Kafka.NewClient(loadgen.ProducerOpts()...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := cmd.Context()
+			if createTopics {
+				tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err := loadgen.EnsureTopics(tctx, cl, partitions, replication, topicOr(cfg.InferenceTopic, avro.TopicInferenceResult), topicOr(cfg.GatewayTopic, avro.TopicGatewayLog))
+				cancel()
+				if err != nil {
+					return err
+				}
+			}
+
+			var manifest io.Writer
+			if manifestPath != "" {
+				f, err := os.Create(manifestPath)
+				if err != nil {
+					return fmt.Errorf("%w: --manifest: %w", errUsage, err)
+				}
+				defer f.Close()
+				manifest = f
+			}
+			bar := newProgressBar(cmd.ErrOrStderr(), cfg.Requests, noProgress)
+			st, err := loadgen.Run(ctx, cfg, cl, reg, loadgen.Options{RunID: runID, Manifest: manifest, Progress: func(n int) { bar.Set(n) }})
+			bar.Finish()
+			fmt.Fprintln(cmd.ErrOrStderr())
+			fmt.Fprintln(cmd.OutOrStdout(), st)
+			if manifestPath != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "manifest: %s (run id %s)\n", manifestPath, runID)
+			}
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "backflow: loadgen interrupted; the manifest lists what was acknowledged")
+				return errFound
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Requests, "requests", 0, "requests to generate, 3 records each (default 10000 unless --duration is set)")
+	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (with --requests, whichever comes first)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "requests per second (0: flat out)")
+	f.StringVar(&cfg.InferenceTopic, "inference-topic", avro.TopicInferenceResult, "topic for inference results")
+	f.StringVar(&cfg.GatewayTopic, "gateway-topic", avro.TopicGatewayLog, "topic for gateway logs")
+	f.IntVar(&cfg.Models, "models", 12, "number of models")
+	f.IntVar(&cfg.Tenants, "tenants", 50, "number of tenants")
+	f.IntVar(&cfg.UsersPerTenant, "users-per-tenant", 200, "users in each tenant")
+	f.Float64Var(&cfg.ZipfS, "zipf", 1.2, "Zipf exponent of model, tenant and user popularity (> 1)")
+	f.Float64Var(&cfg.SensitiveShare, "sensitive-share", 0.05, "share of texts with a dictionary word (negative: none)")
+	f.StringVar(&wordsFile, "words-file", "", "dictionary to plant words from: one entry per line, first tab-separated column (default: the built-in sample words)")
+	f.Float64Var(&cfg.DuplicateRate, "dup-rate", 0.02, "share of records re-sent with the same requestId (negative: none)")
+	f.Float64Var(&cfg.CrossPartitionShare, "cross-partition-share", 0.25, "share of duplicates sent to another partition (negative: none)")
+	f.Float64Var(&cfg.PoisonRate, "poison-rate", 0.01, "poison records per source record (negative: none)")
+	f.StringVar(&poisonKinds, "poison-kinds", "all", "comma-separated poison kinds to rotate through")
+	f.Float64Var(&cfg.V2Share, "v2-share", 0.5, "share of inference results written with schema v2 (negative: none)")
+	f.Float64Var(&cfg.EmbeddingShare, "embedding-share", 0.3, "share of inference results with an embedding (negative: none)")
+	f.IntVar(&cfg.EmbeddingDim, "embedding-dim", 16, "embedding length")
+	f.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", avro.DefaultMaxRecordBytes, "the pipeline's record size limit; oversized poison exceeds it")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed: the same seed and run id give the same traffic")
+	f.StringVar(&runID, "run-id", "", "prefix of every requestId (default: the start time, so runs never collide)")
+	f.StringVar(&manifestPath, "manifest", "", "write the manifest to this file")
+	f.BoolVar(&createTopics, "create-topics", true, "create missing topics")
+	f.Int32Var(&partitions, "partitions", 3, "partitions of topics it creates")
+	f.Int16Var(&replication, "replication", 1, "replication factor of topics it creates")
+	f.BoolVar(&noProgress, "no-progress", false, "do not draw a progress bar")
+	return cmd
+}
+
+func topicOr(t, def string) string {
+	if t == "" {
+		return def
+	}
+	return t
+}
+
+// newProgressBar draws on w: a bar when the total is known, a counter otherwise. It draws
+// nothing when disabled or when w is not a terminal (CI logs stay clean).
+func newProgressBar(w io.Writer, total int, disabled bool) *progressbar.ProgressBar {
+	if f, ok := w.(*os.File); disabled || !ok || !isTerminal(f) {
+		w = io.Discard
+	}
+	max := int64(total)
+	if total == 0 {
+		max = -1
+	}
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("requests"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("req"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,234 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/backflowhq/backflow/avro"
+)
+
+func fakeRegistry(t *testing.T) *sr.Client {
+	t.Helper()
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	cl, err := avro.NewRegistryClient(avro.RegistryConfig{URL: fake.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func plan(t *testing.T, cfg Config, reg avro.Registry, requests int) []Planned {
+	t.Helper()
+	g, err := NewGenerator(cfg, "run1", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
+	var out []Planned
+	for i := 0; i < requests; i++ {
+		p, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p...)
+	}
+	return append(out, g.Drain()...)
+}
+
+func TestGeneratorIsDeterministic(t *testing.T) {
+	reg := fakeRegistry(t)
+	cfg := Config{Seed: 7, PoisonRate: 0.1, DuplicateRate: 0.1}
+	a, b := plan(t, cfg, reg, 200), plan(t, cfg, reg, 200)
+	if len(a) != len(b) {
+		t.Fatalf("%d vs %d records", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Topic != b[i].Topic || !bytes.Equal(a[i].Value, b[i].Value) || a[i].Kind != b[i].Kind {
+			t.Fatalf("record %d differs between two runs with one seed", i)
+		}
+	}
+	c := plan(t, Config{Seed: 8, PoisonRate: 0.1, DuplicateRate: 0.1}, reg, 200)
+	if bytes.Equal(a[1].Value, c[1].Value) {
+		t.Fatal("another seed gave the same inference record")
+	}
+}
+
+// TestGeneratorShape checks the traffic against its Config: three source records per request,
+// duplicates re-send identical bytes of an earlier original, poison rotates over every kind,
+// both schema versions appear, and planted words appear in about the configured share.
+func TestGeneratorShape(t *testing.T) {
+	reg := fakeRegistry(t)
+	cfg := Config{Seed: 3, PoisonRate: 0.02, DuplicateRate: 0.05, CrossPartitionShare: 0.5, SensitiveShare: 0.2}
+	const requests = 2000
+	recs := plan(t, cfg, reg, requests)
+
+	originals := map[string][]byte{} // topic/requestId/phase -> bytes
+	kinds := map[Kind]int{}
+	poison := map[PoisonKind]int{}
+	versions := map[int]int{}
+	sensitive, cross := 0, 0
+	for _, r := range recs {
+		kinds[r.Kind]++
+		id := r.Topic + "/" + r.RequestID + "/" + r.Phase
+		switch r.Kind {
+		case KindOriginal:
+			if _, seen := originals[id]; seen {
+				t.Fatalf("original %s sent twice", id)
+			}
+			originals[id] = r.Value
+			if r.Topic == cfg.withDefaults().InferenceTopic {
+				versions[r.SchemaVersion]++
+			}
+			if r.Sensitive {
+				sensitive++
+			}
+		case KindDuplicate:
+			orig, ok := originals[id]
+			if !ok || !bytes.Equal(orig, r.Value) {
+				t.Fatalf("duplicate %s does not repeat an earlier original byte for byte", id)
+			}
+			if r.OtherPartition {
+				cross++
+			}
+		case KindPoison:
+			poison[r.Poison]++
+		}
+	}
+	if kinds[KindOriginal] != 3*requests {
+		t.Fatalf("%d originals, want %d", kinds[KindOriginal], 3*requests)
+	}
+	wantDup := 0.05 * 3 * requests
+	if d := float64(kinds[KindDuplicate]); d < wantDup*0.8 || d > wantDup*1.2 {
+		t.Fatalf("%v duplicates, want about %v", d, wantDup)
+	}
+	if cross == 0 || cross == kinds[KindDuplicate] {
+		t.Fatalf("%d of %d duplicates cross partitions, want about half", cross, kinds[KindDuplicate])
+	}
+	if want := int(0.02 * 3 * requests); kinds[KindPoison] < want-1 || kinds[KindPoison] > want {
+		t.Fatalf("%d poison, want %d", kinds[KindPoison], want)
+	}
+	for _, k := range AllPoisonKinds {
+		if poison[k] < kinds[KindPoison]/len(AllPoisonKinds) {
+			t.Errorf("poison kind %s: %d records, want an even share of %d", k, poison[k], kinds[KindPoison])
+		}
+	}
+	if versions[1] < requests/3 || versions[2] < requests/3 {
+		t.Fatalf("inference versions %v, want a mix", versions)
+	}
+	if s := float64(sensitive) / float64(3*requests); s < 0.15 || s > 0.25 {
+		t.Fatalf("sensitive share %.3f, want about 0.2", s)
+	}
+}
+
+// TestPoisonDecodesToItsClass: every poison kind fails the real decoder with the class the
+// manifest promises, and every original decodes with its requestId.
+func TestPoisonDecodesToItsClass(t *testing.T) {
+	reg := fakeRegistry(t)
+	cfg := Config{Seed: 5, PoisonRate: 0.3}
+	recs := plan(t, cfg, reg, 60)
+	now := func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
+	infDec, _ := avro.NewDecoder[avro.InferenceResult](reg, avro.InferenceResultSchema, avro.DecoderConfig{Now: now})
+	gwDec, _ := avro.NewDecoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.DecoderConfig{Now: now})
+	seen := map[PoisonKind]bool{}
+	for _, r := range recs {
+		var reqID string
+		var err error
+		if r.Topic == avro.TopicInferenceResult {
+			var v avro.InferenceResult
+			v, _, err = infDec.Decode(context.Background(), r.Value)
+			reqID = v.RequestID
+		} else {
+			var v avro.GatewayLog
+			v, _, err = gwDec.Decode(context.Background(), r.Value)
+			reqID = v.RequestID
+		}
+		if r.Kind != KindPoison {
+			if err != nil || reqID != r.RequestID {
+				t.Fatalf("%s %s: decoded requestId %q, err %v", r.Kind, r.RequestID, reqID, err)
+			}
+			continue
+		}
+		seen[r.Poison] = true
+		var de *avro.DecodeError
+		if !errors.As(err, &de) || de.ErrorClass() != r.Poison.Class() {
+			t.Fatalf("poison %s decoded with err %v, want class %s", r.Poison, err, r.Poison.Class())
+		}
+	}
+	if len(seen) != len(AllPoisonKinds) {
+		t.Fatalf("saw poison kinds %v, want all %d", seen, len(AllPoisonKinds))
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"defaults", Config{}, ""},
+		{"same topics", Config{InferenceTopic: "a", GatewayTopic: "a"}, "both"},
+		{"share above one", Config{DuplicateRate: 1.5}, "duplicate rate"},
+		{"zipf too small", Config{ZipfS: 0.9}, "zipf"},
+		{"unknown poison", Config{PoisonKinds: []PoisonKind{"nope"}}, "poison kind"},
+		{"negative rate", Config{Rate: -1}, "rate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := ParsePoisonKinds("bad_magic, oversized"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParsePoisonKinds("bad_magic,nope"); err == nil {
+		t.Fatal("unknown kind accepted")
+	}
+}
+
+func TestManifestRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	mw, err := newManifestWriter(&buf, Header{RunID: "r", Seed: 9, InferenceTopic: "i", GatewayTopic: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []Entry{
+		{Topic: "g", Partition: 1, Offset: 5, RequestID: "r-1", Phase: "REQUEST", Kind: KindOriginal, SchemaVersion: 1},
+		{Topic: "i", Partition: 0, Offset: 9, RequestID: "r-p1", Kind: KindPoison, Poison: "garbage", Class: "corrupt"},
+	}
+	for _, e := range in {
+		if err := mw.add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mw.flush()
+	m, err := ParseManifest(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.RunID != "r" || m.Header.Seed != 9 || len(m.Entries) != 2 || m.Entries[1] != in[1] {
+		t.Fatalf("parsed %+v", m)
+	}
+	if loc := m.ByLocation()[Location{"g", 1, 5}]; loc.RequestID != "r-1" || !loc.Valid() {
+		t.Fatalf("by location: %+v", loc)
+	}
+	if _, err := ParseManifest(strings.NewReader(`{"topic":"x"}` + "\n")); err == nil {
+		t.Fatal("manifest without header accepted")
+	}
+}

@@ -1,0 +1,270 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
+
+	"github.com/backflowhq/backflow/avro"
+)
+
+// Stats summarises a run: what the brokers acknowledged, by kind.
+type Stats struct {
+	Requests       int
+	Records        int            // acknowledged records, all kinds
+	PerTopic       map[string]int // acknowledged records per topic
+	Originals      int
+	Duplicates     int
+	CrossPartition int // duplicates sent to another partition than the key's
+	Poison         map[PoisonKind]int
+	Sensitive      int // records whose text has a planted dictionary word
+	InferenceV1    int
+	InferenceV2    int
+	Failed         int // records the brokers did not acknowledge (not in the manifest)
+	Elapsed        time.Duration
+}
+
+// Options are the run-time parts of a run that are not traffic shape.
+type Options struct {
+	// RunID prefixes every requestId, so runs never collide. Required.
+	RunID string
+	// Manifest receives the manifest; nil discards it.
+	Manifest io.Writer
+	// Progress, when set, is called after each request with the number of requests planned.
+	Progress func(requests int)
+}
+
+// ProducerOpts are the franz-go options Run needs on its client: it picks partitions itself
+// (Kafka's murmur2 key hash, or another partition for cross-partition duplicates).
+func ProducerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+	}
+}
+
+// Run generates cfg's traffic and sends it with cl, which must be built with ProducerOpts. It
+// returns when the generation limit is reached (or ctx ends) and every record sent is
+// acknowledged or failed. The manifest lists exactly the acknowledged records. A ctx that
+// ends stops generation early; Run still flushes and returns the stats with ctx's error.
+func Run(ctx context.Context, cfg Config, cl *kgo.Client, reg avro.Registry, opts Options) (Stats, error) {
+	if err := cfg.Validate(); err != nil {
+		return Stats{}, err
+	}
+	cfg = cfg.withDefaults()
+	gen, err := NewGenerator(cfg, opts.RunID, reg)
+	if err != nil {
+		return Stats{}, err
+	}
+	partitions, err := partitionCounts(ctx, cl, cfg.InferenceTopic, cfg.GatewayTopic)
+	if err != nil {
+		return Stats{}, err
+	}
+	out := opts.Manifest
+	if out == nil {
+		out = io.Discard
+	}
+	mw, err := newManifestWriter(out, Header{RunID: opts.RunID, Seed: cfg.Seed, InferenceTopic: cfg.InferenceTopic,
+		GatewayTopic: cfg.GatewayTopic, Started: time.Now().UTC()})
+	if err != nil {
+		return Stats{}, fmt.Errorf("loadgen: manifest: %w", err)
+	}
+
+	st := Stats{PerTopic: map[string]int{}, Poison: map[PoisonKind]int{}}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		inflight sync.WaitGroup
+	)
+	hashers := map[string]kgo.TopicPartitioner{}
+	for t := range partitions {
+		hashers[t] = kgo.StickyKeyPartitioner(nil).ForTopic(t)
+	}
+	send := func(p Planned) {
+		n := partitions[p.Topic]
+		rec := &kgo.Record{Topic: p.Topic, Key: p.Key, Value: p.Value}
+		part := hashers[p.Topic].Partition(rec, n) // keyed: Kafka's murmur2, as Java producers do
+		if p.OtherPartition && n > 1 {
+			part = (part + 1) % n
+		}
+		rec.Partition = int32(part)
+		inflight.Add(1)
+		cl.Produce(context.WithoutCancel(ctx), rec, func(r *kgo.Record, err error) {
+			defer inflight.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				st.Failed++
+				if firstErr == nil {
+					firstErr = fmt.Errorf("loadgen: produce to %s: %w", r.Topic, err)
+				}
+				return
+			}
+			e := Entry{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, RequestID: p.RequestID, Phase: p.Phase,
+				Kind: p.Kind, SchemaVersion: p.SchemaVersion, Sensitive: p.Sensitive, CrossPartition: p.OtherPartition && n > 1}
+			if p.Kind == KindPoison {
+				e.Poison, e.Class = string(p.Poison), p.Poison.Class()
+			}
+			if err := mw.add(e); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("loadgen: manifest: %w", err)
+			}
+			st.count(e)
+		})
+	}
+
+	var limiter *rate.Limiter
+	if cfg.Rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate/20)))
+	}
+	start := time.Now()
+	var deadline time.Time
+	if cfg.Duration > 0 {
+		deadline = start.Add(cfg.Duration)
+	}
+	var runErr error
+	for cfg.Requests == 0 || st.Requests < cfg.Requests {
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			runErr = err
+			break
+		}
+		if limiter != nil {
+			if err := limiter.Wait(ctx); err != nil {
+				runErr = ctx.Err()
+				break
+			}
+		}
+		planned, err := gen.Next(ctx)
+		if err != nil {
+			runErr = fmt.Errorf("loadgen: %w", err)
+			break
+		}
+		for _, p := range planned {
+			send(p)
+		}
+		st.Requests++
+		if opts.Progress != nil {
+			opts.Progress(st.Requests)
+		}
+	}
+	if runErr == nil || errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
+		for _, p := range gen.Drain() {
+			send(p)
+		}
+	}
+	inflight.Wait()
+	st.Elapsed = time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := mw.flush(); err != nil && firstErr == nil {
+		firstErr = fmt.Errorf("loadgen: manifest: %w", err)
+	}
+	return st, errors.Join(runErr, firstErr)
+}
+
+func (st *Stats) count(e Entry) {
+	st.Records++
+	st.PerTopic[e.Topic]++
+	switch e.Kind {
+	case KindOriginal:
+		st.Originals++
+	case KindDuplicate:
+		st.Duplicates++
+		if e.CrossPartition {
+			st.CrossPartition++
+		}
+	case KindPoison:
+		st.Poison[PoisonKind(e.Poison)]++
+	}
+	if e.Sensitive {
+		st.Sensitive++
+	}
+	if e.Kind == KindOriginal && e.Phase == "" {
+		if e.SchemaVersion == 1 {
+			st.InferenceV1++
+		} else {
+			st.InferenceV2++
+		}
+	}
+}
+
+// PoisonTotal is the number of poison records acknowledged.
+func (st Stats) PoisonTotal() int {
+	n := 0
+	for _, v := range st.Poison {
+		n += v
+	}
+	return n
+}
+
+// String is a one-paragraph summary for people.
+func (st Stats) String() string {
+	s := fmt.Sprintf("%d requests → %d records in %s (%.0f records/s): %d originals, %d duplicates (%d cross-partition), %d poison",
+		st.Requests, st.Records, st.Elapsed.Round(time.Millisecond), float64(st.Records)/max(st.Elapsed.Seconds(), 1e-9),
+		st.Originals, st.Duplicates, st.CrossPartition, st.PoisonTotal())
+	if len(st.Poison) > 0 {
+		s += " ("
+		for i, k := range slices.Sorted(maps.Keys(st.Poison)) {
+			if i > 0 {
+				s += ", "
+			}
+			s += fmt.Sprintf("%s %d", k, st.Poison[k])
+		}
+		s += ")"
+	}
+	s += fmt.Sprintf("; inference v1/v2 %d/%d; %d with planted words", st.InferenceV1, st.InferenceV2, st.Sensitive)
+	if st.Failed > 0 {
+		s += fmt.Sprintf("; %d NOT acknowledged", st.Failed)
+	}
+	return s
+}
+
+// partitionCounts asks the cluster how many partitions each topic has; a missing topic is an
+// error that says how to create it.
+func partitionCounts(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]int, error) {
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: topic metadata: %w", err)
+	}
+	out := map[string]int{}
+	for _, t := range topics {
+		d, ok := td[t]
+		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("loadgen: topic %q does not exist (create it, or pass --create-topics)", t)
+		}
+		if d.Err != nil {
+			return nil, fmt.Errorf("loadgen: topic %q: %w", t, d.Err)
+		}
+		out[t] = len(d.Partitions)
+	}
+	return out, nil
+}
+
+// EnsureTopics creates the topics that do not exist yet, with the given partitions and
+// replication factor, and leaves existing ones as they are.
+func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, replication int16, topics ...string) error {
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopics(ctx, partitions, replication, nil, topics...)
+	if err != nil {
+		return fmt.Errorf("loadgen: create topics: %w", err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("loadgen: create topic %s: %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
