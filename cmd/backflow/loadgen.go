@@ -26,6 +26,7 @@ func newLoadgenCmd() *cobra.Command {
 		replication  int16
 		runID        string
 		noProgress   bool
+		subjects     string
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -53,6 +54,9 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 				return fmt.Errorf("%w: --poison-kinds: %w", errUsage, err)
 			}
 			cfg.PoisonKinds = kinds
+			if cfg.Subjects, err = avro.ParseSubjectStrategy(subjects); err != nil {
+				return fmt.Errorf("%w: --subject-strategy: %w", errUsage, err)
+			}
 			if wordsFile != "" {
 				words, err := loadgen.ReadWords(wordsFile)
 				if err != nil {
@@ -134,6 +138,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 	f.IntVar(&cfg.EmbeddingDim, "embedding-dim", 16, "embedding length")
 	f.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", avro.DefaultMaxRecordBytes, "the pipeline's record size limit; oversized poison exceeds it")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed: the same seed and run id give the same traffic")
+	f.StringVar(&subjects, "subject-strategy", "topic", "registry subject naming: topic (<topic>-value), record (full record name) or topic-record")
 	f.StringVar(&runID, "run-id", "", "prefix of every requestId (default: the start time, so runs never collide)")
 	f.StringVar(&manifestPath, "manifest", "", "write the manifest to this file")
 	f.BoolVar(&createTopics, "create-topics", true, "create missing topics")

@@ -60,6 +60,9 @@ type Config struct {
 	MaxRecordBytes int
 	// Seed makes the traffic reproducible. Default: 1.
 	Seed uint64
+	// Subjects names the registry subjects schemas are registered under. Default:
+	// avro.TopicName ("<topic>-value"; inference v1 and v2 share the subject).
+	Subjects avro.SubjectStrategy
 }
 
 // The shares in Config are fractions; a negative value means "none" where zero means default.

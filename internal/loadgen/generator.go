@@ -57,8 +57,8 @@ type pendingDup struct {
 	rec Planned
 }
 
-// NewGenerator validates cfg. Schemas are registered with reg on first use, under the topics'
-// TopicNameStrategy subjects (v1 and v2 of the inference result share one subject).
+// NewGenerator validates cfg. Schemas are registered with reg on first use, under the
+// subjects cfg.Subjects names.
 func NewGenerator(cfg Config, runID string, reg avro.Registry) (*Generator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -73,14 +73,14 @@ func NewGenerator(cfg Config, runID string, reg avro.Registry) (*Generator, erro
 	g.tnt = rand.NewZipf(g.rng, cfg.ZipfS, 1, uint64(cfg.Tenants-1))
 	g.user = rand.NewZipf(g.rng, cfg.ZipfS, 1, uint64(cfg.UsersPerTenant-1))
 	var err error
-	infSubject := avro.TopicName.Subject(cfg.InferenceTopic, avro.InferenceResultSchema)
+	infSubject := cfg.Subjects.Subject(cfg.InferenceTopic, avro.InferenceResultSchema)
 	if g.encV1, err = avro.NewEncoder[avro.InferenceResult](reg, avro.InferenceResultV1, infSubject); err != nil {
 		return nil, err
 	}
 	if g.encV2, err = avro.NewEncoder[avro.InferenceResult](reg, avro.InferenceResultV2, infSubject); err != nil {
 		return nil, err
 	}
-	if g.encGW, err = avro.NewEncoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.TopicName.Subject(cfg.GatewayTopic, avro.GatewayLogSchema)); err != nil {
+	if g.encGW, err = avro.NewEncoder[avro.GatewayLog](reg, avro.GatewayLogSchema, cfg.Subjects.Subject(cfg.GatewayTopic, avro.GatewayLogSchema)); err != nil {
 		return nil, err
 	}
 	return g, nil
