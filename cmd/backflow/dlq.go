@@ -1,0 +1,620 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/dlq"
+)
+
+func newDLQCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "List, follow and re-drive the dead-letter topic",
+		Long: `dlq works with the dead-letter topic, where stages put records they cannot process (not
+framed, unknown schema, corrupt, invalid, oversized) with the raw key, value and headers plus
+where the record came from and why it failed. Outages are retried, never dead-lettered.
+
+  list     print the entries present now (a snapshot), then the counts per error class
+  tail     print new entries as they arrive, until Ctrl-C
+  redrive  re-produce selected entries to their origin topics; a dry run unless --execute`,
+		Example: `  backflow dlq list --env-file .stack/env
+  backflow dlq tail --class unknown_schema
+  backflow dlq redrive --class unknown_schema            # dry run: what would go where
+  backflow dlq redrive --offsets 0:12,2:7 --execute`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newDLQListCmd(), newDLQTailCmd(), newDLQRedriveCmd())
+	return cmd
+}
+
+// dlqFilter holds the flags list and tail share.
+type dlqFilter struct {
+	topic       string
+	class       string
+	originTopic string
+	limit       int
+	json        bool
+}
+
+func (f *dlqFilter) addFlags(cmd *cobra.Command) {
+	addTopicFlag(cmd, &f.topic)
+	cmd.Flags().StringVar(&f.class, "class", "", "only entries of this error class (e.g. corrupt, unknown_schema)")
+	cmd.Flags().StringVar(&f.originTopic, "origin-topic", "", "only entries that came from this topic")
+	cmd.Flags().IntVar(&f.limit, "limit", 0, "print at most this many entries (0: no limit)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object per entry and nothing else")
+}
+
+func (f *dlqFilter) check() error {
+	if f.limit < 0 {
+		return fmt.Errorf("%w: --limit must be 0 or more, got %d", errUsage, f.limit)
+	}
+	return checkTopicFlag(f.topic)
+}
+
+func (f *dlqFilter) match(e dlq.Entry) bool {
+	return (f.class == "" || e.Class == f.class) && (f.originTopic == "" || e.Origin.Topic == f.originTopic)
+}
+
+func addTopicFlag(cmd *cobra.Command, topic *string) {
+	cmd.Flags().StringVar(topic, "topic", dlq.DefaultTopic, "the dead-letter topic")
+}
+
+func checkTopicFlag(topic string) error {
+	if err := (dlq.Config{Topic: topic, Stage: "cli"}).Validate(); err != nil {
+		return fmt.Errorf("%w: --topic: %q is not a valid topic name", errUsage, topic)
+	}
+	return nil
+}
+
+func newDLQListCmd() *cobra.Command {
+	var f dlqFilter
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Print the dead-letter entries present now, then the counts per error class",
+		Long: `list reads the dead-letter topic from its start up to each partition's end at the time of
+the call (a snapshot: it ends even while stages keep writing), partition by partition, and
+prints one line per entry: its DLQ partition/offset, the origin topic/partition/offset, error
+class, stage, time and message. Then it prints how many entries each class has, and the total.
+
+--class and --origin-topic narrow the entries (and the counts); --limit caps the lines printed,
+not the counts. With --json it prints one JSON object per entry and nothing else (the key
+base64-encoded, null for a null key; the value as its length, value_bytes).
+
+A record in the topic that does not follow the DLQ conventions is reported on stderr and counted
+as undecodable. A topic that does not exist is an error (exit 1).`,
+		Example: `  backflow dlq list
+  backflow dlq list --class unknown_schema --origin-topic model-inference-result --limit 20
+  backflow dlq list --json | jq -r .message`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			p := newEntryPrinter(out, f.json)
+			counts := map[string]int{}
+			matched, shown, undecodable := 0, 0, 0
+			err = dlq.Scan(ctx, cfg.Kafka, f.topic, func(r *kgo.Record) error {
+				e, err := dlq.Decode(r)
+				if err != nil {
+					undecodable++
+					fmt.Fprintf(stderr, "backflow: %s/%d/%d is not a DLQ entry: %v\n", r.Topic, r.Partition, r.Offset, err)
+					return nil
+				}
+				if !f.match(e) {
+					return nil
+				}
+				matched++
+				counts[e.Class]++
+				if f.limit == 0 || shown < f.limit {
+					shown++
+					return p.print(e)
+				}
+				return nil
+			})
+			if ferr := p.flush(); err == nil {
+				err = ferr
+			}
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return nil
+			}
+			if matched == 0 {
+				fmt.Fprintf(out, "no entries in %s%s\n", f.topic, filterNote(f))
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\nCLASS\tENTRIES")
+			classes := make([]string, 0, len(counts))
+			for c := range counts {
+				classes = append(classes, c)
+			}
+			slices.Sort(classes)
+			for _, c := range classes {
+				fmt.Fprintf(tw, "%s\t%d\n", c, counts[c])
+			}
+			if undecodable > 0 {
+				fmt.Fprintf(tw, "(undecodable)\t%d\n", undecodable)
+			}
+			total := strconv.Itoa(matched)
+			if shown < matched {
+				total += fmt.Sprintf(" (%d shown)", shown)
+			}
+			fmt.Fprintf(tw, "total\t%s\n", total)
+			return tw.Flush()
+		},
+	}
+	f.addFlags(cmd)
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long the whole read may take")
+	return cmd
+}
+
+func filterNote(f dlqFilter) string {
+	var parts []string
+	if f.class != "" {
+		parts = append(parts, "class "+f.class)
+	}
+	if f.originTopic != "" {
+		parts = append(parts, "origin topic "+f.originTopic)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " matching " + strings.Join(parts, ", ")
+}
+
+func newDLQTailCmd() *cobra.Command {
+	var f dlqFilter
+	cmd := &cobra.Command{
+		Use:   "tail",
+		Short: "Print new dead-letter entries as they arrive, until Ctrl-C",
+		Long: `tail starts at the current end of every partition of the dead-letter topic and prints each
+entry written after that, in the same columns as list (or as JSON lines with --json), until
+Ctrl-C (or SIGTERM) or, with --limit N, until it has printed N entries. Partitions added while it runs are not
+followed. A topic that does not exist is an error (exit 1).`,
+		Example: `  backflow dlq tail
+  backflow dlq tail --class corrupt --json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			p := newEntryPrinter(cmd.OutOrStdout(), f.json)
+			p.eager = true
+			shown := 0
+			return dlq.Follow(ctx, cfg.Kafka, f.topic, func(r *kgo.Record) error {
+				e, err := dlq.Decode(r)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "backflow: %s/%d/%d is not a DLQ entry: %v\n", r.Topic, r.Partition, r.Offset, err)
+					return nil
+				}
+				if !f.match(e) {
+					return nil
+				}
+				if err := p.print(e); err != nil {
+					return err
+				}
+				if shown++; f.limit > 0 && shown >= f.limit {
+					cancel()
+				}
+				return nil
+			})
+		},
+	}
+	f.addFlags(cmd)
+	return cmd
+}
+
+// entryPrinter writes entries as aligned text columns or as JSON lines.
+type entryPrinter struct {
+	json  bool
+	eager bool // write every line at once (tail)
+	w     io.Writer
+	enc   *json.Encoder
+	tw    *tabwriter.Writer
+	lines int
+}
+
+// flushEvery bounds what the tabwriter buffers; columns realign per block of lines.
+const flushEvery = 256
+
+func newEntryPrinter(w io.Writer, asJSON bool) *entryPrinter {
+	p := &entryPrinter{json: asJSON, w: w}
+	if asJSON {
+		p.enc = json.NewEncoder(w)
+		p.enc.SetEscapeHTML(false)
+	} else {
+		p.tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	}
+	return p
+}
+
+// entryJSON is one line of --json output.
+type entryJSON struct {
+	DLQTopic        string `json:"dlq_topic"`
+	DLQPartition    int32  `json:"dlq_partition"`
+	DLQOffset       int64  `json:"dlq_offset"`
+	OriginTopic     string `json:"origin_topic"`
+	OriginPartition int32  `json:"origin_partition"`
+	OriginOffset    int64  `json:"origin_offset"`
+	OriginTimestamp string `json:"origin_timestamp,omitempty"` // RFC 3339 ms; absent when unknown
+	Stage           string `json:"stage"`
+	Class           string `json:"class"`
+	Message         string `json:"message"`
+	Time            string `json:"time"`
+	Key             []byte `json:"key"` // base64; null for a null key
+	ValueBytes      int    `json:"value_bytes"`
+	TruncatedFrom   int    `json:"truncated_from,omitempty"`
+}
+
+func toJSON(e dlq.Entry) entryJSON {
+	j := entryJSON{
+		DLQTopic: e.DLQTopic, DLQPartition: e.DLQPartition, DLQOffset: e.DLQOffset,
+		OriginTopic: e.Origin.Topic, OriginPartition: e.Origin.Partition, OriginOffset: e.Origin.Offset,
+		Stage: e.Stage, Class: e.Class, Message: e.Message, Time: e.Time.UTC().Format(dlq.TimeLayout),
+		Key: e.Origin.Key, ValueBytes: len(e.Origin.Value), TruncatedFrom: e.TruncatedFrom,
+	}
+	if !e.Origin.Timestamp.IsZero() {
+		j.OriginTimestamp = e.Origin.Timestamp.UTC().Format(dlq.TimeLayout)
+	}
+	return j
+}
+
+func (p *entryPrinter) print(e dlq.Entry) error {
+	if p.json {
+		return p.enc.Encode(toJSON(e))
+	}
+	cols := []string{fmt.Sprintf("%d/%d", e.DLQPartition, e.DLQOffset),
+		fmt.Sprintf("%s/%d/%d", e.Origin.Topic, e.Origin.Partition, e.Origin.Offset),
+		oneLine(e.Class), oneLine(e.Stage), e.Time.UTC().Format(dlq.TimeLayout), oneLine(e.Message)}
+	if p.eager {
+		// One line at a time: fixed widths instead of alignment over lines not yet seen.
+		if p.lines == 0 {
+			fmt.Fprintf(p.w, tailFormat, "DLQ", "ORIGIN", "CLASS", "STAGE", "TIME", "MESSAGE")
+		}
+		p.lines++
+		_, err := fmt.Fprintf(p.w, tailFormat, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5])
+		return err
+	}
+	if p.lines%flushEvery == 0 {
+		fmt.Fprintln(p.tw, "DLQ\tORIGIN\tCLASS\tSTAGE\tTIME\tMESSAGE")
+	}
+	p.lines++
+	fmt.Fprintln(p.tw, strings.Join(cols, "\t"))
+	if p.lines%flushEvery == 0 {
+		return p.tw.Flush()
+	}
+	return nil
+}
+
+// tailFormat lays out tail's text lines; a longer value pushes the rest of its line right.
+const tailFormat = "%-8s  %-32s  %-16s  %-15s  %-24s  %s\n"
+
+func (p *entryPrinter) flush() error {
+	if p.tw != nil {
+		return p.tw.Flush()
+	}
+	return nil
+}
+
+// oneLine replaces control characters (newlines, tabs) so an entry stays on one line.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+type redriveOptions struct {
+	topic       string
+	offsets     string
+	class       string
+	all         bool
+	originTopic string
+	execute     bool
+	timeout     time.Duration
+}
+
+// dlqPos is a DLQ partition and offset.
+type dlqPos struct {
+	partition int32
+	offset    int64
+}
+
+func (p dlqPos) String() string { return fmt.Sprintf("%d:%d", p.partition, p.offset) }
+
+func newDLQRedriveCmd() *cobra.Command {
+	var o redriveOptions
+	cmd := &cobra.Command{
+		Use:   "redrive (--offsets P:O[,P:O...] | --class C | --all) [--execute]",
+		Short: "Re-produce dead-letter entries to their origin topics (a dry run unless --execute)",
+		Long: `redrive selects entries of the dead-letter topic, as present now, and re-produces each one's
+raw key, value and original headers to its origin topic and partition, in origin order, with
+the headers backflow.redrive.from (<dlq topic>/<partition>/<offset>), backflow.redrive.time and
+backflow.redrive.count (previous count + 1). Fix the cause first (register the schema, deploy
+the fix), then re-drive: a record that fails again returns to the DLQ with a higher count.
+
+Select with exactly one of:
+  --offsets P:O,...  the entries at these DLQ partition:offset positions (as list prints them)
+  --class C          every entry of error class C
+  --all              every entry
+--origin-topic T narrows any of them to entries that came from T.
+
+Without --execute nothing is produced: it prints what would be re-driven and to where. With
+--execute it produces synchronously through an idempotent producer (acks=all) and prints
+"re-drove N record(s)". Entries whose value was truncated in the DLQ, and entries whose origin
+topic or partition no longer exists, are skipped and reported. redrive does not remember earlier
+runs: re-driving an entry twice produces it twice (ingest drops the second copy by requestId).
+
+Exit codes: 0 all selected entries were (or would be) re-driven; 1 nothing selected, an entry
+skipped or a produce failed; 2 bad or conflicting flags.`,
+		Example: `  backflow dlq redrive --class unknown_schema                   # dry run
+  backflow dlq redrive --class unknown_schema --execute
+  backflow dlq redrive --offsets 0:12,2:7 --execute
+  backflow dlq redrive --all --origin-topic gateway-log --execute`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	addTopicFlag(cmd, &o.topic)
+	cmd.Flags().StringVar(&o.offsets, "offsets", "", "comma-separated DLQ partition:offset positions to re-drive")
+	cmd.Flags().StringVar(&o.class, "class", "", "re-drive every entry of this error class")
+	cmd.Flags().BoolVar(&o.all, "all", false, "re-drive every entry")
+	cmd.Flags().StringVar(&o.originTopic, "origin-topic", "", "only entries that came from this topic")
+	cmd.Flags().BoolVar(&o.execute, "execute", false, "produce the records (default: dry run)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long reading and producing may take")
+	return cmd
+}
+
+// parseOffsets reads "P:O,P:O"; duplicates collapse.
+func parseOffsets(s string) (map[dlqPos]bool, error) {
+	out := map[dlqPos]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		ps, offs, ok := strings.Cut(part, ":")
+		p, perr := strconv.ParseInt(ps, 10, 32)
+		off, oerr := strconv.ParseInt(offs, 10, 64)
+		if !ok || perr != nil || oerr != nil || p < 0 || off < 0 {
+			return nil, fmt.Errorf("%w: --offsets: %q is not partition:offset", errUsage, part)
+		}
+		out[dlqPos{int32(p), off}] = true
+	}
+	return out, nil
+}
+
+func (o *redriveOptions) run(cmd *cobra.Command) error {
+	selectors := 0
+	for _, set := range []bool{o.offsets != "", o.class != "", o.all} {
+		if set {
+			selectors++
+		}
+	}
+	if selectors != 1 {
+		return fmt.Errorf("%w: give exactly one of --offsets, --class or --all (got %d)", errUsage, selectors)
+	}
+	if err := checkTopicFlag(o.topic); err != nil {
+		return err
+	}
+	if o.timeout <= 0 {
+		return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, o.timeout)
+	}
+	var wanted map[dlqPos]bool
+	if o.offsets != "" {
+		var err error
+		if wanted, err = parseOffsets(o.offsets); err != nil {
+			return err
+		}
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+
+	// Select from a snapshot of the DLQ.
+	var selected []dlq.Entry
+	var problems []string
+	found := map[dlqPos]bool{}
+	err = dlq.Scan(ctx, cfg.Kafka, o.topic, func(r *kgo.Record) error {
+		pos := dlqPos{r.Partition, r.Offset}
+		if wanted != nil && !wanted[pos] {
+			return nil
+		}
+		found[pos] = true
+		e, err := dlq.Decode(r)
+		if err != nil {
+			if wanted != nil {
+				problems = append(problems, fmt.Sprintf("--offsets %s: %s/%d/%d is not a DLQ entry: %v", pos, o.topic, pos.partition, pos.offset, err))
+			}
+			return nil
+		}
+		if (o.class != "" && e.Class != o.class) || (o.originTopic != "" && e.Origin.Topic != o.originTopic) {
+			return nil
+		}
+		selected = append(selected, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for pos := range wanted {
+		if !found[pos] {
+			problems = append(problems, fmt.Sprintf("--offsets %s: no such entry in %s", pos, o.topic))
+		}
+	}
+
+	// The same bad record written twice (a retried DLQ write) is re-driven once, and records go
+	// back in their origin order.
+	slices.SortFunc(selected, func(a, b dlq.Entry) int {
+		return cmp.Or(strings.Compare(a.Origin.Topic, b.Origin.Topic),
+			cmp.Compare(a.Origin.Partition, b.Origin.Partition), cmp.Compare(a.Origin.Offset, b.Origin.Offset),
+			cmp.Compare(a.DLQPartition, b.DLQPartition), cmp.Compare(a.DLQOffset, b.DLQOffset))
+	})
+	selected = slices.CompactFunc(selected, func(a, b dlq.Entry) bool {
+		return a.Origin.Topic == b.Origin.Topic && a.Origin.Partition == b.Origin.Partition && a.Origin.Offset == b.Origin.Offset
+	})
+
+	// Where each would go; skip what cannot be re-driven.
+	origins, err := originPartitions(ctx, cfg.Kafka.NewClient, selected)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var recs []*kgo.Record
+	var from []dlq.Entry
+	for _, e := range selected {
+		at := fmt.Sprintf("%s/%d/%d", e.DLQTopic, e.DLQPartition, e.DLQOffset)
+		n, ok := origins[e.Origin.Topic]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s: origin topic %s does not exist", at, e.Origin.Topic))
+			continue
+		case e.Origin.Partition >= n:
+			problems = append(problems, fmt.Sprintf("%s: origin %s has %d partition(s), not %d", at, e.Origin.Topic, n, e.Origin.Partition))
+			continue
+		}
+		r, err := dlq.Redrive(e, now)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", at, err))
+			continue
+		}
+		recs = append(recs, r)
+		from = append(from, e)
+	}
+	slices.Sort(problems)
+	for _, p := range problems {
+		fmt.Fprintln(stderr, "backflow: skipped", p)
+	}
+	if len(recs) == 0 {
+		if len(problems) == 0 {
+			fmt.Fprintf(stderr, "backflow: nothing selected in %s\n", o.topic)
+		}
+		return errFound
+	}
+
+	if !o.execute {
+		for i, r := range recs {
+			fmt.Fprintf(out, "would re-drive %s/%d/%d -> %s/%d (class %s, stage %s, redrive count %s)\n",
+				from[i].DLQTopic, from[i].DLQPartition, from[i].DLQOffset, r.Topic, r.Partition,
+				from[i].Class, from[i].Stage, headerValue(r, dlq.HeaderRedriveCount))
+		}
+		fmt.Fprintf(out, "dry run: would re-drive %d record(s); nothing was produced, add --execute to re-drive\n", len(recs))
+		if len(problems) > 0 {
+			return errFound
+		}
+		return nil
+	}
+
+	// An idempotent producer with acks=all (franz-go's defaults); records keep their partition.
+	cl, err := cfg.Kafka.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// Results come back in completion order, not in the order produced.
+	index := make(map[*kgo.Record]int, len(recs))
+	for i, r := range recs {
+		index[r] = i
+	}
+	results := cl.ProduceSync(ctx, recs...)
+	slices.SortFunc(results, func(a, b kgo.ProduceResult) int { return cmp.Compare(index[a.Record], index[b.Record]) })
+	done := 0
+	for _, res := range results {
+		i := index[res.Record]
+		if res.Err != nil {
+			fmt.Fprintf(stderr, "backflow: re-drive of %s/%d/%d failed: %v\n", from[i].DLQTopic, from[i].DLQPartition, from[i].DLQOffset, res.Err)
+			continue
+		}
+		done++
+		fmt.Fprintf(out, "re-drove %s/%d/%d -> %s/%d/%d\n", from[i].DLQTopic, from[i].DLQPartition, from[i].DLQOffset,
+			res.Record.Topic, res.Record.Partition, res.Record.Offset)
+	}
+	if done < len(recs) {
+		fmt.Fprintf(out, "re-drove %d record(s); %d failed\n", done, len(recs)-done)
+		return errFound
+	}
+	fmt.Fprintf(out, "re-drove %d record(s)\n", done)
+	if len(problems) > 0 {
+		return errFound
+	}
+	return nil
+}
+
+// originPartitions returns the partition count of every origin topic of entries that exists.
+func originPartitions(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), entries []dlq.Entry) (map[string]int32, error) {
+	var topics []string
+	for _, e := range entries {
+		if !slices.Contains(topics, e.Origin.Topic) {
+			topics = append(topics, e.Origin.Topic)
+		}
+	}
+	out := map[string]int32{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	cl, err := newClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	tds, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("metadata for origin topics: %w", err)
+	}
+	for _, td := range tds {
+		switch {
+		case errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+		case td.Err != nil:
+			return nil, fmt.Errorf("metadata for origin topic %s: %w", td.Topic, td.Err)
+		default:
+			out[td.Topic] = int32(len(td.Partitions))
+		}
+	}
+	return out, nil
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
