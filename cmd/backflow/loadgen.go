@@ -105,7 +105,6 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			bar := newProgressBar(cmd.ErrOrStderr(), cfg.Requests, noProgress)
 			st, err := loadgen.Run(ctx, cfg, cl, reg, loadgen.Options{RunID: runID, Manifest: manifest, Progress: func(n int) { bar.Set(n) }})
 			bar.Finish()
-			fmt.Fprintln(cmd.ErrOrStderr())
 			fmt.Fprintln(cmd.OutOrStdout(), st)
 			if manifestPath != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "manifest: %s (run id %s)\n", manifestPath, runID)
