@@ -1,0 +1,112 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Origin identifies a source record: where it was first written.
+type Origin struct {
+	Topic     string `json:"t"`
+	Partition int32  `json:"p"`
+	Offset    int64  `json:"o"`
+}
+
+// Claim records which source record first claimed a dedupe slot, in which replay epoch, and
+// when.
+type Claim struct {
+	Origin Origin `json:"origin"`
+	Epoch  int32  `json:"epoch"`
+	Seen   int64  `json:"seen"` // unix ms
+}
+
+// State is the group-table value of one requestId: its claimed slots. A slot is the source
+// topic, plus the phase for gateway records ("gateway-log/REQUEST"), so one request's REQUEST
+// log, RESPONSE log and inference result are three records, not duplicates of each other.
+type State struct {
+	Slots map[string]Claim `json:"slots"`
+}
+
+// Decision is what dedupe says about a record.
+type Decision int
+
+const (
+	// Claim: the slot is free (never claimed, expired, or claimed in an older epoch): this
+	// record claims it and is processed.
+	DecideClaim Decision = iota
+	// Redelivery: the slot is claimed by this very record (same topic, partition, offset),
+	// delivered again after a crash before its commit: processed again.
+	DecideRedelivery
+	// Duplicate: the slot is claimed by another record in this epoch and window: dropped.
+	DecideDuplicate
+)
+
+func (d Decision) String() string {
+	return [...]string{"claim", "redelivery", "duplicate"}[d]
+}
+
+// Decide applies the dedupe rule to a record of slot from origin, seen at now in epoch, with a
+// dedupe window. It returns the decision and the state to store (nil: store nothing). Expired
+// slots of the key are pruned whenever the key is written.
+func Decide(st *State, slot string, origin Origin, epoch int32, now time.Time, window time.Duration) (Decision, *State) {
+	c, ok := Claim{}, false
+	if st != nil {
+		c, ok = st.Slots[slot]
+	}
+	switch {
+	case ok && c.Origin == origin:
+		return DecideRedelivery, nil
+	case ok && c.Epoch >= epoch && now.Sub(time.UnixMilli(c.Seen)) < window:
+		return DecideDuplicate, nil
+	}
+	next := &State{Slots: map[string]Claim{}}
+	if st != nil {
+		for s, old := range st.Slots {
+			if now.Sub(time.UnixMilli(old.Seen)) < window {
+				next.Slots[s] = old
+			}
+		}
+	}
+	next.Slots[slot] = Claim{Origin: origin, Epoch: epoch, Seen: now.UnixMilli()}
+	return DecideClaim, next
+}
+
+// Expire drops the slots of st older than window at now; nil means nothing is left.
+func Expire(st *State, now time.Time, window time.Duration) *State {
+	if st == nil {
+		return nil
+	}
+	next := &State{Slots: map[string]Claim{}}
+	for s, c := range st.Slots {
+		if now.Sub(time.UnixMilli(c.Seen)) < window {
+			next.Slots[s] = c
+		}
+	}
+	if len(next.Slots) == 0 {
+		return nil
+	}
+	return next
+}
+
+// StateCodec is the goka codec of the dedupe table: JSON, so the table stays readable with
+// Kafka's own tools.
+type StateCodec struct{}
+
+// Encode accepts *State.
+func (StateCodec) Encode(v any) ([]byte, error) {
+	st, ok := v.(*State)
+	if !ok {
+		return nil, fmt.Errorf("ingest: state codec: cannot encode %T", v)
+	}
+	return json.Marshal(st)
+}
+
+// Decode returns *State.
+func (StateCodec) Decode(b []byte) (any, error) {
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("ingest: state codec: %w", err)
+	}
+	return &st, nil
+}

@@ -1,0 +1,435 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/moderation"
+)
+
+// Producer sends records asynchronously; *kgo.Client implements it. promise runs once the
+// brokers acknowledged the record (err nil) or gave up on it.
+type Producer interface {
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+}
+
+// DeadLetters writes bad records to the DLQ and returns once they are acknowledged;
+// *dlq.Writer implements it.
+type DeadLetters interface {
+	Write(ctx context.Context, o dlq.Origin, err error) error
+}
+
+// Headers of records forwarded through the loopback topic: where the record was first written.
+const (
+	headerFwdTopic     = "backflow.forwarded.topic"
+	headerFwdPartition = "backflow.forwarded.partition"
+	headerFwdOffset    = "backflow.forwarded.offset"
+)
+
+const visitExpire = "expire"
+
+// Stats counts what the processor did; read with Snapshot.
+type Stats struct {
+	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated atomic.Int64
+}
+
+// StatsSnapshot is a copy of Stats.
+type StatsSnapshot struct {
+	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated int64
+}
+
+// Snapshot copies the counters.
+func (s *Stats) Snapshot() StatsSnapshot {
+	return StatsSnapshot{s.Read.Load(), s.Forwarded.Load(), s.Claimed.Load(), s.Redelivered.Load(),
+		s.Duplicates.Load(), s.DeadLettered.Load(), s.Emitted.Load(), s.Unmoderated.Load()}
+}
+
+// Processor is the ingest stage: it consumes the source topics (and its loopback), decodes,
+// dedupes in its group table, moderates in batches and emits enriched records. Build it with
+// NewProcessor, run its Graph with goka, and call Close when goka's Run returned.
+//
+// Per record, in the partition's goroutine: the record takes a place in its partition's
+// commit queue (blocking at MaxInFlight); a record on a partition that is not its key's home
+// partition is forwarded through the loopback topic (so all records of a requestId meet in one
+// table partition); it is decoded (registry outages retried, bad records dead-lettered),
+// deduplicated, and handed to the partition's batcher. The batcher moderates and emits. A
+// record's commit is released, in order, once it was emitted, dropped as a duplicate, or
+// dead-lettered, and acknowledged.
+type Processor struct {
+	cfg        Config
+	partitions int // of the source topics (co-partitioned)
+	epoch      int32
+	infDec     *avro.Decoder[avro.InferenceResult]
+	gwDec      *avro.Decoder[avro.GatewayLog]
+	enc        *avro.Encoder[avro.EnrichedRecord]
+	prod       Producer
+	dead       DeadLetters
+	mod        *moderator
+	log        *slog.Logger
+	now        func() time.Time
+
+	runCtx   context.Context
+	queues   *commitQueues
+	mu       sync.Mutex
+	batchers map[int32]*batcher
+	wg       sync.WaitGroup
+
+	Stats Stats
+}
+
+// Deps are the collaborators of a Processor.
+type Deps struct {
+	Registry    avro.Registry
+	Producer    Producer
+	DeadLetters DeadLetters
+	Checker     Checker
+	Logger      *slog.Logger // default: slog.Default()
+}
+
+// NewProcessor builds the processor for source topics with the given partition count, in
+// replay epoch epoch. Work stops when ctx ends.
+func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, d Deps) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if partitions < 1 {
+		return nil, fmt.Errorf("ingest: %d source partitions", partitions)
+	}
+	if d.Registry == nil || d.Producer == nil || d.DeadLetters == nil || d.Checker == nil {
+		return nil, errors.New("ingest: registry, producer, dead letters and checker are required")
+	}
+	log := d.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
+		log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
+		batchers: map[int32]*batcher{}}
+	var err error
+	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
+		return nil, err
+	}
+	if p.gwDec, err = avro.NewDecoder[avro.GatewayLog](d.Registry, avro.GatewayLogSchema, cfg.Decoder); err != nil {
+		return nil, err
+	}
+	if p.enc, err = avro.NewEncoder[avro.EnrichedRecord](d.Registry, avro.EnrichedSchema, avro.TopicName.Subject(cfg.EnrichedTopic, avro.EnrichedSchema)); err != nil {
+		return nil, err
+	}
+	p.mod = newModerator(d.Checker, cfg, p.log, nil)
+	return p, nil
+}
+
+// Graph is the group's topology: both source topics and the loopback in, the dedupe table
+// persisted, and the expiry visitor. Enriched records and DLQ entries are produced by the
+// processor's own producer (goka's Emit cannot be called after a callback returns, and
+// batching needs that), so they do not appear as goka outputs.
+func (p *Processor) Graph() *goka.GroupGraph {
+	return goka.DefineGroup(goka.Group(p.cfg.Group),
+		goka.Input(goka.Stream(p.cfg.InferenceTopic), new(codec.Bytes), p.consume),
+		goka.Input(goka.Stream(p.cfg.GatewayTopic), new(codec.Bytes), p.consume),
+		goka.Loop(new(codec.Bytes), p.consume),
+		goka.Persist(StateCodec{}),
+		goka.Visitor(visitExpire, p.expire),
+	)
+}
+
+// GokaOptions are the processor options the graph needs on top of the cluster's: Kafka's
+// murmur2 partitioning (so table and loopback agree with ordinary producers on every key's
+// partition) and delivery of null values (a tombstone on a source topic is bad input).
+func GokaOptions() []goka.ProcessorOption {
+	return []goka.ProcessorOption{goka.WithHasher(kafka.Murmur2Hasher), goka.WithNilHandling(goka.NilProcess)}
+}
+
+// job is a record on its way through moderation and emission.
+type job struct {
+	origin   dlq.Origin // where the record was first written, raw key/value/headers
+	schemaID int
+	enriched avro.EnrichedRecord
+	text     string
+	pc       *pendingCommit
+}
+
+func (p *Processor) consume(gctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	p.Stats.Read.Add(1)
+	pc, err := p.queues.get(string(gctx.Topic()), gctx.Partition()).Add(p.runCtx, gctx.DeferCommit())
+	if err != nil {
+		return // stopping: the record stays uncommitted
+	}
+	origin := dlq.Origin{Topic: string(gctx.Topic()), Partition: gctx.Partition(), Offset: gctx.Offset(),
+		Timestamp: gctx.Timestamp(), Key: []byte(gctx.Key()), Value: raw}
+	for k, v := range gctx.Headers() {
+		origin.Headers = append(origin.Headers, kgo.RecordHeader{Key: k, Value: v})
+	}
+	if origin.Topic == p.cfg.LoopTopic() {
+		if fwd, ok := forwardedFrom(gctx.Headers()); ok {
+			origin.Topic, origin.Partition, origin.Offset = fwd.Topic, fwd.Partition, fwd.Offset
+		}
+	} else if home := kafka.KeyPartition(origin.Key, p.partitions); home != gctx.Partition() {
+		p.forward(origin, pc)
+		return
+	}
+	p.process(gctx, origin, pc)
+}
+
+// forward sends a record that arrived on a foreign partition to its key's home partition
+// through the loopback topic, so dedupe sees every record of a requestId in one place.
+func (p *Processor) forward(o dlq.Origin, pc *pendingCommit) {
+	r := &kgo.Record{Topic: p.cfg.LoopTopic(), Key: o.Key, Value: o.Value, Headers: append(append([]kgo.RecordHeader{}, o.Headers...),
+		kgo.RecordHeader{Key: headerFwdTopic, Value: []byte(o.Topic)},
+		kgo.RecordHeader{Key: headerFwdPartition, Value: []byte(strconv.Itoa(int(o.Partition)))},
+		kgo.RecordHeader{Key: headerFwdOffset, Value: []byte(strconv.FormatInt(o.Offset, 10))})}
+	p.produce(r, func() {
+		p.Stats.Forwarded.Add(1)
+		pc.Done()
+	})
+}
+
+func forwardedFrom(h goka.Headers) (Origin, bool) {
+	part, err1 := strconv.Atoi(string(h[headerFwdPartition]))
+	off, err2 := strconv.ParseInt(string(h[headerFwdOffset]), 10, 64)
+	t := string(h[headerFwdTopic])
+	if t == "" || err1 != nil || err2 != nil {
+		return Origin{}, false
+	}
+	return Origin{Topic: t, Partition: int32(part), Offset: off}, true
+}
+
+// process decodes, dedupes and queues a record of its key's home partition.
+func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) {
+	j := &job{origin: o, pc: pc}
+	slot := o.Topic
+	var err error
+	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
+	err = retry(p.runCtx, b, avro.IsRetryable, func(err error) {
+		p.log.Warn("schema registry unavailable; retrying", "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "error", err)
+	}, func() error {
+		var derr error
+		switch o.Topic {
+		case p.cfg.InferenceTopic:
+			var v avro.InferenceResult
+			v, j.schemaID, derr = p.infDec.Decode(p.runCtx, o.Value)
+			j.enriched.Inference, j.text = &v, v.OutputText
+		default:
+			var v avro.GatewayLog
+			v, j.schemaID, derr = p.gwDec.Decode(p.runCtx, o.Value)
+			j.enriched.Gateway, j.text = &v, v.PromptText+v.ResponseText
+			slot = o.Topic + "/" + v.Phase
+		}
+		return derr
+	})
+	if p.runCtx.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.deadLetter(o, err)
+		pc.Done()
+		return
+	}
+	var st *State
+	if v := gctx.Value(); v != nil {
+		st = v.(*State)
+	}
+	decision, next := Decide(st, slot, Origin{o.Topic, o.Partition, o.Offset}, p.epoch, p.now(), p.cfg.DedupeWindow)
+	switch decision {
+	case DecideDuplicate:
+		p.Stats.Duplicates.Add(1)
+		pc.Done()
+		return
+	case DecideClaim:
+		gctx.SetValue(next)
+		p.Stats.Claimed.Add(1)
+	case DecideRedelivery:
+		p.Stats.Redelivered.Add(1)
+	}
+	e := &j.enriched
+	e.RequestID, e.SourceTopic, e.SourcePartition, e.SourceOffset = gctx.Key(), o.Topic, o.Partition, o.Offset
+	e.SchemaID, e.Epoch = int32(j.schemaID), p.epoch
+	if j.text == "" {
+		p.emit(j, outcome{})
+		return
+	}
+	p.batcherFor(gctx.Partition()).add(j)
+}
+
+// expire is the visitor that drops claims older than the dedupe window.
+func (p *Processor) expire(gctx goka.Context, _ any) {
+	v := gctx.Value()
+	if v == nil {
+		return
+	}
+	next := Expire(v.(*State), p.now(), p.cfg.DedupeWindow)
+	switch {
+	case next == nil:
+		gctx.Delete()
+	case len(next.Slots) != len(v.(*State).Slots):
+		gctx.SetValue(next)
+	}
+}
+
+// emit encodes and produces the enriched record; the record's commit is released once the
+// brokers acknowledged it.
+func (p *Processor) emit(j *job, o outcome) {
+	j.enriched.Moderation = o.verdict()
+	j.enriched.IngestTime = p.now().UTC().Truncate(time.Millisecond)
+	if o.unavailable {
+		p.Stats.Unmoderated.Add(1)
+	}
+	var value []byte
+	err := retry(p.runCtx, backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}, avro.IsRetryable, func(err error) {
+		p.log.Warn("schema registry unavailable while encoding; retrying", "error", err)
+	}, func() (err error) {
+		value, err = p.enc.Encode(p.runCtx, j.enriched)
+		return err
+	})
+	if err != nil {
+		if p.runCtx.Err() == nil {
+			// Our own record does not encode: a bug, not the data's fault. Stop loudly.
+			p.log.Error("cannot encode enriched record", "requestId", j.enriched.RequestID, "error", err)
+		}
+		return
+	}
+	p.produce(&kgo.Record{Topic: p.cfg.EnrichedTopic, Key: j.origin.Key, Value: value}, func() {
+		p.Stats.Emitted.Add(1)
+		j.pc.Done()
+	})
+}
+
+// produce sends r and calls done once it is acknowledged, re-sending after failures (franz-go
+// already retries what is retryable; what reaches us is retried with backoff until the
+// processor stops).
+func (p *Processor) produce(r *kgo.Record, done func()) {
+	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
+	var promise func(*kgo.Record, error)
+	promise = func(r *kgo.Record, err error) {
+		if err == nil {
+			done()
+			return
+		}
+		if p.runCtx.Err() != nil {
+			return
+		}
+		p.log.Warn("produce failed; retrying", "topic", r.Topic, "error", err)
+		go func() {
+			if b.wait(p.runCtx) {
+				p.prod.Produce(p.runCtx, r, promise)
+			}
+		}()
+	}
+	p.prod.Produce(p.runCtx, r, promise)
+}
+
+// deadLetter writes a bad record to the DLQ, retrying until it is acknowledged (never
+// silent: the record's commit waits for it).
+func (p *Processor) deadLetter(o dlq.Origin, cause error) {
+	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
+	err := retry(p.runCtx, b, func(error) bool { return true }, func(err error) {
+		p.log.Warn("DLQ write failed; retrying", "topic", o.Topic, "offset", o.Offset, "error", err)
+	}, func() error { return p.dead.Write(p.runCtx, o, cause) })
+	if err == nil {
+		p.Stats.DeadLettered.Add(1)
+	}
+}
+
+// batcherFor returns the partition's batcher, starting it on first use.
+func (p *Processor) batcherFor(partition int32) *batcher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.batchers[partition]
+	if !ok {
+		b = &batcher{p: p, in: make(chan *job, p.cfg.BatchSize)}
+		p.batchers[partition] = b
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			b.run()
+		}()
+	}
+	return b
+}
+
+// Close releases every record still in flight uncommitted (they will be redelivered) and
+// waits for the batchers. Call it after goka's Run returned, or concurrently once ctx ended.
+func (p *Processor) Close() {
+	p.queues.closeAll()
+	p.wg.Wait()
+}
+
+// InFlight is the number of records read but not yet committed.
+func (p *Processor) InFlight() int { return p.queues.InFlight() }
+
+// batcher collects one partition's texts into moderation batches by count and time, and
+// moderates one batch at a time.
+type batcher struct {
+	p  *Processor
+	in chan *job
+}
+
+func (b *batcher) add(j *job) {
+	select {
+	case b.in <- j:
+	case <-b.p.runCtx.Done():
+	}
+}
+
+func (b *batcher) run() {
+	cfg := b.p.cfg
+	var batch []*job
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-b.p.runCtx.Done():
+			return
+		case j := <-b.in:
+			if len(batch) == 0 {
+				timer.Reset(cfg.BatchLinger)
+			}
+			batch = append(batch, j)
+			if len(batch) < cfg.BatchSize {
+				continue
+			}
+		case <-timer.C:
+		}
+		timer.Stop()
+		if len(batch) > 0 {
+			b.flush(batch)
+			batch = nil
+		}
+	}
+}
+
+func (b *batcher) flush(batch []*job) {
+	// Ids are positions in the batch: unique even when a partition revoked and re-assigned to
+	// this process delivers a record that is still waiting here from before.
+	items := make([]moderation.Item, len(batch))
+	for i, j := range batch {
+		items[i] = moderation.Item{ID: strconv.Itoa(i), Text: j.text}
+	}
+	outs := b.p.mod.moderate(b.p.runCtx, items)
+	if outs == nil {
+		return // stopping
+	}
+	for i, j := range batch {
+		if outs[i].err != nil {
+			b.p.deadLetter(j.origin, outs[i].err)
+			j.pc.Done()
+			continue
+		}
+		b.p.emit(j, outs[i])
+	}
+}

@@ -1,0 +1,384 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/tester"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/moderation"
+)
+
+// capture is an in-process Producer: it acknowledges every record at once and keeps them.
+type capture struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+}
+
+func (c *capture) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	c.mu.Lock()
+	c.recs = append(c.recs, r)
+	c.mu.Unlock()
+	promise(r, nil)
+}
+
+func (c *capture) topic(t string) []*kgo.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*kgo.Record
+	for _, r := range c.recs {
+		if r.Topic == t {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// deadBox is an in-process DeadLetters.
+type deadBox struct {
+	mu      sync.Mutex
+	entries []dlq.Entry
+}
+
+func (d *deadBox) Write(_ context.Context, o dlq.Origin, err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.entries = append(d.entries, dlq.NewEntry(o, err))
+	return nil
+}
+
+func (d *deadBox) list() []dlq.Entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]dlq.Entry(nil), d.entries...)
+}
+
+// script is an in-process Checker whose behaviour a test sets: it answers like the service
+// (a hit for "bluefin"), or fails with err, or drops the last item of its reply.
+type script struct {
+	mu      sync.Mutex
+	err     error
+	drop    func(items []moderation.Item) bool
+	batches [][]moderation.Item
+}
+
+func (s *script) Check(_ context.Context, items []moderation.Item) ([]moderation.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, items)
+	if s.err != nil {
+		return nil, s.err
+	}
+	out := make([]moderation.Result, 0, len(items))
+	for _, it := range items {
+		r := moderation.Result{ID: it.ID, Verdict: "ALLOW", Categories: []string{}}
+		if i := strings.Index(it.Text, "bluefin"); i >= 0 {
+			r.Verdict, r.RiskScore, r.Categories = "REVIEW", 0.5, []string{"demo-fraud"}
+			r.Hits = []moderation.Hit{{Word: "bluefin", Category: "demo-fraud", Weight: 0.5, Start: int32(i), End: int32(i + 7)}}
+		}
+		out = append(out, r)
+	}
+	if s.drop != nil && s.drop(items) {
+		return nil, &moderation.MismatchError{Missing: []string{items[len(items)-1].ID}}
+	}
+	return out, nil
+}
+
+func (s *script) set(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+func (s *script) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.batches)
+}
+
+type harness struct {
+	t     *testing.T
+	tt    *tester.Tester
+	p     *Processor
+	out   *capture
+	dead  *deadBox
+	check *script
+	infV2 *avro.Encoder[avro.InferenceResult]
+	gw    *avro.Encoder[avro.GatewayLog]
+	now   time.Time
+	reg   avro.Registry
+}
+
+func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
+	t.Helper()
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: fake.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, out: &capture{}, dead: &deadBox{}, check: &script{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), reg: reg}
+	if cfg.BackoffMin == 0 {
+		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.p, err = NewProcessor(ctx, cfg, 1, epoch, Deps{Registry: reg, Producer: h.out, DeadLetters: h.dead, Checker: h.check,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p.now = func() time.Time { return h.now }
+	h.p.infDec, _ = avro.NewDecoder[avro.InferenceResult](reg, avro.InferenceResultSchema, avro.DecoderConfig{Now: func() time.Time { return h.now }})
+	h.p.gwDec, _ = avro.NewDecoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.DecoderConfig{Now: func() time.Time { return h.now }})
+	h.infV2, _ = avro.NewEncoder[avro.InferenceResult](reg, avro.InferenceResultV2, "model-inference-result-value")
+	h.gw, _ = avro.NewEncoder[avro.GatewayLog](reg, avro.GatewayLogSchema, "gateway-log-value")
+
+	h.tt = tester.New(t)
+	proc, err := goka.NewProcessor(nil, h.p.Graph(), append([]goka.ProcessorOption{goka.WithTester(h.tt)}, GokaOptions()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		proc.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		h.p.Close()
+		<-done
+	})
+	return h
+}
+
+func (h *harness) inference(id, text string) []byte {
+	b, err := h.infV2.Encode(context.Background(), avro.InferenceResult{RequestID: id, Model: "m", ModelVersion: "v1",
+		EventTime: h.now.Add(-time.Second), Labels: []avro.Label{}, OutputText: text, Status: "OK"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+func (h *harness) gateway(id, phase, text string) []byte {
+	b, err := h.gw.Encode(context.Background(), avro.GatewayLog{RequestID: id, Phase: phase, EventTime: h.now.Add(-time.Second),
+		TenantID: "t", UserID: "u", Route: "/r", Model: "m", PromptText: text})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+// waitFor polls cond for up to 5 s.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s (stats %+v, in flight %d)", what, h.p.Stats.Snapshot(), h.p.InFlight())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) enriched() []avro.EnrichedRecord {
+	var out []avro.EnrichedRecord
+	dec, _ := avro.NewDecoder[avro.EnrichedRecord](h.reg, avro.EnrichedSchema, avro.DecoderConfig{})
+	for _, r := range h.out.topic(h.p.cfg.EnrichedTopic) {
+		e, _, err := dec.Decode(context.Background(), r.Value)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+const infTopic = "model-inference-result"
+
+func TestDuplicateDroppedOtherSlotsKept(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond}, 0)
+	rec := h.inference("r1", "plain text")
+	h.tt.Consume(infTopic, "r1", rec)
+	h.tt.Consume(infTopic, "r1", rec) // same bytes, another offset: a duplicate
+	h.tt.Consume("gateway-log", "r1", h.gateway("r1", avro.PhaseRequest, "hi"))
+	h.tt.Consume("gateway-log", "r1", h.gateway("r1", avro.PhaseResponse, ""))
+	h.waitFor("3 emitted", func() bool { return h.p.Stats.Emitted.Load() == 3 && h.p.InFlight() == 0 })
+	st := h.p.Stats.Snapshot()
+	if st.Duplicates != 1 || st.Claimed != 3 || len(h.dead.list()) != 0 {
+		t.Fatalf("stats %+v, dlq %d", st, len(h.dead.list()))
+	}
+	got := h.enriched()
+	if got[0].SourceTopic != infTopic || got[0].SourceOffset != 0 || got[0].Inference == nil || got[0].Moderation.Status != "CHECKED" {
+		t.Fatalf("first enriched record %+v", got[0])
+	}
+	if state := h.tt.TableValue(goka.GroupTable(goka.Group(h.p.cfg.Group)), "r1").(*State); len(state.Slots) != 3 {
+		t.Fatalf("table holds %d slots, want 3: %+v", len(state.Slots), state.Slots)
+	}
+}
+
+// TestRedeliveryIsProcessedAgain: the record that claimed a key, delivered again (same topic,
+// partition, offset), is emitted again; it is not a duplicate (invariant 2).
+func TestRedeliveryIsProcessedAgain(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond}, 0)
+	table := goka.GroupTable(goka.Group(h.p.cfg.Group))
+	// The claim says offset 0 of the topic claimed r1: the next consumed record is offset 0.
+	h.tt.SetTableValue(table, "r1", &State{Slots: map[string]Claim{infTopic: {Origin: Origin{infTopic, 0, 0}, Seen: h.now.UnixMilli()}}})
+	h.tt.Consume(infTopic, "r1", h.inference("r1", "text"))
+	h.waitFor("emitted", func() bool { return h.p.Stats.Emitted.Load() == 1 })
+	if st := h.p.Stats.Snapshot(); st.Redelivered != 1 || st.Duplicates != 0 {
+		t.Fatalf("stats %+v, want one redelivery", st)
+	}
+	// A different record claiming the same slot is a duplicate.
+	h.tt.Consume(infTopic, "r1", h.inference("r1", "text"))
+	h.waitFor("duplicate", func() bool { return h.p.Stats.Duplicates.Load() == 1 })
+}
+
+// TestOlderEpochDoesNotCount: after a replay bumps the epoch, a claim from the older epoch
+// does not make a record "already seen".
+func TestOlderEpochDoesNotCount(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond}, 2)
+	table := goka.GroupTable(goka.Group(h.p.cfg.Group))
+	h.tt.SetTableValue(table, "r1", &State{Slots: map[string]Claim{infTopic: {Origin: Origin{infTopic, 0, 99}, Epoch: 1, Seen: h.now.UnixMilli()}}})
+	h.tt.Consume(infTopic, "r1", h.inference("r1", "text"))
+	h.waitFor("emitted", func() bool { return h.p.Stats.Emitted.Load() == 1 })
+	if e := h.enriched()[0]; e.Epoch != 2 {
+		t.Fatalf("enriched epoch %d, want 2", e.Epoch)
+	}
+	if c := h.tt.TableValue(table, "r1").(*State).Slots[infTopic]; c.Epoch != 2 || c.Origin.Offset != 0 {
+		t.Fatalf("claim %+v, want epoch 2 at offset 0", c)
+	}
+}
+
+func TestPoisonToDLQ(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond}, 0)
+	good := h.inference("r1", "x")
+	h.tt.Consume(infTopic, "p1", append([]byte{7}, good[1:]...))
+	h.tt.Consume(infTopic, "p2", nil) // a tombstone is not a record
+	h.tt.Consume(infTopic, "p3", h.inference("", "x"))
+	h.tt.Consume(infTopic, "r1", good)
+	h.waitFor("done", func() bool { return h.p.Stats.Emitted.Load() == 1 && h.p.InFlight() == 0 })
+	var classes []string
+	for _, e := range h.dead.list() {
+		classes = append(classes, e.Class)
+	}
+	if want := []string{"not_framed", "not_framed", "invalid"}; fmt.Sprint(classes) != fmt.Sprint(want) {
+		t.Fatalf("DLQ classes %v, want %v", classes, want)
+	}
+}
+
+// submit hands a text straight to partition 0's batcher, as process does after dedupe, with a
+// commit that is recorded (the goka tester waits for every commit inside Consume, so records
+// that must stay in flight across calls are driven without it).
+func (h *harness) submit(id, text string) {
+	h.t.Helper()
+	q := h.p.queues.get("direct", 0)
+	pc, err := q.Add(context.Background(), func(error) {})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	inf := avro.InferenceResult{RequestID: id, Labels: []avro.Label{}, OutputText: text, Status: "OK", EventTime: h.now}
+	j := &job{origin: dlq.Origin{Topic: infTopic, Offset: int64(h.p.Stats.Read.Add(1)), Key: []byte(id)}, pc: pc, text: text,
+		enriched: avro.EnrichedRecord{RequestID: id, SourceTopic: infTopic, Inference: &inf}}
+	h.p.batcherFor(0).add(j)
+}
+
+// TestBatchBoundaries: texts go out in batches of BatchSize; a partial batch waits for
+// BatchLinger, then goes out alone.
+func TestBatchBoundaries(t *testing.T) {
+	h := newHarness(t, Config{BatchSize: 3, BatchLinger: 200 * time.Millisecond}, 0)
+	for i := 0; i < 7; i++ {
+		h.submit(fmt.Sprint("r", i), "text")
+	}
+	h.waitFor("two full batches", func() bool { return h.p.Stats.Emitted.Load() >= 6 })
+	if n := h.check.calls(); n != 2 || h.p.Stats.Emitted.Load() != 6 {
+		t.Fatalf("%d moderation calls and %d emitted before the linger, want 2 and 6", n, h.p.Stats.Emitted.Load())
+	}
+	h.waitFor("linger flush", func() bool { return h.p.Stats.Emitted.Load() == 7 })
+	var sizes []int
+	for _, b := range h.check.batches {
+		sizes = append(sizes, len(b))
+	}
+	if fmt.Sprint(sizes) != "[3 3 1]" || h.p.InFlight() != 0 {
+		t.Fatalf("batch sizes %v, in flight %d; want [3 3 1], 0", sizes, h.p.InFlight())
+	}
+}
+
+// retryableErr is what an unreachable service looks like to the client.
+var retryableErr = &moderation.StatusError{StatusCode: 503}
+
+func TestPolicyBlockWaitsThenDelivers(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond, BreakerFailures: 1000}, 0)
+	h.check.set(retryableErr)
+	h.submit("r1", "bluefin ahead")
+	h.waitFor("retries", func() bool { return h.check.calls() >= 5 })
+	if h.p.Stats.Emitted.Load() != 0 || len(h.dead.list()) != 0 || h.p.InFlight() != 1 {
+		t.Fatalf("during the outage: stats %+v, in flight %d, dlq %d", h.p.Stats.Snapshot(), h.p.InFlight(), len(h.dead.list()))
+	}
+	h.check.set(nil)
+	h.waitFor("delivered after recovery", func() bool { return h.p.Stats.Emitted.Load() == 1 && h.p.InFlight() == 0 })
+	if m := h.enriched()[0].Moderation; m.Status != "CHECKED" || m.Verdict != "REVIEW" || len(m.Hits) != 1 || m.Hits[0].Start != 0 {
+		t.Fatalf("moderation %+v", m)
+	}
+}
+
+func TestPolicyPassFlagsUnavailableAndBreakerOpens(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond, Policy: PolicyPass, MaxAttempts: 3, BreakerFailures: 2, BreakerOpen: time.Hour}, 0)
+	h.check.set(retryableErr)
+	for i := 0; i < 3; i++ {
+		h.submit(fmt.Sprint("r", i), "text")
+		h.waitFor("passed", func() bool { return h.p.Stats.Emitted.Load() == int64(i+1) })
+	}
+	for _, e := range h.enriched() {
+		if e.Moderation.Status != "UNAVAILABLE" {
+			t.Fatalf("moderation %+v, want UNAVAILABLE", e.Moderation)
+		}
+	}
+	// Two failures opened the breaker: later batches did not reach the service.
+	if n := h.check.calls(); n != 2 {
+		t.Fatalf("%d calls reached the service, want 2 before the breaker opened", n)
+	}
+	if st := h.p.Stats.Snapshot(); st.Unmoderated != 3 || len(h.dead.list()) != 0 {
+		t.Fatalf("stats %+v, dlq %d", st, len(h.dead.list()))
+	}
+}
+
+// TestMismatchIsolatesTheAffectedRecord: a reply that keeps missing one item is retried, then
+// the batch is checked one by one; only the item whose reply still mismatches goes to the DLQ.
+func TestMismatchIsolatesTheAffectedRecord(t *testing.T) {
+	h := newHarness(t, Config{BatchSize: 3, BatchLinger: time.Hour, MaxAttempts: 2, BreakerFailures: 1000}, 0)
+	h.check.drop = func(items []moderation.Item) bool {
+		for _, it := range items {
+			if strings.Contains(it.Text, "cursed") {
+				return true
+			}
+		}
+		return false
+	}
+	h.submit("a", "fine")
+	h.submit("b", "cursed")
+	h.submit("c", "bluefin")
+	h.waitFor("settled", func() bool { return h.p.InFlight() == 0 })
+	if st := h.p.Stats.Snapshot(); st.Emitted != 2 {
+		t.Fatalf("stats %+v, want 2 emitted", st)
+	}
+	dead := h.dead.list()
+	if len(dead) != 1 || dead[0].Class != ClassModerationMismatch || string(dead[0].Origin.Key) != "b" {
+		t.Fatalf("DLQ %+v, want only b as %s", dead, ClassModerationMismatch)
+	}
+	// 2 attempts of the batch, then one call per record.
+	if n := h.check.calls(); n != 2+1+2+1 {
+		t.Fatalf("%d calls, want 6 (2 batch attempts, a, b twice, c)", n)
+	}
+}

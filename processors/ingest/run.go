@@ -1,0 +1,188 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+)
+
+// ErrNotCopartitioned: the source topics have different partition counts, so records of one
+// requestId could not meet in one table partition.
+var ErrNotCopartitioned = errors.New("ingest: source topics are not co-partitioned")
+
+// ErrMissingTopic: a source topic does not exist.
+var ErrMissingTopic = errors.New("ingest: source topic does not exist")
+
+// RunConfig is what Run needs besides the stage's Config.
+type RunConfig struct {
+	Kafka    kafka.Config
+	Registry avro.Registry
+	Checker  Checker
+	// StorageDir holds goka's local table storage (rebuilt from the changelog when missing).
+	// Default: <temp dir>/backflow-goka.
+	StorageDir string
+	Logger     *slog.Logger
+	// OnReady, if set, is called with the processor once goka is consuming.
+	OnReady func(*Processor)
+}
+
+// Run checks the topics, creates the internal ones that are missing, reads the replay epoch
+// and runs the ingest group until ctx ends. Records in flight at the end stay uncommitted and
+// are redelivered to the next run.
+func Run(ctx context.Context, cfg Config, rc RunConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	log := rc.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cl, err := rc.Kafka.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	partitions, err := Prepare(sctx, cl, cfg, rc.Kafka.TableReplication)
+	if err == nil {
+		var epoch int32
+		epoch, err = ReadEpoch(sctx, cl, cfg.ControlTopic, cfg.Group)
+		cancel()
+		if err == nil {
+			return runGroup(ctx, cfg, rc, cl, partitions, epoch, log)
+		}
+	}
+	cancel()
+	return err
+}
+
+func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, partitions int, epoch int32, log *slog.Logger) error {
+	dw, err := dlq.NewWriter(cl, dlq.Config{Topic: cfg.DLQTopic, Stage: "ingest"})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	p, err := NewProcessor(runCtx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log})
+	if err != nil {
+		return err
+	}
+	dir := rc.StorageDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "backflow-goka")
+	}
+	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
+	opts = append(opts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
+	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
+	if err != nil {
+		return fmt.Errorf("ingest: processor: %w", err)
+	}
+	log.Info("ingest starting", "group", cfg.Group, "partitions", partitions, "epoch", epoch, "policy", cfg.Policy)
+	done := make(chan error, 1)
+	go func() { done <- proc.Run(runCtx) }()
+	go func() {
+		<-runCtx.Done()
+		p.Close() // release in-flight records uncommitted so goka's shutdown does not wait on them
+	}()
+	go func() {
+		if err := proc.WaitForReadyContext(runCtx); err == nil {
+			log.Info("ingest ready", "group", cfg.Group)
+			if rc.OnReady != nil {
+				rc.OnReady(p)
+			}
+		}
+	}()
+	go func() {
+		t := time.NewTicker(cfg.ExpireEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				if err := proc.VisitAll(runCtx, visitExpire, nil); err != nil && runCtx.Err() == nil {
+					log.Warn("dedupe expiry sweep failed", "error", err)
+				}
+			}
+		}
+	}()
+	err = <-done
+	stop()
+	p.Close()
+	st := p.Stats.Snapshot()
+	log.Info("ingest stopped", "read", st.Read, "emitted", st.Emitted, "duplicates", st.Duplicates, "dead_lettered", st.DeadLettered, "forwarded", st.Forwarded)
+	if err != nil && (errors.Is(err, errShutdown) || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Prepare checks the source topics (they must exist and be co-partitioned) and creates the
+// internal topics that are missing: enriched, DLQ and loopback with the sources' partition
+// count, and the compacted control topic. It returns the partition count.
+func Prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int) (int, error) {
+	cfg = cfg.withDefaults()
+	if replication < 1 {
+		replication = 1
+	}
+	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
+	if err != nil {
+		return 0, fmt.Errorf("ingest: topic metadata: %w", err)
+	}
+	n := -1
+	for _, t := range []string{cfg.InferenceTopic, cfg.GatewayTopic} {
+		d, ok := td[t]
+		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			return 0, fmt.Errorf("%w: %q", ErrMissingTopic, t)
+		}
+		if d.Err != nil {
+			return 0, fmt.Errorf("ingest: topic %q: %w", t, d.Err)
+		}
+		if n >= 0 && len(d.Partitions) != n {
+			return 0, fmt.Errorf("%w: %s has %d partitions, %s has %d", ErrNotCopartitioned, cfg.InferenceTopic, n, t, len(d.Partitions))
+		}
+		n = len(d.Partitions)
+	}
+	create := func(topic string, parts int32, conf map[string]*string) error {
+		resp, err := adm.CreateTopic(ctx, parts, int16(replication), conf, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("ingest: create topic %s: %w", topic, err)
+		}
+		return nil
+	}
+	compact := "compact"
+	for _, t := range []struct {
+		name  string
+		parts int32
+		conf  map[string]*string
+	}{
+		{cfg.EnrichedTopic, int32(n), nil},
+		{cfg.DLQTopic, int32(n), nil},
+		{cfg.LoopTopic(), int32(n), nil},
+		{cfg.ControlTopic, 1, map[string]*string{"cleanup.policy": &compact}},
+	} {
+		if err := create(t.name, t.parts, t.conf); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
