@@ -10,21 +10,8 @@ PKGS := ./...
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-demo: check-go build stack-up ## bring the stack up and show what answers where
-	@echo
-	@echo "== backflow ping (one real request to each service) =="
-	bin/backflow ping --env-file .stack/env
-	@echo
-	@echo "== generated traffic: 10000 requests with duplicates and poison (manifest: .stack/demo-manifest.jsonl) =="
-	bin/backflow loadgen --env-file .stack/env --requests 10000 --manifest .stack/demo-manifest.jsonl
-	@echo
-	@echo "== where to look =="
-	@echo "  settings for your shell:  set -a; . .stack/env; set +a"
-	@echo "  service logs:             .stack/logs/"
-	@echo "  Kafka's own tools:        deploy/local/kafka-tool topics --bootstrap-server 127.0.0.1:19092 --list"
-	@echo "  what loadgen sent:        head .stack/demo-manifest.jsonl"
-	@echo "  ClickHouse client:        clickhouse-client --port 19000"
-	@echo "  stop everything:          $(STACK) down"
+demo: check-go build stack-up ## the main job: generated traffic through ingest, then what landed where
+	deploy/demo.sh
 
 test: check-go stack-up fmt-check vet ## everything: stack up (reused if running), gofmt, vet, all tests with -race
 	$(GO) test -race -count=1 $(PKGS)

@@ -10,13 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/moderation"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"
 )
 
 // CheckResult is what one system answered.
 type CheckResult struct {
-	System  string        // "kafka", "registry", "clickhouse", "redis"
+	System  string        // "kafka", "registry", "clickhouse", "redis", "sensitive-words"
 	Address string        // where it was asked
 	Detail  string        // what it said about itself (version, broker count), when it answered
 	Err     error         // nil when it answered
@@ -34,6 +35,7 @@ func Check(ctx context.Context, c Config) []CheckResult {
 		{"registry", c.Registry.Endpoint(), func(ctx context.Context) (string, error) { return checkRegistry(ctx, c) }},
 		{"clickhouse", c.ClickHouse.Endpoint(), func(ctx context.Context) (string, error) { return checkClickHouse(ctx, c) }},
 		{"redis", c.Redis.Endpoint(), func(ctx context.Context) (string, error) { return checkRedis(ctx, c) }},
+		{"sensitive-words", c.Moderation.URL, func(ctx context.Context) (string, error) { return checkModeration(ctx, c) }},
 	}
 	out := make([]CheckResult, len(checks))
 	var wg sync.WaitGroup
@@ -104,4 +106,17 @@ func checkRedis(ctx context.Context, c Config) (string, error) {
 		}
 	}
 	return "Redis", nil
+}
+
+func checkModeration(ctx context.Context, c Config) (string, error) {
+	cl, err := moderation.New(c.Moderation)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	res, err := cl.Check(ctx, []moderation.Item{{ID: "ping", Text: "backflow ping"}})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("checked 1 text: %s", res[0].Verdict), nil
 }

@@ -19,7 +19,7 @@ func TestCheckStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	results := pipelines.Check(ctx, cfg)
-	want := []string{"kafka", "registry", "clickhouse", "redis"}
+	want := []string{"kafka", "registry", "clickhouse", "redis", "sensitive-words"}
 	if len(results) != len(want) {
 		t.Fatalf("%d results, want %d", len(results), len(want))
 	}
@@ -38,7 +38,7 @@ func TestCheckReportsDown(t *testing.T) {
 		switch k {
 		case pipelines.EnvKafkaBrokers, pipelines.EnvClickHouseAddr, pipelines.EnvRedisAddr:
 			return closed
-		case pipelines.EnvRegistryURL:
+		case pipelines.EnvRegistryURL, pipelines.EnvSensitiveURL:
 			return "http://" + closed
 		}
 		return ""

@@ -11,6 +11,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/moderation"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"
 )
@@ -22,6 +23,7 @@ type Config struct {
 	Registry   avro.RegistryConfig
 	ClickHouse clickhouse.Config
 	Redis      features.Config
+	Moderation moderation.Config
 }
 
 // Environment variables FromEnv reads. Secrets (passwords) are read only from here, never
@@ -39,7 +41,12 @@ const (
 	EnvRedisDB            = "BACKFLOW_REDIS_DB"   // database number, default 0
 	EnvRedisUsername      = "BACKFLOW_REDIS_USERNAME"
 	EnvRedisPassword      = "BACKFLOW_REDIS_PASSWORD"
+	EnvSensitiveURL       = "BACKFLOW_SENSITIVE_URL"   // sensitive-word service base URL
+	EnvSensitiveToken     = "BACKFLOW_SENSITIVE_TOKEN" // its bearer token, if it wants one
 )
+
+// DefaultSensitiveURL is the local stack's sensitive-word service.
+const DefaultSensitiveURL = "http://127.0.0.1:18090"
 
 // FromEnv builds a Config from environment variables looked up with getenv (os.Getenv in
 // production), then validates it. All problems are reported at once.
@@ -63,6 +70,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			Username: getenv(EnvRedisUsername),
 			Password: getenv(EnvRedisPassword),
 		},
+		Moderation: moderation.Config{URL: getenv(EnvSensitiveURL), Token: getenv(EnvSensitiveToken)},
+	}
+	if c.Moderation.URL == "" {
+		c.Moderation.URL = DefaultSensitiveURL
 	}
 	if v := getenv(EnvRedisDB); v != "" {
 		db, err := strconv.Atoi(v)
@@ -79,5 +90,5 @@ func FromEnv(getenv func(string) string) (Config, error) {
 
 // Validate checks every part and reports all errors at once.
 func (c Config) Validate() error {
-	return errors.Join(c.Kafka.Validate(), c.Registry.Validate(), c.ClickHouse.Validate(), c.Redis.Validate())
+	return errors.Join(c.Kafka.Validate(), c.Registry.Validate(), c.ClickHouse.Validate(), c.Redis.Validate(), c.Moderation.Validate())
 }

@@ -16,8 +16,8 @@ func TestFromEnv(t *testing.T) {
 			name: "empty environment takes the local stack's defaults",
 			env:  map[string]string{},
 			check: func(t *testing.T, c Config) {
-				got := []string{c.Kafka.Endpoint(), c.Registry.Endpoint(), c.ClickHouse.Endpoint(), c.Redis.Endpoint()}
-				want := []string{"127.0.0.1:19092", "http://127.0.0.1:18081/apis/ccompat/v7", "127.0.0.1:19000", "127.0.0.1:16379"}
+				got := []string{c.Kafka.Endpoint(), c.Registry.Endpoint(), c.ClickHouse.Endpoint(), c.Redis.Endpoint(), c.Moderation.URL}
+				want := []string{"127.0.0.1:19092", "http://127.0.0.1:18081/apis/ccompat/v7", "127.0.0.1:19000", "127.0.0.1:16379", "http://127.0.0.1:18090"}
 				for i := range want {
 					if got[i] != want[i] {
 						t.Errorf("endpoint %d = %q, want %q", i, got[i], want[i])

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,11 +45,7 @@ token, if any, comes from BACKFLOW_SENSITIVE_TOKEN.`,
 			if err != nil {
 				return err
 			}
-			mcfg := moderation.Config{URL: os.Getenv("BACKFLOW_SENSITIVE_URL"), Token: os.Getenv("BACKFLOW_SENSITIVE_TOKEN")}
-			if mcfg.URL == "" {
-				mcfg.URL = "http://127.0.0.1:18090"
-			}
-			checker, err := moderation.New(mcfg)
+			checker, err := moderation.New(conn.Moderation)
 			if err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}

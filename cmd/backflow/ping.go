@@ -15,10 +15,10 @@ func newPingCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "ping",
-		Short: "Ask Kafka, the schema registry, ClickHouse and Redis for a real answer",
+		Short: "Ask Kafka, the registry, ClickHouse, Redis and the sensitive-word service for a real answer",
 		Long: `ping makes one real request to each system backflow depends on (Kafka metadata, the
-registry's subject list, ClickHouse's server version, Redis INFO) and prints a table of what
-answered. It exits 1 if any system did not answer within --timeout.`,
+registry's subject list, ClickHouse's server version, Redis INFO, one text checked by the
+sensitive-word service) and prints a table of what answered. It exits 1 if any system did not answer within --timeout.`,
 		Example: `  backflow ping --env-file .stack/env
   BACKFLOW_KAFKA_BROKERS=kafka-1:9092 backflow ping --timeout 5s`,
 		Args: usageArgs(cobra.NoArgs),

@@ -45,6 +45,8 @@ Connection settings come from environment variables (secrets only from there, ne
   BACKFLOW_CLICKHOUSE_DATABASE, BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD
   BACKFLOW_REDIS_ADDR           host:port                      (default 127.0.0.1:16379)
   BACKFLOW_REDIS_DB, BACKFLOW_REDIS_USERNAME, BACKFLOW_REDIS_PASSWORD
+  BACKFLOW_SENSITIVE_URL        sensitive-word service         (default http://127.0.0.1:18090)
+  BACKFLOW_SENSITIVE_TOKEN      its bearer token (optional)
 The defaults are the local stack started by deploy/local/stack; --env-file .stack/env reads the
 file that stack writes.
 
