@@ -1,6 +1,7 @@
-// Package processors holds backflow's goka processor groups (ingest: decode, validate, dedupe by
-// requestId, moderation, DLQ). Each group exports its goka GroupGraph and a constructor; the
-// wiring into a runnable pipeline lives in package pipelines. The Kafka settings every group
-// runs with (sarama protocol version, topic-manager replication, builders) come from
+// Package processors is the home of backflow's goka processor groups, one sub-package each:
+// processors/ingest (decode, validate, dedupe by requestId, batch moderation, DLQ). Each group
+// exports its goka GroupGraph (Processor.Graph) so a reader sees its topology in one place,
+// and a Run that wires it to the cluster. The Kafka settings every group runs with (sarama
+// protocol version, topic-manager replication, builders) come from
 // internal/kafka.Config.ProcessorOptions.
 package processors

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
@@ -18,36 +17,10 @@ import (
 	"github.com/backflowhq/backflow/internal/testenv"
 )
 
-func stackConfig(t *testing.T) kafka.Config {
-	t.Helper()
-	testenv.Integration(t)
-	cfg := kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "backflow-dlq-test"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
+func stackConfig(t *testing.T) kafka.Config { return testenv.Kafka(t, "backflow-dlq-test") }
 
-// createTopic makes a fresh topic and deletes it when the test ends.
 func createTopic(t *testing.T, ctx context.Context, cfg kafka.Config, prefix string, partitions int32) string {
-	t.Helper()
-	cl, err := cfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	topic := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
-	if err != nil || resp.Err != nil {
-		t.Fatalf("create topic %s on %v: %v %v", topic, cfg.Brokers, err, resp.Err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, topic)
-	})
-	return topic
+	return testenv.CreateTopic(t, ctx, cfg, prefix, partitions)
 }
 
 func newWriter(t *testing.T, cfg kafka.Config, topic string) *dlq.Writer {

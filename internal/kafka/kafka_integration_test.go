@@ -17,36 +17,10 @@ import (
 	"github.com/backflowhq/backflow/internal/testenv"
 )
 
-func stackConfig(t *testing.T) kafka.Config {
-	t.Helper()
-	testenv.Integration(t)
-	cfg := kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "backflow-smoke"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
+func stackConfig(t *testing.T) kafka.Config { return testenv.Kafka(t, "backflow-smoke") }
 
-// createTopic makes a fresh topic with the given partitions and deletes it when the test ends.
 func createTopic(t *testing.T, ctx context.Context, cfg kafka.Config, prefix string, partitions int32) string {
-	t.Helper()
-	cl, err := cfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	topic := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
-	if err != nil || resp.Err != nil {
-		t.Fatalf("create topic %s on %v: %v %v", topic, cfg.Brokers, err, resp.Err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, topic)
-	})
-	return topic
+	return testenv.CreateTopic(t, ctx, cfg, prefix, partitions)
 }
 
 // TestFranzProduceConsume writes 300 keyed records with franz-go and reads every one back,
