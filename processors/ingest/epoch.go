@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -24,13 +25,19 @@ type EpochRecord struct {
 }
 
 // ReadEpoch reads the control topic to its end and returns group's latest epoch (0 if none).
+// A topic created a moment ago may not have a leader yet: retriable broker errors are retried
+// until ctx ends.
 func ReadEpoch(ctx context.Context, cl *kgo.Client, topic, group string) (int32, error) {
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	var ends kadm.ListedOffsets
+	err := retry(ctx, backoff{min: 50 * time.Millisecond, max: 2 * time.Second}, kerr.IsRetriable, nil, func() error {
+		var err error
+		if ends, err = adm.ListEndOffsets(ctx, topic); err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("ingest: control topic %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
 		return 0, fmt.Errorf("ingest: control topic %s: %w", topic, err)
 	}
 	want := map[int32]int64{}

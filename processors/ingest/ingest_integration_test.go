@@ -36,6 +36,8 @@ type stage struct {
 	reg   *sr.Client
 	cfg   ingest.Config
 	admin *kgo.Client
+	// running yields the result of an in-process ingest.Run started by run, if any.
+	running chan error
 }
 
 func newStage(t *testing.T, partitions int32) *stage {
@@ -96,12 +98,16 @@ func (s *stage) load(cfg loadgen.Config) *loadgen.Manifest {
 	return m
 }
 
-// run starts ingest with checker; stop it by cancelling the returned context's parent.
+// run starts ingest with checker until ctx ends. The returned channel yields Run's result;
+// a Run that ends early fails the test at once instead of leaving collect to time out.
 func (s *stage) run(ctx context.Context, checker ingest.Checker) <-chan error {
 	done := make(chan error, 1)
+	s.running = make(chan error, 1)
 	go func() {
-		done <- ingest.Run(ctx, s.cfg, ingest.RunConfig{Kafka: s.kcfg, Registry: s.reg, Checker: checker,
-			StorageDir: s.t.TempDir(), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		err := ingest.Run(ctx, s.cfg, ingest.RunConfig{Kafka: s.kcfg, Registry: s.reg, Checker: checker,
+			StorageDir: s.t.TempDir(), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		s.running <- err
+		done <- err
 	}()
 	return done
 }
@@ -133,6 +139,11 @@ func (s *stage) collect(ctx context.Context, want int, quiet time.Duration) resu
 		cancel()
 		if ctx.Err() != nil {
 			s.t.Fatalf("timed out with %d of %d records", res.total, want)
+		}
+		select {
+		case err := <-s.running:
+			s.t.Fatalf("ingest stopped early with %d of %d records: %v", res.total, want, err)
+		default:
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			last = time.Now()
