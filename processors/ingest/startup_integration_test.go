@@ -1,0 +1,114 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/processors/ingest"
+)
+
+// TestEpochRightAfterCreate reads and writes the epoch on a control topic created a moment
+// before, as a first start does: a fresh topic reads 0, the latest write of the group wins,
+// other groups' keys do not count. (On a busy broker the read can come before the new
+// topic's leader exists; ReadEpoch retries that. This test exercises the path but cannot force
+// the timing.)
+func TestEpochRightAfterCreate(t *testing.T) {
+	kcfg := testenv.Kafka(t, "epoch-test")
+	cl, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		topic := fmt.Sprintf("control-epoch-%d-%d", time.Now().UnixNano(), i)
+		compact := "compact"
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
+			t.Fatal(err)
+		}
+		epoch, err := ingest.ReadEpoch(ctx, cl, topic, "g")
+		if err != nil || epoch != 0 {
+			t.Fatalf("fresh topic: epoch %d, %v", epoch, err)
+		}
+		for _, e := range []int32{1, 3} {
+			if err := ingest.WriteEpoch(ctx, cl, topic, "g", ingest.EpochRecord{Epoch: e, Time: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ingest.WriteEpoch(ctx, cl, topic, "other", ingest.EpochRecord{Epoch: 9}); err != nil {
+			t.Fatal(err)
+		}
+		if epoch, err := ingest.ReadEpoch(ctx, cl, topic, "g"); err != nil || epoch != 3 {
+			t.Fatalf("after writes: epoch %d, %v; want 3", epoch, err)
+		}
+		kadm.NewClient(cl).DeleteTopics(ctx, topic)
+	}
+}
+
+// TestPrepareChecksSourceTopics: a missing source topic and source topics with different
+// partition counts stop ingest before it reads anything, with errors that say which; good
+// topics get the internal topics created with their partition count.
+func TestPrepareChecksSourceTopics(t *testing.T) {
+	kcfg := testenv.Kafka(t, "prepare-test")
+	cl, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := fmt.Sprint(time.Now().UnixNano())
+	cfg := ingest.Config{Group: "prep-" + id, InferenceTopic: "prep-inf-" + id, GatewayTopic: "prep-gw-" + id,
+		EnrichedTopic: "prep-enriched-" + id, DLQTopic: "prep-dlq-" + id, ControlTopic: "prep-control-" + id}
+	adm := kadm.NewClient(cl)
+	defer adm.DeleteTopics(context.Background(), cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic())
+
+	if _, err := ingest.Prepare(ctx, cl, cfg, 1); !errors.Is(err, ingest.ErrMissingTopic) || !strings.Contains(err.Error(), cfg.InferenceTopic) {
+		t.Fatalf("missing topics: %v", err)
+	}
+	adm.CreateTopic(ctx, 3, 1, nil, cfg.InferenceTopic)
+	adm.CreateTopic(ctx, 2, 1, nil, cfg.GatewayTopic)
+	visible := func(parts int) { // metadata of new topics reaches the brokers a moment later
+		for {
+			td, err := adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
+			if err == nil && len(td[cfg.InferenceTopic].Partitions) == 3 && len(td[cfg.GatewayTopic].Partitions) == parts {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatal("source topics never became visible")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	visible(2)
+	if _, err := ingest.Prepare(ctx, cl, cfg, 1); !errors.Is(err, ingest.ErrNotCopartitioned) || !strings.Contains(err.Error(), "3 partitions") {
+		t.Fatalf("3 vs 2 partitions: %v", err)
+	}
+	adm.CreatePartitions(ctx, 1, cfg.GatewayTopic)
+	visible(3)
+	n, err := ingest.Prepare(ctx, cl, cfg, 1)
+	if err != nil || n != 3 {
+		t.Fatalf("co-partitioned: %d, %v", n, err)
+	}
+	td, err := adm.ListTopics(ctx, cfg.EnrichedTopic, cfg.DLQTopic, cfg.LoopTopic(), cfg.ControlTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]int{cfg.EnrichedTopic: 3, cfg.DLQTopic: 3, cfg.LoopTopic(): 3, cfg.ControlTopic: 1} {
+		if got := len(td[topic].Partitions); got != want {
+			t.Errorf("%s has %d partitions, want %d", topic, got, want)
+		}
+	}
+	// A second Prepare leaves the existing topics alone.
+	if n, err := ingest.Prepare(ctx, cl, cfg, 1); err != nil || n != 3 {
+		t.Fatalf("second prepare: %d, %v", n, err)
+	}
+}
