@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+)
+
+func newMigrateCmd() *cobra.Command {
+	var (
+		dryRun  bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the pending ClickHouse migrations (tables, views, ledger)",
+		Long: `migrate creates and updates backflow's ClickHouse tables: inference_results, gateway_logs,
+moderation_hits, sink_ledger and the deduplicating views v_*. Migrations are numbered DDL files
+built into the binary; each is applied once, in order, and recorded in the backflow_migrations
+table, so running migrate again applies only what is new (usually nothing). With --dry-run it
+only lists the pending migrations.
+
+The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.`,
+		Example: `  backflow migrate --env-file .stack/env --dry-run
+  backflow migrate --env-file .stack/env`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			conn, err := clickhouse.Open(ctx, cfg.ClickHouse)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			out := cmd.OutOrStdout()
+			if dryRun {
+				pending, err := clickhouse.Pending(ctx, conn)
+				if err != nil {
+					return err
+				}
+				for _, m := range pending {
+					fmt.Fprintf(out, "pending %04d_%s (%d statements)\n", m.Version, m.Name, len(m.Statements))
+				}
+				fmt.Fprintf(out, "%d pending migrations in %s at %s (dry run: nothing applied)\n", len(pending), database(cfg.ClickHouse), cfg.ClickHouse.Endpoint())
+				return nil
+			}
+			applied, err := clickhouse.Migrate(ctx, conn)
+			for _, m := range applied {
+				fmt.Fprintf(out, "applied %04d_%s\n", m.Version, m.Name)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%d migrations applied in %s at %s; up to date\n", len(applied), database(cfg.ClickHouse), cfg.ClickHouse.Endpoint())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations without applying them")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long migrate may take in all")
+	return cmd
+}
+
+func database(c clickhouse.Config) string {
+	if c.Database == "" {
+		return "database default"
+	}
+	return "database " + c.Database
+}

@@ -1,0 +1,60 @@
+package clickhouse
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSinkConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     SinkConfig
+		wantErr string // "" means valid; else a substring naming the field
+	}{
+		{"zero is the defaults", SinkConfig{}, ""},
+		{"explicit", SinkConfig{Group: "g.1", Topic: "t-1", DLQTopic: "d_1", BatchRows: 500, BatchInterval: 50 * time.Millisecond}, ""},
+		{"bad group", SinkConfig{Group: "a b"}, "group"},
+		{"bad topic", SinkConfig{Topic: "a/b"}, "topic"},
+		{"bad dlq topic", SinkConfig{DLQTopic: "a:b"}, "dlq topic"},
+		{"dlq is the input", SinkConfig{Topic: "x", DLQTopic: "x"}, "dlq topic"},
+		{"negative rows", SinkConfig{BatchRows: -1}, "batch rows"},
+		{"huge rows", SinkConfig{BatchRows: 2_000_000}, "batch rows"},
+		{"tiny interval", SinkConfig{BatchInterval: time.Microsecond}, "batch interval"},
+		{"negative insert timeout", SinkConfig{InsertTimeout: -time.Second}, "insert timeout"},
+		{"backoff inverted", SinkConfig{BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("no error, want one naming %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr+":"):
+				t.Fatalf("error %q does not name %q", err, tt.wantErr)
+			}
+		})
+	}
+	d := SinkConfig{}.withDefaults()
+	if d.Group != "backflow-sink-clickhouse" || d.Topic != "backflow.enriched" || d.BatchRows != 10000 || d.BatchInterval != time.Second || d.DLQTopic != "backflow.dlq" {
+		t.Fatalf("defaults %+v", d)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg     Config
+		wantErr bool
+	}{
+		{Config{}, false},
+		{Config{Addr: "ch:9000", Database: "x"}, false},
+		{Config{Addr: "no-port"}, true},
+		{Config{DialTimeout: -1}, true},
+	} {
+		if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
+			t.Errorf("%+v: err %v, want error %v", tt.cfg, err, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,32 @@
+-- One row per (source_topic, request_id, phase): the gateway's REQUEST and RESPONSE log
+-- entries with their moderation verdicts. Versioned like inference_results.
+-- Newer servers only (not here, 18.16): TTL, LowCardinality(String) for tenant_id/route/model.
+CREATE TABLE IF NOT EXISTS gateway_logs (
+    source_topic      String,
+    request_id        String,
+    phase             String,
+    event_time        DateTime,
+    tenant_id         String,
+    user_id           String,
+    route             String,
+    model             String,
+    status_code       UInt16,
+    latency_ms        UInt32,
+    prompt_tokens     UInt32,
+    completion_tokens UInt32,
+    prompt_chars      UInt32,
+    response_chars    UInt32,
+    moderation_status String,
+    verdict           String,
+    moderation_risk   Float32,
+    categories        Array(String),
+    hit_count         UInt16,
+    schema_id         Int32,
+    epoch             Int32,
+    source_partition  Int32,
+    source_offset     Int64,
+    ingest_time       DateTime,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(event_time)
+ORDER BY (source_topic, request_id, phase)

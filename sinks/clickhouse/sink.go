@@ -1,0 +1,582 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+)
+
+// Stage is the DLQ stage name of the sink.
+const Stage = "sink-clickhouse"
+
+// RunConfig holds what the sink talks to.
+type RunConfig struct {
+	Kafka      kafka.Config
+	Registry   avro.Registry
+	ClickHouse Config
+	// Logger receives warnings and one line per retry. Default: slog.Default().
+	Logger *slog.Logger
+	// OnFlush, when set, is called after each flush was committed (tests, progress output).
+	OnFlush func(Flush)
+}
+
+// Flush describes one committed flush.
+type Flush struct {
+	Records  int // enriched records consumed (rows + dead-lettered)
+	Rows     int // rows in inference_results + gateway_logs
+	HitRows  int // rows in moderation_hits
+	DLQ      int // records sent to the DLQ
+	Took     time.Duration
+	Attempts int // 1 when nothing had to be retried
+}
+
+// Stats are running totals since the sink started. Safe to read concurrently.
+type Stats struct {
+	Records  int64 // enriched records flushed and committed
+	Rows     int64 // rows written to inference_results + gateway_logs
+	HitRows  int64 // rows written to moderation_hits
+	DLQ      int64 // records sent to the DLQ
+	Flushes  int64 // committed flushes
+	Retries  int64 // retried attempts (inserts, DLQ writes, commits, registry)
+	Dropped  int64 // buffered records dropped because their partition was revoked or lost
+	Buffered int64 // records buffered now, not yet flushed (at most BatchRows)
+}
+
+// Sink is the ClickHouse sink: one member of a Kafka consumer group over the enriched topic.
+// Build it with New, then call Run once; Stats may be called at any time from any goroutine.
+//
+// Run polls records into a buffer bounded by BatchRows, and flushes the buffer when it is full
+// or BatchInterval after its first record. A flush:
+//  1. writes the records that do not decode (a permanent avro error) to the DLQ;
+//  2. inserts inference_results, gateway_logs and moderation_hits, one PrepareBatch each with
+//     named columns; a retryable error (IsRetryable) pauses fetching and retries the same
+//     insert with backoff until it succeeds or the sink stops; a rejected batch (IsRejected)
+//     is inserted row by row and the records whose rows are rejected go to the DLQ once; a
+//     fatal error (IsFatal) stops Run without committing;
+//  3. inserts one sink_ledger row per flushed partition;
+//  4. commits, per partition, the offset after the last flushed record.
+//
+// Offsets are never committed past a record that has not landed in ClickHouse or the DLQ. Rows
+// may be written twice (a crash before the commit, a lost insert reply); the tables collapse
+// them (see Version). Partitions revoked or lost in a rebalance have their buffered records
+// dropped, uncommitted: their new owner reads them again. Rebalances wait while a poll's records
+// are being handled (kgo.BlockRebalanceOnPoll), so a flush never races a revocation.
+type Sink struct {
+	cfg  SinkConfig
+	rc   RunConfig
+	log  *slog.Logger
+	dec  *avro.Decoder[avro.EnrichedRecord]
+	conn driver.Conn
+	cl   *kgo.Client
+	dlqw *dlq.Writer
+	pcl  *kgo.Client
+
+	mu    sync.Mutex
+	buf   map[int32][]pending
+	n     int
+	first time.Time
+
+	runID  string
+	seq    int
+	paused bool
+	stats  struct{ records, rows, hitRows, dlq, flushes, retries, dropped atomic.Int64 }
+}
+
+type pending struct {
+	rec  *kgo.Record
+	rows Rows
+	err  error // non-nil: the record goes to the DLQ with this error
+	ep   int32
+}
+
+// New validates cfg and builds the sink; it does not contact any service.
+func New(cfg SinkConfig, rc RunConfig) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := rc.ClickHouse.Validate(); err != nil {
+		return nil, err
+	}
+	if rc.Registry == nil {
+		return nil, errors.New("clickhouse sink: registry: nil")
+	}
+	cfg = cfg.withDefaults()
+	s := &Sink{cfg: cfg, rc: rc, log: rc.Logger, buf: map[int32][]pending{},
+		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano())}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	var err error
+	if s.dec, err = avro.NewDecoder[avro.EnrichedRecord](rc.Registry, avro.EnrichedSchema, avro.DecoderConfig{}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stats returns the running totals.
+func (s *Sink) Stats() Stats {
+	s.mu.Lock()
+	buffered := int64(s.n)
+	s.mu.Unlock()
+	return Stats{Buffered: buffered, Records: s.stats.records.Load(), Rows: s.stats.rows.Load(), HitRows: s.stats.hitRows.Load(),
+		DLQ: s.stats.dlq.Load(), Flushes: s.stats.flushes.Load(), Retries: s.stats.retries.Load(), Dropped: s.stats.dropped.Load()}
+}
+
+// Run consumes until ctx ends or a fatal error. When ctx ends it makes one last attempt, bounded
+// by InsertTimeout, to flush and commit what is buffered; what does not make it stays
+// uncommitted and is read again by the next run. It returns nil after a clean stop.
+func (s *Sink) Run(ctx context.Context) error {
+	conn, err := s.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	s.conn = conn
+	defer conn.Close()
+
+	reset := kgo.NewOffset().AtEnd()
+	if s.cfg.FromStart {
+		reset = kgo.NewOffset().AtStart()
+	}
+	s.cl, err = s.rc.Kafka.NewClient(
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.cfg.Topic),
+		kgo.ConsumeResetOffset(reset),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.drop(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.drop(m) }),
+	)
+	if err != nil {
+		return err
+	}
+	defer s.cl.Close()
+	if s.pcl, err = s.rc.Kafka.NewClient(); err != nil {
+		return err
+	}
+	defer s.pcl.Close()
+	if s.dlqw, err = dlq.NewWriter(s.pcl, dlq.Config{Topic: s.cfg.DLQTopic, Stage: Stage}); err != nil {
+		return err
+	}
+
+	for {
+		if ctx.Err() != nil {
+			return s.stop()
+		}
+		s.mu.Lock()
+		room, n, first := s.cfg.BatchRows-s.n, s.n, s.first
+		s.mu.Unlock()
+		if room > 0 {
+			wait := s.cfg.BatchInterval
+			if n > 0 {
+				wait = max(time.Until(first.Add(s.cfg.BatchInterval)), time.Millisecond)
+			}
+			pctx, cancel := context.WithTimeout(ctx, wait)
+			fs := s.cl.PollRecords(pctx, room)
+			cancel()
+			if fs.IsClientClosed() {
+				return s.stop()
+			}
+			fs.EachError(func(t string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					s.log.Warn("clickhouse sink: fetch", "topic", t, "partition", p, "err", err)
+				}
+			})
+			var recs []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+			for _, r := range recs {
+				if err := s.add(ctx, r); err != nil {
+					if ctx.Err() != nil {
+						s.cl.AllowRebalance()
+						return s.stop()
+					}
+					return err
+				}
+			}
+		}
+		s.mu.Lock()
+		due := s.n >= s.cfg.BatchRows || (s.n > 0 && time.Since(s.first) >= s.cfg.BatchInterval)
+		s.mu.Unlock()
+		if due {
+			if err := s.flush(ctx); err != nil {
+				s.cl.AllowRebalance()
+				if ctx.Err() != nil {
+					return s.stop()
+				}
+				return err
+			}
+		}
+		s.cl.AllowRebalance()
+	}
+}
+
+// stop makes one bounded attempt to flush what is buffered.
+func (s *Sink) stop() error {
+	s.mu.Lock()
+	n := s.n
+	s.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.InsertTimeout)
+	defer cancel()
+	if err := s.flush(ctx); err != nil {
+		s.log.Warn("clickhouse sink: final flush failed; its records stay uncommitted and are read again", "records", n, "err", err)
+	}
+	return nil
+}
+
+func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
+	for attempt := 1; ; attempt++ {
+		conn, err := Open(ctx, s.rc.ClickHouse)
+		if err == nil {
+			return conn, nil
+		}
+		if !IsRetryable(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		s.log.Warn("clickhouse sink: clickhouse unavailable, retrying", "attempt", attempt, "err", err)
+		if !s.sleep(ctx, attempt) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// drop forgets the buffered records of revoked or lost partitions; they stay uncommitted.
+func (s *Sink) drop(m map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range m[s.cfg.Topic] {
+		if k := len(s.buf[p]); k > 0 {
+			s.n -= k
+			s.stats.dropped.Add(int64(k))
+			s.log.Info("clickhouse sink: partition revoked, dropping its buffered records", "partition", p, "records", k)
+		}
+		delete(s.buf, p)
+	}
+}
+
+// add decodes r and buffers it. A registry outage is retried here, holding up polling.
+func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
+	p := pending{rec: r}
+	for attempt := 1; ; attempt++ {
+		e, _, err := s.dec.Decode(ctx, r.Value)
+		if err == nil {
+			p.ep = e.Epoch
+			if p.rows, err = MapRecord(&e); err != nil {
+				p.err = dlq.WithClass("invalid", err)
+			}
+			break
+		}
+		if !avro.IsRetryable(err) {
+			// A record ingest wrote that we cannot read is a bug of ours, not an outage: it goes to
+			// the DLQ (with the decoder's class) so that the partition is not blocked forever.
+			s.log.Warn("clickhouse sink: enriched record does not decode; sending it to the DLQ",
+				"partition", r.Partition, "offset", r.Offset, "err", err)
+			p.err = err
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.stats.retries.Add(1)
+		s.log.Warn("clickhouse sink: registry unavailable, retrying", "attempt", attempt, "err", err)
+		if !s.sleep(ctx, attempt) {
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	if s.n == 0 {
+		s.first = time.Now()
+	}
+	s.buf[r.Partition] = append(s.buf[r.Partition], p)
+	s.n++
+	s.mu.Unlock()
+	return nil
+}
+
+// flush lands everything buffered, then commits it; see Sink.
+func (s *Sink) flush(ctx context.Context) error {
+	start := time.Now()
+	s.mu.Lock()
+	buf, n := s.buf, s.n
+	s.buf, s.n = map[int32][]pending{}, 0
+	s.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	parts := make([]int32, 0, len(buf))
+	for p := range buf {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+
+	var (
+		inf     []InferenceRow
+		infOwn  []*pending
+		gw      []GatewayRow
+		gwOwn   []*pending
+		hits    []HitRow
+		hitOwn  []*pending
+		dead    []dlq.Entry
+		rejects = map[*pending]error{}
+	)
+	for _, p := range parts {
+		for i := range buf[p] {
+			pd := &buf[p][i]
+			if pd.err != nil {
+				dead = append(dead, dlq.NewEntry(dlq.OriginOf(pd.rec), pd.err))
+				continue
+			}
+			if pd.rows.Inference != nil {
+				inf, infOwn = append(inf, *pd.rows.Inference), append(infOwn, pd)
+			}
+			if pd.rows.Gateway != nil {
+				gw, gwOwn = append(gw, *pd.rows.Gateway), append(gwOwn, pd)
+			}
+			for _, h := range pd.rows.Hits {
+				hits, hitOwn = append(hits, h), append(hitOwn, pd)
+			}
+		}
+	}
+	attempts := 1
+	defer s.resume()
+	steps := []func() (int, error){
+		func() (int, error) { return insertRows(ctx, s, TableInference, inf, infOwn, rejects) },
+		func() (int, error) { return insertRows(ctx, s, TableGateway, gw, gwOwn, rejects) },
+		func() (int, error) { return insertRows(ctx, s, TableHits, hits, hitOwn, rejects) },
+	}
+	for _, step := range steps {
+		a, err := step()
+		attempts += a
+		if err != nil {
+			return err
+		}
+	}
+	for pd, err := range rejects {
+		dead = append(dead, dlq.NewEntry(dlq.OriginOf(pd.rec), dlq.WithClass(ClassRejected, err)))
+	}
+	if len(dead) > 0 {
+		if err := s.retry(ctx, "dlq write", &attempts, func(ctx context.Context) error {
+			return s.dlqw.WriteBatch(ctx, dead)
+		}, isKafkaRetryable); err != nil {
+			return err
+		}
+	}
+
+	// One ledger row per partition: what this flush consumed and how many rows it landed.
+	s.seq++
+	batchID := fmt.Sprintf("%s-%d", s.runID, s.seq)
+	now := time.Now().UTC()
+	var ledger []LedgerRow
+	var commit []*kgo.Record
+	rows, hitRows := 0, 0
+	for _, p := range parts {
+		ps := buf[p]
+		l := LedgerRow{BatchID: batchID, Group: s.cfg.Group, Topic: s.cfg.Topic, Partition: p,
+			MinOffset: ps[0].rec.Offset, MaxOffset: ps[len(ps)-1].rec.Offset, FlushedAt: now}
+		for i := range ps {
+			pd := &ps[i]
+			l.Epoch = max(l.Epoch, pd.ep)
+			if _, rejected := rejects[pd]; rejected || pd.err != nil {
+				continue
+			}
+			if pd.rows.Inference != nil || pd.rows.Gateway != nil {
+				l.Rows++
+			}
+			l.HitRows += uint32(len(pd.rows.Hits))
+		}
+		rows += int(l.Rows)
+		hitRows += int(l.HitRows)
+		ledger = append(ledger, l)
+		commit = append(commit, ps[len(ps)-1].rec)
+	}
+	a, err := insertRows(ctx, s, TableLedger, ledger, nil, nil)
+	attempts += a
+	if err != nil {
+		return err
+	}
+	s.commit(ctx, commit, &attempts)
+	s.stats.records.Add(int64(n))
+	s.stats.rows.Add(int64(rows))
+	s.stats.hitRows.Add(int64(hitRows))
+	s.stats.dlq.Add(int64(len(dead)))
+	s.stats.flushes.Add(1)
+	if s.rc.OnFlush != nil {
+		s.rc.OnFlush(Flush{Records: n, Rows: rows, HitRows: hitRows, DLQ: len(dead), Took: time.Since(start), Attempts: attempts})
+	}
+	return nil
+}
+
+// commit commits the offset after each record in recs, retrying a few times. A commit that
+// keeps failing is logged and given up: the records have landed, and reading them again after a
+// restart or rebalance only re-writes rows that collapse.
+func (s *Sink) commit(ctx context.Context, recs []*kgo.Record, attempts *int) {
+	for attempt := 1; ; attempt++ {
+		err := s.cl.CommitRecords(ctx, recs...)
+		if err == nil {
+			return
+		}
+		if attempt == 5 || ctx.Err() != nil || !s.sleep(ctx, attempt) {
+			s.log.Warn("clickhouse sink: commit failed; these records will be read and written again", "records", len(recs), "err", err)
+			return
+		}
+		*attempts++
+		s.stats.retries.Add(1)
+	}
+}
+
+// insertRows inserts rows into table in one batch, retrying retryable errors. When the batch is
+// rejected for its data, it bisects: each half is inserted on its own, down to single rows, and
+// the owner of each row rejected alone is recorded in rejects (with k bad rows among n this costs
+// about 2·k·log2(n) inserts). owners nil means a rejection is fatal (the ledger). It returns
+// the number of retries it made.
+func insertRows[T any](ctx context.Context, s *Sink, table string, rows []T, owners []*pending, rejects map[*pending]error) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	attempts := 0
+	err := s.retry(ctx, "insert "+table, &attempts, func(ctx context.Context) error {
+		return s.send(ctx, table, rows)
+	}, IsRetryable)
+	switch {
+	case err == nil:
+		return attempts, nil
+	case !IsRejected(err):
+		return attempts, fmt.Errorf("clickhouse sink: insert %s: %w", table, err)
+	case owners == nil:
+		return attempts, fmt.Errorf("%w: insert %s: %w", ErrClickHouseFatal, table, err)
+	case len(rows) == 1:
+		rejects[owners[0]] = err
+		return attempts, nil
+	}
+	if len(rows) == len(owners) && attempts == 0 {
+		s.log.Warn("clickhouse sink: batch rejected, bisecting to find the bad records", "table", table, "rows", len(rows), "err", err)
+	}
+	mid := len(rows) / 2
+	a1, err := insertRows(ctx, s, table, rows[:mid], owners[:mid], rejects)
+	if err != nil {
+		return attempts + a1, err
+	}
+	a2, err := insertRows(ctx, s, table, rows[mid:], owners[mid:], rejects)
+	return attempts + a1 + a2, err
+}
+
+// send is one attempt at inserting rows: one PrepareBatch with the columns named.
+func (s *Sink) send(ctx context.Context, table string, rows any) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.InsertTimeout)
+	defer cancel()
+	var sql string
+	var appendAll func(driver.Batch) error
+	switch rs := rows.(type) {
+	case []InferenceRow:
+		sql, appendAll = insertSQL(table, InferenceRow{}), appender(rs)
+	case []GatewayRow:
+		sql, appendAll = insertSQL(table, GatewayRow{}), appender(rs)
+	case []HitRow:
+		sql, appendAll = insertSQL(table, HitRow{}), appender(rs)
+	case []LedgerRow:
+		sql, appendAll = insertSQL(table, LedgerRow{}), appender(rs)
+	case []DLQRow:
+		sql, appendAll = insertSQL(table, DLQRow{}), appender(rs)
+	default:
+		return fmt.Errorf("%w: no insert for %T", ErrClickHouseFatal, rows)
+	}
+	b, err := s.conn.PrepareBatch(ctx, sql)
+	if err != nil {
+		return err
+	}
+	if err := appendAll(b); err != nil {
+		b.Abort()
+		return err
+	}
+	return b.Send()
+}
+
+func appender[T any](rows []T) func(driver.Batch) error {
+	return func(b driver.Batch) error {
+		for i := range rows {
+			if err := b.AppendStruct(&rows[i]); err != nil {
+				return fmt.Errorf("%w: row %d: %w", ErrClickHouseRejected, i, err)
+			}
+		}
+		return nil
+	}
+}
+
+// retry runs op until it succeeds, fails with an error retryable does not accept, or ctx ends.
+// While it retries, fetching is paused, so nothing piles up in memory.
+func (s *Sink) retry(ctx context.Context, what string, attempts *int, op func(context.Context) error, retryable func(error) bool) error {
+	for attempt := 1; ; attempt++ {
+		err := op(ctx)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		*attempts++
+		s.stats.retries.Add(1)
+		s.pause()
+		s.log.Warn("clickhouse sink: retrying", "op", what, "attempt", attempt, "err", err)
+		if !s.sleep(ctx, attempt) {
+			return err
+		}
+	}
+}
+
+func (s *Sink) pause() {
+	if !s.paused && s.cl != nil {
+		s.cl.PauseFetchTopics(s.cfg.Topic)
+		s.paused = true
+	}
+}
+
+func (s *Sink) resume() {
+	if s.paused {
+		s.cl.ResumeFetchTopics(s.cfg.Topic)
+		s.paused = false
+	}
+}
+
+// sleep waits the attempt's backoff (exponential, full jitter); false if ctx ended first.
+func (s *Sink) sleep(ctx context.Context, attempt int) bool {
+	d := s.cfg.BackoffMin << min(attempt-1, 20)
+	if d > s.cfg.BackoffMax || d <= 0 {
+		d = s.cfg.BackoffMax
+	}
+	d = time.Duration(rand.Int64N(int64(d)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// isKafkaRetryable: a DLQ write or commit failure is an outage of Kafka (or a rebalance in
+// progress); it is retried unless the sink is stopping.
+func isKafkaRetryable(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, dlq.ErrUnsafeClient) && !errors.Is(err, dlq.ErrInvalidEntry) &&
+		!errors.Is(err, dlq.ErrTooLarge)
+}
+
+// Run builds a sink from cfg and rc and runs it until ctx ends; see Sink.
+func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
+	s, err := New(cfg, rc)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}

@@ -1,0 +1,705 @@
+package clickhouse_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/loadgen"
+	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+)
+
+// e2e is one test's private topics, groups and database on the real stack.
+type e2e struct {
+	t      *testing.T
+	kcfg   kafka.Config
+	reg    *sr.Client
+	admin  *kgo.Client
+	icfg   ingest.Config
+	chcfg  clickhouse.Config
+	conn   driver.Conn
+	id     string
+	sinkDL string
+	groups []string
+}
+
+func newE2E(t *testing.T) *e2e {
+	t.Helper()
+	testenv.Integration(t)
+	return newE2EAt(t, testenv.Get(testenv.ClickHouseAddr))
+}
+
+func newE2EAt(t *testing.T, chAddr string) *e2e {
+	t.Helper()
+	chcfg, conn := testDBAt(t, chAddr)
+	s := &e2e{t: t, chcfg: chcfg, conn: conn,
+		kcfg: kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "sink-ch-test"}}
+	var err error
+	if s.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.admin, err = s.kcfg.NewClient(); err != nil {
+		t.Fatal(err)
+	}
+	s.id = fmt.Sprintf("chit%d", time.Now().UnixNano())
+	s.icfg = ingest.Config{Group: "ingest-" + s.id, InferenceTopic: "inf-" + s.id, GatewayTopic: "gw-" + s.id,
+		EnrichedTopic: "enriched-" + s.id, DLQTopic: "dlq-" + s.id, ControlTopic: "control-" + s.id,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond, BreakerOpen: time.Second}
+	s.sinkDL = "sinkdlq-" + s.id
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := loadgen.EnsureTopics(ctx, s.admin, 3, 1, s.icfg.InferenceTopic, s.icfg.GatewayTopic, s.sinkDL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(s.admin)
+		adm.DeleteTopics(ctx, s.icfg.InferenceTopic, s.icfg.GatewayTopic, s.icfg.EnrichedTopic, s.icfg.DLQTopic,
+			s.icfg.ControlTopic, s.icfg.LoopTopic(), s.icfg.TableTopic(), s.sinkDL)
+		adm.DeleteGroup(ctx, s.icfg.Group)
+		for _, g := range s.groups {
+			adm.DeleteGroup(ctx, g)
+		}
+		for _, sub := range []string{s.icfg.InferenceTopic + "-value", s.icfg.GatewayTopic + "-value", s.icfg.EnrichedTopic + "-value"} {
+			s.reg.DeleteSubject(ctx, sub, sr.SoftDelete)
+		}
+		s.admin.Close()
+	})
+	return s
+}
+
+func (s *e2e) load(cfg loadgen.Config) *loadgen.Manifest {
+	s.t.Helper()
+	cfg.InferenceTopic, cfg.GatewayTopic = s.icfg.InferenceTopic, s.icfg.GatewayTopic
+	prod, err := s.kcfg.NewClient(loadgen.ProducerOpts()...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer prod.Close()
+	var buf bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := loadgen.Run(ctx, cfg, prod, s.reg, loadgen.Options{RunID: s.id, Manifest: &buf})
+	if err != nil || st.Failed != 0 {
+		s.t.Fatalf("loadgen: %v (%v)", err, st)
+	}
+	m, err := loadgen.ParseManifest(&buf)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Logf("loadgen: %v", st)
+	return m
+}
+
+// runIngest runs the ingest stage until every source partition is committed to its end, then
+// stops it: afterwards the enriched topic holds one record per valid original.
+func (s *e2e) runIngest(ctx context.Context) {
+	s.t.Helper()
+	s.startIngest(ctx)()
+}
+
+// startIngest starts the ingest stage; the returned func waits until every source partition is
+// committed to its end, then stops it.
+func (s *e2e) startIngest(ctx context.Context) (waitAndStop func()) {
+	s.t.Helper()
+	mod, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- ingest.Run(runCtx, s.icfg, ingest.RunConfig{Kafka: s.kcfg, Registry: s.reg, Checker: mod, StorageDir: s.t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	}()
+	return func() {
+		s.waitCommitted(ctx, s.icfg.Group, s.icfg.InferenceTopic, s.icfg.GatewayTopic)
+		stop()
+		if err := <-done; err != nil {
+			s.t.Fatalf("ingest: %v", err)
+		}
+	}
+}
+
+// runSink runs a ClickHouse sink in group until it committed the end of the enriched topic,
+// then stops it, and returns how long it took and its stats.
+func (s *e2e) runSink(ctx context.Context, group string, batchRows int) (time.Duration, clickhouse.Stats) {
+	s.t.Helper()
+	start := time.Now()
+	sink, waitAndStop := s.startSink(ctx, group, batchRows, 200*time.Millisecond)
+	waitAndStop()
+	return time.Since(start), sink.Stats()
+}
+
+// startSink starts a ClickHouse sink in group; the returned func waits until it committed the
+// end of the enriched topic, then stops it.
+func (s *e2e) startSink(ctx context.Context, group string, batchRows int, interval time.Duration) (*clickhouse.Sink, func()) {
+	s.t.Helper()
+	sink, stop, done := s.startSinkStoppable(ctx, group, batchRows, interval)
+	return sink, func() {
+		s.waitCommitted(ctx, group, s.icfg.EnrichedTopic)
+		stop()
+		if err := <-done; err != nil {
+			s.t.Fatalf("sink: %v", err)
+		}
+	}
+}
+
+// startSinkStoppable starts a ClickHouse sink in group and returns how to stop it and where its
+// Run's result arrives.
+func (s *e2e) startSinkStoppable(ctx context.Context, group string, batchRows int, interval time.Duration) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
+	s.t.Helper()
+	s.groups = append(s.groups, group)
+	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
+		BatchRows: batchRows, BatchInterval: interval, InsertTimeout: 5 * time.Second, FromStart: true,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
+		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: s.chcfg,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sink.Run(runCtx) }()
+	return sink, stop, done
+}
+
+// waitCommitted waits until group committed the end offset of every partition of topics.
+func (s *e2e) waitCommitted(ctx context.Context, group string, topics ...string) {
+	s.t.Helper()
+	adm := kadm.NewClient(s.admin)
+	for {
+		ends, err1 := adm.ListEndOffsets(ctx, topics...)
+		offs, err2 := adm.FetchOffsets(ctx, group)
+		if err1 == nil && err2 == nil && len(ends) == len(topics) {
+			behind, parts := 0, 0
+			ends.Each(func(e kadm.ListedOffset) {
+				parts++
+				if c, ok := offs.Lookup(e.Topic, e.Partition); (!ok && e.Offset > 0) || (ok && c.At != e.Offset) {
+					behind++
+				}
+			})
+			if behind == 0 && parts > 0 {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			s.t.Fatalf("group %s did not commit the end of %v: %v %v", group, topics, err1, err2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type slot struct{ topic, phase string }
+
+// counts reads raw and deduplicated counts per slot.
+func (s *e2e) counts(ctx context.Context) (raw, final, distinct map[slot]uint64) {
+	s.t.Helper()
+	raw, final, distinct = map[slot]uint64{}, map[slot]uint64{}, map[slot]uint64{}
+	q := func(sql string, into func(k slot, c, u uint64)) {
+		rows, err := s.conn.Query(ctx, sql)
+		if err != nil {
+			s.t.Fatalf("%s: %v", sql, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k slot
+			var c, u uint64
+			if err := rows.Scan(&k.topic, &k.phase, &c, &u); err != nil {
+				s.t.Fatal(err)
+			}
+			into(k, c, u)
+		}
+	}
+	q(`SELECT source_topic, '', count(), uniqExact(request_id) FROM inference_results GROUP BY source_topic`, func(k slot, c, _ uint64) { raw[k] = c })
+	q(`SELECT source_topic, phase, count(), uniqExact(request_id) FROM gateway_logs GROUP BY source_topic, phase`, func(k slot, c, _ uint64) { raw[k] = c })
+	q(`SELECT source_topic, '', count(), uniqExact(request_id) FROM v_inference_results GROUP BY source_topic`, func(k slot, c, u uint64) { final[k], distinct[k] = c, u })
+	q(`SELECT source_topic, phase, count(), uniqExact(request_id) FROM v_gateway_logs GROUP BY source_topic, phase`, func(k slot, c, u uint64) { final[k], distinct[k] = c, u })
+	return raw, final, distinct
+}
+
+// ids reads the request ids per slot through the deduplicating views.
+func (s *e2e) ids(ctx context.Context) map[slot][]string {
+	out := map[slot][]string{}
+	for _, sql := range []string{`SELECT source_topic, '', request_id FROM v_inference_results`, `SELECT source_topic, phase, request_id FROM v_gateway_logs`} {
+		rows, err := s.conn.Query(ctx, sql)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for rows.Next() {
+			var k slot
+			var id string
+			if err := rows.Scan(&k.topic, &k.phase, &id); err != nil {
+				s.t.Fatal(err)
+			}
+			out[k] = append(out[k], id)
+		}
+		rows.Close()
+	}
+	for _, v := range out {
+		sort.Strings(v)
+	}
+	return out
+}
+
+func (s *e2e) scalar(ctx context.Context, sql string, args ...any) uint64 {
+	s.t.Helper()
+	var v uint64
+	if err := s.conn.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+		s.t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+// wantOf returns the manifest's valid originals per slot (sorted request ids), their total, and
+// how many carry a planted word.
+func wantOf(m *loadgen.Manifest) (want map[slot][]string, rows, sensitive int) {
+	want = map[slot][]string{}
+	for _, e := range m.Entries {
+		if e.Kind == loadgen.KindOriginal {
+			k := slot{e.Topic, e.Phase}
+			want[k] = append(want[k], e.RequestID)
+			rows++
+			if e.Sensitive {
+				sensitive++
+			}
+		}
+	}
+	for _, v := range want {
+		sort.Strings(v)
+	}
+	return want, rows, sensitive
+}
+
+// assertExact checks the tables against the manifest: FINAL counts and request ids per slot
+// exactly the valid originals, raw >= FINAL (reported), the ledger equal to the raw rows and
+// spanning every enriched offset once per group, and hits where words were planted.
+//
+// With exactLedger false (a fault test), an insert whose reply was lost may have been written
+// twice, so the raw tables may hold more rows than the ledger; the ledger must not hold more.
+func (s *e2e) assertExact(ctx context.Context, pass int, want map[slot][]string, wantRows, sensitive int, exactLedger bool) {
+	s.t.Helper()
+	raw, final, distinct := s.counts(ctx)
+	for k, ids := range want {
+		if final[k] != uint64(len(ids)) || distinct[k] != uint64(len(ids)) {
+			s.t.Fatalf("pass %d: %+v: FINAL count %d, uniqExact %d, want %d", pass, k, final[k], distinct[k], len(ids))
+		}
+		if raw[k] < final[k] {
+			s.t.Fatalf("pass %d: %+v: raw %d < FINAL %d", pass, k, raw[k], final[k])
+		}
+		s.t.Logf("pass %d: %s %-8s manifest %d, FINAL %d, uniqExact %d, raw %d (raw - FINAL = %d)", pass, k.topic, k.phase, len(ids), final[k], distinct[k], raw[k], raw[k]-final[k])
+	}
+	if len(final) != len(want) {
+		s.t.Fatalf("pass %d: slots %v, want %v", pass, final, want)
+	}
+	got := s.ids(ctx)
+	for k, ids := range want {
+		if fmt.Sprint(got[k]) != fmt.Sprint(ids) {
+			s.t.Fatalf("pass %d: %+v: request ids differ from the manifest's", pass, k)
+		}
+	}
+	rawRows := s.scalar(ctx, `SELECT toUInt64(count()) FROM inference_results`) + s.scalar(ctx, `SELECT toUInt64(count()) FROM gateway_logs`)
+	ledgerRows := s.scalar(ctx, `SELECT toUInt64(sum(rows)) FROM sink_ledger`)
+	rawHits := s.scalar(ctx, `SELECT toUInt64(count()) FROM moderation_hits`)
+	ledgerHits := s.scalar(ctx, `SELECT toUInt64(sum(hit_rows)) FROM sink_ledger`)
+	finalHits := s.scalar(ctx, `SELECT toUInt64(count()) FROM v_moderation_hits`)
+	if (exactLedger && (ledgerRows != rawRows || ledgerHits != rawHits)) || ledgerRows > rawRows || ledgerHits > rawHits {
+		s.t.Fatalf("pass %d: ledger rows %d hit rows %d, tables hold %d and %d", pass, ledgerRows, ledgerHits, rawRows, rawHits)
+	}
+	if sensitive > 0 && finalHits == 0 {
+		s.t.Fatalf("pass %d: %d originals carry a planted word, moderation_hits is empty", pass, sensitive)
+	}
+	// Every ledger row covers its offsets with no gap: records = max - min + 1 summed over a
+	// group equals the enriched topic's record count.
+	for _, g := range s.groups {
+		if strings.HasPrefix(g, "dlqm-") {
+			continue // the DLQ mirror writes no ledger
+		}
+		span := s.scalar(ctx, `SELECT toUInt64(sum(max_offset - min_offset + 1)) FROM sink_ledger WHERE group = ?`, g)
+		if span != uint64(wantRows) {
+			s.t.Fatalf("pass %d: ledger of %s spans %d offsets, enriched topic holds %d records", pass, g, span, wantRows)
+		}
+	}
+	s.t.Logf("pass %d: ledger rows %d = raw rows %d; ledger hit rows %d = raw hits %d (FINAL hits %d, %d sensitive originals)",
+		pass, ledgerRows, rawRows, ledgerHits, rawHits, finalHits, sensitive)
+}
+
+// TestSinkExact runs loadgen → ingest → ClickHouse sink on the real stack. The deduplicated
+// views must hold exactly the manifest's valid originals per (topic, phase), id for id; the
+// ledger must account for every inserted row; the group must have committed the enriched
+// topic's end; nothing may go to the sink's DLQ. A second group then re-writes everything
+// (as a redelivery or replay would): the views must not change while the raw tables double.
+func TestSinkExact(t *testing.T) {
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	m := s.load(loadgen.Config{Requests: 3000, DuplicateRate: 0.05, CrossPartitionShare: 0.5, PoisonRate: 0.03, SensitiveShare: 0.2, Seed: 5})
+	want, wantRows, sensitive := wantOf(m)
+	s.runIngest(ctx)
+
+	took, st := s.runSink(ctx, "sinkch-"+s.id, 1000)
+	t.Logf("sink: %d records, %d rows, %d hit rows, %d flushes, %d retries, %d DLQ in %v (%.0f rows/s incl. group join)",
+		st.Records, st.Rows, st.HitRows, st.Flushes, st.Retries, st.DLQ, took.Round(time.Millisecond), float64(st.Rows+st.HitRows)/took.Seconds())
+	if st.DLQ != 0 {
+		t.Fatalf("sink sent %d records to its DLQ, want 0", st.DLQ)
+	}
+	if st.Rows != int64(wantRows) {
+		t.Fatalf("sink wrote %d rows, manifest has %d valid originals", st.Rows, wantRows)
+	}
+
+	check := func(pass int) { s.assertExact(ctx, pass, want, wantRows, sensitive, true) }
+	check(1)
+	s.checkDLQMirror(ctx, m)
+
+	// A second group re-reads the whole enriched topic: every row is written again with the
+	// same version, and the views must not change.
+	took2, st2 := s.runSink(ctx, "sinkch2-"+s.id, clickhouse.DefaultBatchRows)
+	t.Logf("re-write (batch 10000): %d rows + %d hit rows in %v (%.0f rows/s incl. group join)", st2.Rows, st2.HitRows, took2.Round(time.Millisecond), float64(st2.Rows+st2.HitRows)/took2.Seconds())
+	check(2)
+	if raw := s.scalar(ctx, `SELECT toUInt64(count()) FROM inference_results`) + s.scalar(ctx, `SELECT toUInt64(count()) FROM gateway_logs`); raw != 2*uint64(wantRows) {
+		t.Fatalf("raw rows after the re-write: %d, want %d", raw, 2*wantRows)
+	}
+}
+
+// privateClickHouse starts the private ClickHouse of the fault tests (its own stack folder and
+// ports, never the shared one) and returns a func that runs the stack script on it.
+func privateClickHouse(t *testing.T) (addr string, stack func(action string)) {
+	t.Helper()
+	testenv.Integration(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack = func(action string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(root, "deploy/local/stack"), action, "clickhouse")
+		cmd.Env = append(os.Environ(), "BACKFLOW_STACK_DIR=/tmp/chtest", "BACKFLOW_CLICKHOUSE_PORT=29900",
+			"BACKFLOW_CLICKHOUSE_HTTP_PORT=29901", "BACKFLOW_CLICKHOUSE_INTERSERVER_PORT=29902")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("stack %s clickhouse: %v\n%s", action, err, out)
+		}
+	}
+	stack("up")
+	t.Cleanup(func() { stack("down") })
+	return "127.0.0.1:29900", stack
+}
+
+// TestSinkClickHouseDown: loadgen sends 6,000 requests at 1,500/s through ingest into the sink
+// while the sink's (private) ClickHouse is stopped for 5 s mid-run. The sink must retry, never
+// dead-letter, and end exact: deduplicated counts and ids equal to the manifest, the ledger
+// covering every enriched offset once, and the group committed to the topic's end.
+func TestSinkClickHouseDown(t *testing.T) {
+	addr, stack := privateClickHouse(t)
+	s := newE2EAt(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	waitIngest := s.startIngest(ctx)
+	sink, waitSink := s.startSink(ctx, "sinkch-"+s.id, 500, 100*time.Millisecond)
+
+	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 6000, Rate: 1500, DuplicateRate: 0.05, PoisonRate: 0.02, SensitiveShare: 0.2, Seed: 9})
+
+	for sink.Stats().Rows == 0 { // stop ClickHouse mid-run: after the first rows landed
+		if ctx.Err() != nil {
+			t.Fatal("the sink wrote nothing before the outage")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stack("down")
+	before := sink.Stats() // after the server is gone: nothing can land from here on
+	t.Logf("clickhouse stopped after the sink wrote %d rows", before.Rows)
+	time.Sleep(5 * time.Second)
+	during := sink.Stats()
+	stack("up")
+	t.Logf("clickhouse started again; while it was down the sink wrote %d rows and retried %d times", during.Rows-before.Rows, during.Retries-before.Retries)
+
+	l := <-loadDone
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	waitIngest()
+	waitSink()
+	st := sink.Stats()
+	t.Logf("sink: %d records, %d rows, %d hit rows, %d flushes, %d retries, %d DLQ", st.Records, st.Rows, st.HitRows, st.Flushes, st.Retries, st.DLQ)
+	if before.Rows == 0 || st.Rows == during.Rows {
+		t.Fatalf("the outage was not mid-run: %d rows before it, %d after", before.Rows, st.Rows-during.Rows)
+	}
+	if during.Retries == before.Retries {
+		t.Fatal("the sink did not retry while ClickHouse was down: the outage did not hit it")
+	}
+	if during.Rows != before.Rows {
+		t.Fatalf("the sink reported %d rows written while ClickHouse was down", during.Rows-before.Rows)
+	}
+	if st.DLQ != 0 {
+		t.Fatalf("the outage sent %d records to the DLQ", st.DLQ)
+	}
+	want, wantRows, sensitive := wantOf(l.m)
+	s.assertExact(ctx, 1, want, wantRows, sensitive, false)
+}
+
+// TestSinkRejectsRecordsOnce: a permanent, per-record ClickHouse error must send exactly the
+// affected records to the DLQ, once each, and let every other record land. The test narrows
+// inference_results.status to Enum8('OK' = 1), so the ~3 % of inference results whose status is
+// ERROR or TIMEOUT cannot be written; everything else must still land exactly.
+func TestSinkRejectsRecordsOnce(t *testing.T) {
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.conn.Exec(ctx, `ALTER TABLE inference_results MODIFY COLUMN status Enum8('OK' = 1)`); err != nil {
+		t.Fatal(err)
+	}
+	m := s.load(loadgen.Config{Requests: 2000, DuplicateRate: 0.02, PoisonRate: 0.01, Seed: 11})
+	want, _, _ := wantOf(m)
+	s.runIngest(ctx)
+	_, st := s.runSink(ctx, "sinkch-"+s.id, 1000)
+	t.Logf("sink: %d records, %d rows, %d DLQ, %d flushes", st.Records, st.Rows, st.DLQ, st.Flushes)
+
+	// Read the sink's DLQ: every entry is a rejected inference result that is not OK, once.
+	dec, _ := avro.NewDecoder[avro.EnrichedRecord](s.reg, avro.EnrichedSchema, avro.DecoderConfig{})
+	cl, err := s.kcfg.NewClient(kgo.ConsumeTopics(s.sinkDL), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rejected := map[string]int{}
+	for n := 0; n < int(st.DLQ); {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d DLQ entries", n, st.DLQ)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			e, err := dlq.Decode(r)
+			if err != nil {
+				t.Fatalf("dlq entry: %v", err)
+			}
+			rec, _, err := dec.Decode(ctx, e.Origin.Value)
+			if err != nil {
+				t.Fatalf("dlq entry value: %v", err)
+			}
+			if e.Stage != clickhouse.Stage || e.Class != clickhouse.ClassRejected || e.Origin.Topic != s.icfg.EnrichedTopic ||
+				rec.Inference == nil || rec.Inference.Status == "OK" {
+				t.Fatalf("DLQ entry stage %s class %s origin %s status %+v: want only non-OK inference results rejected by ClickHouse",
+					e.Stage, e.Class, e.Origin.Topic, rec.Inference)
+			}
+			rejected[rec.RequestID]++
+		})
+	}
+	if len(rejected) == 0 {
+		t.Fatal("nothing was rejected: the test did not exercise the DLQ path")
+	}
+	for id, n := range rejected {
+		if n != 1 {
+			t.Fatalf("%s is in the DLQ %d times", id, n)
+		}
+	}
+	// Every other record landed, exactly.
+	_, final, distinct := s.counts(ctx)
+	for k, ids := range want {
+		wantN := uint64(len(ids))
+		if k.phase == "" {
+			wantN -= uint64(len(rejected))
+		}
+		if final[k] != wantN || distinct[k] != wantN {
+			t.Fatalf("%+v: FINAL %d uniqExact %d, want %d", k, final[k], distinct[k], wantN)
+		}
+	}
+	for id := range rejected {
+		if n := s.scalar(ctx, `SELECT toUInt64(count()) FROM inference_results WHERE request_id = ?`, id); n != 0 {
+			t.Fatalf("rejected %s is in inference_results", id)
+		}
+	}
+	if int(st.Rows)+len(rejected) != int(st.Records) {
+		t.Fatalf("records %d = rows %d + rejected %d does not hold", st.Records, st.Rows, len(rejected))
+	}
+	t.Logf("%d inference results rejected into the DLQ once each; %d rows landed", len(rejected), st.Rows)
+}
+
+// TestSinkFlushesOnStop: records buffered when the sink is told to stop (SIGTERM) are flushed
+// and committed before Run returns. The batch limits are set so that no flush happens before.
+func TestSinkFlushesOnStop(t *testing.T) {
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	m := s.load(loadgen.Config{Requests: 500, Seed: 13})
+	want, wantRows, sensitive := wantOf(m)
+	s.runIngest(ctx)
+	group := "sinkch-" + s.id
+	sink, stop, done := s.startSinkStoppable(ctx, group, 100000, time.Hour)
+	for sink.Stats().Buffered < int64(wantRows) {
+		if ctx.Err() != nil {
+			t.Fatalf("buffered %d of %d records", sink.Stats().Buffered, wantRows)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := sink.Stats(); st.Flushes != 0 || st.Records != 0 {
+		t.Fatalf("flushed before the stop: %+v", st)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("sink: %v", err)
+	}
+	st := sink.Stats()
+	if st.Flushes != 1 || st.Records != int64(wantRows) || st.Buffered != 0 {
+		t.Fatalf("after the stop: %+v, want one flush of %d records", st, wantRows)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	s.waitCommitted(wctx, group, s.icfg.EnrichedTopic)
+	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+}
+
+type loaded struct {
+	m   *loadgen.Manifest
+	err error
+}
+
+// loadAsync runs loadgen in the background; its manifest arrives on the channel.
+func (s *e2e) loadAsync(ctx context.Context, cfg loadgen.Config) <-chan loaded {
+	cfg.InferenceTopic, cfg.GatewayTopic = s.icfg.InferenceTopic, s.icfg.GatewayTopic
+	loadDone := make(chan loaded, 1)
+	go func() {
+		prod, err := s.kcfg.NewClient(loadgen.ProducerOpts()...)
+		if err != nil {
+			loadDone <- loaded{err: err}
+			return
+		}
+		defer prod.Close()
+		var buf bytes.Buffer
+		st, err := loadgen.Run(ctx, cfg, prod, s.reg, loadgen.Options{RunID: s.id, Manifest: &buf})
+		if err == nil && st.Failed != 0 {
+			err = fmt.Errorf("loadgen: %v", st)
+		}
+		m, perr := loadgen.ParseManifest(&buf)
+		loadDone <- loaded{m, errors.Join(err, perr)}
+	}()
+	return loadDone
+}
+
+// TestSinkRebalance: while traffic flows, a second member joins the sink's group and then the
+// first leaves. Buffers of revoked partitions are dropped uncommitted and read again by the new
+// owner; the result must be exact and the group committed to the end.
+func TestSinkRebalance(t *testing.T) {
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	waitIngest := s.startIngest(ctx)
+	group := "sinkch-" + s.id
+	a, stopA, doneA := s.startSinkStoppable(ctx, group, 2000, 500*time.Millisecond)
+	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 9000, Rate: 1500, DuplicateRate: 0.05, PoisonRate: 0.02, SensitiveShare: 0.2, Seed: 17})
+	waitFor := func(what string, cond func() bool) {
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("member a's first flush", func() bool { return a.Stats().Records > 0 })
+	b, waitB := s.startSink(ctx, group, 2000, 500*time.Millisecond)
+	waitFor("member b's first flush", func() bool { return b.Stats().Records > 0 })
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("member a: %v", err)
+	}
+	l := <-loadDone
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	waitIngest()
+	waitB()
+	sa, sb := a.Stats(), b.Stats()
+	t.Logf("member a: %d records, %d flushes, %d dropped on revoke; member b: %d records, %d flushes, %d dropped",
+		sa.Records, sa.Flushes, sa.Dropped, sb.Records, sb.Flushes, sb.Dropped)
+	if sa.Records == 0 || sb.Records == 0 {
+		t.Fatalf("one member did nothing (a %d, b %d records): the test did not rebalance", sa.Records, sb.Records)
+	}
+	want, wantRows, sensitive := wantOf(l.m)
+	if sa.Records+sb.Records < int64(wantRows) {
+		t.Fatalf("members flushed %d records in all, the enriched topic holds %d", sa.Records+sb.Records, wantRows)
+	}
+	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+}
+
+// checkDLQMirror mirrors ingest's DLQ topic into dlq_entries and compares it with the manifest:
+// exactly the poison records, at their origin coordinates, with their classes.
+func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
+	s.t.Helper()
+	group := "dlqm-" + s.id
+	s.groups = append(s.groups, group)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- clickhouse.RunDLQMirror(runCtx, clickhouse.MirrorConfig{Group: group, Topic: s.icfg.DLQTopic, BatchInterval: 100 * time.Millisecond, FromStart: true},
+			s.kcfg, s.chcfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	}()
+	s.waitCommitted(ctx, group, s.icfg.DLQTopic)
+	stop()
+	if err := <-done; err != nil {
+		s.t.Fatalf("dlq mirror: %v", err)
+	}
+	want := map[string]string{} // origin "topic/partition/offset" -> class
+	for _, e := range m.Entries {
+		if e.Kind == loadgen.KindPoison {
+			want[fmt.Sprintf("%s/%d/%d", e.Topic, e.Partition, e.Offset)] = e.Class
+		}
+	}
+	rows, err := s.conn.Query(ctx, `SELECT origin_topic, origin_partition, origin_offset, class, stage FROM v_dlq_entries`)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var topic, class, stage string
+		var p int32
+		var off int64
+		if err := rows.Scan(&topic, &p, &off, &class, &stage); err != nil {
+			s.t.Fatal(err)
+		}
+		got++
+		loc := fmt.Sprintf("%s/%d/%d", topic, p, off)
+		if wc, ok := want[loc]; !ok || wc != class || stage != "ingest" {
+			s.t.Fatalf("dlq_entries holds %s class %s stage %s; manifest: poison=%v class %s", loc, class, stage, ok, wc)
+		}
+	}
+	if got != len(want) {
+		s.t.Fatalf("v_dlq_entries holds %d entries, manifest has %d poison records", got, len(want))
+	}
+	s.t.Logf("dlq mirror: %d entries = the manifest's poison records, classes equal", got)
+}
