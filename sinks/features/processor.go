@@ -1,0 +1,416 @@
+package features
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+)
+
+// SinkConfig says what the feature sink reads and how it writes.
+type SinkConfig struct {
+	// Group is the goka group: consumer group, table <group>-table and loopback <group>-loop.
+	// Default "backflow-features".
+	Group string
+	// EnrichedTopic is the input. Default "backflow.enriched".
+	EnrichedTopic string
+	// DLQTopic receives enriched records that cannot be decoded (permanent errors only; a
+	// registry outage is retried). Created when missing. Default "backflow.dlq".
+	DLQTopic string
+	// Project is the Feast project; it ends every Redis key. Default "backflow".
+	Project string
+	// RequestTTL is the Redis key TTL of request_features rows. Default 7 days.
+	RequestTTL time.Duration
+	// RequestWindow is how long a request's table entry (what makes its re-sent records
+	// no-ops) is kept after its last record. Default 7 days.
+	RequestWindow time.Duration
+	// SweepEvery is how often expired request entries are deleted. Default 1h.
+	SweepEvery time.Duration
+	Writer     WriterConfig
+}
+
+func (c SinkConfig) withDefaults() SinkConfig {
+	if c.Group == "" {
+		c.Group = "backflow-features"
+	}
+	if c.EnrichedTopic == "" {
+		c.EnrichedTopic = "backflow.enriched"
+	}
+	if c.Project == "" {
+		c.Project = "backflow"
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = dlq.DefaultTopic
+	}
+	if c.RequestTTL == 0 {
+		c.RequestTTL = 7 * 24 * time.Hour
+	}
+	if c.RequestWindow == 0 {
+		c.RequestWindow = 7 * 24 * time.Hour
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = time.Hour
+	}
+	return c
+}
+
+// Validate reports the first bad field.
+func (c SinkConfig) Validate() error {
+	if c.RequestTTL < 0 {
+		return fmt.Errorf("features: request ttl %v is negative", c.RequestTTL)
+	}
+	if c.RequestWindow < 0 || c.SweepEvery < 0 {
+		return fmt.Errorf("features: request window %v / sweep interval %v is negative", c.RequestWindow, c.SweepEvery)
+	}
+	return nil
+}
+
+// LoopTopic is the group's loopback topic.
+func (c SinkConfig) LoopTopic() string { return c.withDefaults().Group + "-loop" }
+
+// Stats counts what the processor did.
+type Stats struct {
+	Records    atomic.Int64 // enriched records applied
+	Undecoded  atomic.Int64 // enriched records that could not be decoded (sent to the DLQ)
+	Deltas     atomic.Int64 // loopback deltas applied
+	Duplicates atomic.Int64 // loopback deltas that were re-sends (no-ops)
+	Swept      atomic.Int64 // request entries deleted by the sweep
+}
+
+// DeadLetters writes a bad record to the DLQ and returns once it is acknowledged.
+type DeadLetters interface {
+	Write(ctx context.Context, o dlq.Origin, err error) error
+}
+
+// Processor is the feature sink's goka callback side.
+type Processor struct {
+	cfg    SinkConfig
+	dead   DeadLetters
+	dec    *avro.Decoder[avro.EnrichedRecord]
+	w      *Writer
+	log    *slog.Logger
+	runCtx context.Context
+	Stats  Stats
+}
+
+// NewProcessor returns the processor; runCtx bounds decode retries.
+func NewProcessor(runCtx context.Context, cfg SinkConfig, reg avro.Registry, dead DeadLetters, w *Writer, log *slog.Logger) (*Processor, error) {
+	cfg = cfg.withDefaults()
+	dec, err := avro.NewDecoder[avro.EnrichedRecord](reg, avro.EnrichedSchema, avro.DecoderConfig{})
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Processor{cfg: cfg, dead: dead, dec: dec, w: w, log: log, runCtx: runCtx}, nil
+}
+
+// RedisRetries is how many Redis pipelines failed and were retried so far.
+func (p *Processor) RedisRetries() int64 { return p.w.Retries() }
+
+// Graph is the goka group: the enriched topic in, deltas through the loopback, one table.
+func (p *Processor) Graph() *goka.GroupGraph {
+	return goka.DefineGroup(goka.Group(p.cfg.Group),
+		goka.Input(goka.Stream(p.cfg.EnrichedTopic), new(codec.Bytes), p.consume),
+		goka.Loop(DeltaCodec{}, p.consumeDelta),
+		goka.Persist(EntryCodec{}),
+		goka.Visitor(visitSweep, p.sweep),
+	)
+}
+
+const visitSweep = "sweep"
+
+// sweep deletes a request entry not seen for RequestWindow; tenant and model entries stay.
+func (p *Processor) sweep(gctx goka.Context, _ any) {
+	e, ok := gctx.Value().(*Entry)
+	if !ok || e == nil || e.Request == nil {
+		return
+	}
+	if time.Since(e.Request.Seen) > p.cfg.RequestWindow {
+		gctx.Delete()
+		p.Stats.Swept.Add(1)
+	}
+}
+
+func (p *Processor) entry(gctx goka.Context) *Entry {
+	if v, ok := gctx.Value().(*Entry); ok && v != nil {
+		return v
+	}
+	return &Entry{}
+}
+
+func (p *Processor) submit(gctx goka.Context, ops []Op) {
+	done := gctx.DeferCommit()
+	if err := p.w.Submit(p.runCtx, ops, done); err != nil {
+		done(err)
+	}
+}
+
+func (p *Processor) consume(gctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	if raw == nil {
+		return // tombstone: nothing to apply
+	}
+	var rec avro.EnrichedRecord
+	backoff := 100 * time.Millisecond
+	for {
+		var err error
+		rec, _, err = p.dec.Decode(p.runCtx, raw)
+		if err == nil {
+			break
+		}
+		if !avro.IsRetryable(err) {
+			p.deadLetter(gctx, raw, err)
+			return
+		}
+		if p.runCtx.Err() != nil {
+			gctx.Fail(p.runCtx.Err())
+		}
+		p.log.Warn("registry unavailable; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-p.runCtx.Done():
+			gctx.Fail(p.runCtx.Err())
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	e := p.entry(gctx)
+	st, deltas := ApplyRecord(e.Request, &rec, Pos{Partition: gctx.Partition(), Offset: gctx.Offset()})
+	st.Seen = time.Now().UTC()
+	gctx.SetValue(&Entry{Request: st})
+	keys := make([]string, 0, len(deltas))
+	for k := range deltas {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		gctx.Loopback(k, deltas[k])
+	}
+	p.Stats.Records.Add(1)
+	p.submit(gctx, []Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)})
+}
+
+// deadLetter writes an undecodable enriched record to the DLQ, retrying until the brokers
+// acknowledge it; the record's offset is committed only after that.
+func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
+	var headers []kgo.RecordHeader
+	for k, v := range gctx.Headers() {
+		headers = append(headers, kgo.RecordHeader{Key: k, Value: v})
+	}
+	sort.Slice(headers, func(i, j int) bool { return headers[i].Key < headers[j].Key })
+	o := dlq.Origin{Topic: string(gctx.Topic()), Partition: gctx.Partition(), Offset: gctx.Offset(), Timestamp: gctx.Timestamp(),
+		Key: []byte(gctx.Key()), Value: raw, Headers: headers}
+	backoff := 100 * time.Millisecond
+	for {
+		err := p.dead.Write(p.runCtx, o, cause)
+		if err == nil {
+			p.Stats.Undecoded.Add(1)
+			p.log.Warn("undecodable enriched record dead-lettered", "partition", o.Partition, "offset", o.Offset, "class", dlq.ClassOf(cause))
+			return
+		}
+		if p.runCtx.Err() != nil {
+			gctx.Fail(p.runCtx.Err())
+		}
+		p.log.Warn("DLQ write failed; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-p.runCtx.Done():
+			gctx.Fail(p.runCtx.Err())
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
+	d, ok := msg.(*Delta)
+	if !ok || d == nil {
+		return
+	}
+	e := p.entry(gctx)
+	kind, id := splitKey(gctx.Key())
+	var op Op
+	var changed bool
+	switch kind {
+	case "tenant":
+		e.Tenant, changed = ApplyTenant(e.Tenant, d)
+		op = TenantOp(p.cfg.Project, id, e.Tenant)
+	case "model":
+		e.Model, changed = ApplyModel(e.Model, d)
+		op = ModelOp(p.cfg.Project, id, e.Model)
+	default:
+		p.log.Error("delta for an unknown key kind", "key", gctx.Key())
+		return
+	}
+	if changed {
+		gctx.SetValue(e)
+		p.Stats.Deltas.Add(1)
+	} else {
+		p.Stats.Duplicates.Add(1)
+	}
+	// Written even when unchanged: a crash may have come between the table update and Redis.
+	p.submit(gctx, []Op{op})
+}
+
+// RunConfig is what Run needs besides SinkConfig.
+type RunConfig struct {
+	Kafka    kafka.Config
+	Registry avro.Registry
+	Redis    *redis.Client
+	// StorageDir holds goka's local table storage. Default <temp>/backflow-goka-features.
+	StorageDir string
+	Logger     *slog.Logger
+	// OnReady, if set, is called once goka is consuming.
+	OnReady func(*Processor)
+}
+
+// Prepare checks the enriched topic exists and creates the loopback topic with its partition
+// count. It returns that count.
+func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) {
+	cfg = cfg.withDefaults()
+	cl, err := kc.NewClient()
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, cfg.EnrichedTopic)
+	if err != nil {
+		return 0, fmt.Errorf("features: topic metadata: %w", err)
+	}
+	d, ok := td[cfg.EnrichedTopic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("features: input topic %q does not exist", cfg.EnrichedTopic)
+	}
+	if d.Err != nil {
+		return 0, fmt.Errorf("features: topic %q: %w", cfg.EnrichedTopic, d.Err)
+	}
+	n := len(d.Partitions)
+	repl := kc.TableReplication
+	if repl < 1 {
+		repl = 1
+	}
+	for _, topic := range []string{cfg.LoopTopic(), cfg.DLQTopic} {
+		resp, err := adm.CreateTopic(ctx, int32(n), int16(repl), nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return 0, fmt.Errorf("features: create topic %s: %w", topic, err)
+		}
+	}
+	return n, nil
+}
+
+// Run runs the feature sink until ctx ends: the goka group and the Redis writer. Records in
+// flight at the end stay uncommitted and are redelivered to the next run.
+func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	log := rc.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	partitions, err := Prepare(sctx, rc.Kafka, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	wcfg := cfg.Writer
+	if wcfg.Logger == nil {
+		wcfg.Logger = log
+	}
+	w := NewWriter(rc.Redis, wcfg)
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(runCtx) }()
+	cl, err := rc.Kafka.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	dw, err := dlq.NewWriter(cl, dlq.Config{Topic: cfg.DLQTopic, Stage: "sink-features"})
+	if err != nil {
+		return err
+	}
+	p, err := NewProcessor(runCtx, cfg, rc.Registry, dw, w, log)
+	if err != nil {
+		return err
+	}
+	dir := rc.StorageDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
+	}
+	// Deltas from one input partition must reach their loopback partition in order (the
+	// per-partition offset mark in tenant and model entries relies on it): one request in
+	// flight per broker connection keeps sarama's retries in order.
+	sc := rc.Kafka.Sarama()
+	sc.Net.MaxOpenRequests = 1
+	opts := append(rc.Kafka.ProcessorOptions(),
+		goka.WithHasher(kafka.Murmur2Hasher),
+		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
+		goka.WithStorageBuilder(storage.DefaultBuilder(dir)),
+	)
+	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
+	if err != nil {
+		return fmt.Errorf("features: processor: %w", err)
+	}
+	log.Info("sink-features starting", "group", cfg.Group, "input", cfg.EnrichedTopic, "partitions", partitions, "project", cfg.Project)
+	done := make(chan error, 1)
+	go func() { done <- proc.Run(runCtx) }()
+	go func() {
+		if err := proc.WaitForReadyContext(runCtx); err == nil {
+			log.Info("sink-features ready", "group", cfg.Group)
+			if rc.OnReady != nil {
+				rc.OnReady(p)
+			}
+		}
+	}()
+	go func() {
+		t := time.NewTicker(cfg.SweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				if err := proc.VisitAll(runCtx, visitSweep, nil); err != nil && runCtx.Err() == nil {
+					log.Warn("request entry sweep failed", "error", err)
+				}
+			}
+		}
+	}()
+	err = <-done
+	stop()
+	<-wdone
+	log.Info("sink-features stopped", "records", p.Stats.Records.Load(), "deltas", p.Stats.Deltas.Load(),
+		"resent_deltas", p.Stats.Duplicates.Load(), "dead_lettered", p.Stats.Undecoded.Load(), "redis_ops", w.Written(), "redis_retries", w.Retries())
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrWriterStopped)) {
+		return nil
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

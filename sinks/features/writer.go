@@ -1,0 +1,203 @@
+package features
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WriterConfig tunes the Redis writer.
+type WriterConfig struct {
+	// MaxBatch is the most ops per pipeline. Default 500.
+	MaxBatch int
+	// Linger is the longest a partial batch waits. Default 20ms.
+	Linger time.Duration
+	// QueueSize bounds the jobs waiting to be written; Submit blocks when full (backpressure).
+	// Default 4096.
+	QueueSize int
+	// MinBackoff and MaxBackoff bound the retry delay after a failed pipeline. Defaults 100ms, 5s.
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+}
+
+func (c WriterConfig) withDefaults() WriterConfig {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 500
+	}
+	if c.Linger <= 0 {
+		c.Linger = 20 * time.Millisecond
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 4096
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+type job struct {
+	ops  []Op
+	done func(error)
+}
+
+// Writer writes ops to Redis in pipelines, in submission order, one pipeline at a time. A
+// failed pipeline is retried with exponential backoff and jitter until it succeeds or the
+// writer stops: nothing is dropped and nothing goes to a DLQ. A job's done is called with nil
+// once all its ops are in Redis, in submission order, so a caller that commits offsets from
+// done commits them in order.
+type Writer struct {
+	rdb     redis.Cmdable
+	cfg     WriterConfig
+	q       chan job
+	stopped chan struct{}
+	retries atomic.Int64
+	written atomic.Int64
+}
+
+// NewWriter returns a writer; start it with Run.
+func NewWriter(rdb redis.Cmdable, cfg WriterConfig) *Writer {
+	cfg = cfg.withDefaults()
+	return &Writer{rdb: rdb, cfg: cfg, q: make(chan job, cfg.QueueSize), stopped: make(chan struct{})}
+}
+
+// ErrWriterStopped is passed to done for jobs the writer did not write before it stopped.
+var ErrWriterStopped = errors.New("features: redis writer stopped")
+
+// Submit queues ops; done (may be nil) is called when they are written, or with an error when
+// the writer stops first. It blocks while the queue is full.
+func (w *Writer) Submit(ctx context.Context, ops []Op, done func(error)) error {
+	select {
+	case w.q <- job{ops: ops, done: done}:
+		return nil
+	case <-w.stopped:
+		return ErrWriterStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Write submits ops and waits until they are written.
+func (w *Writer) Write(ctx context.Context, ops ...Op) error {
+	ch := make(chan error, 1)
+	if err := w.Submit(ctx, ops, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Retries is how many pipelines failed and were retried so far.
+func (w *Writer) Retries() int64 { return w.retries.Load() }
+
+// Written is how many ops reached Redis so far.
+func (w *Writer) Written() int64 { return w.written.Load() }
+
+// Run writes until ctx ends. Jobs not yet written then get ErrWriterStopped.
+func (w *Writer) Run(ctx context.Context) error {
+	defer func() {
+		close(w.stopped)
+		for {
+			select {
+			case j := <-w.q:
+				if j.done != nil {
+					j.done(ErrWriterStopped)
+				}
+			default:
+				return
+			}
+		}
+	}()
+	var batch []job
+	for {
+		batch = batch[:0]
+		select {
+		case j := <-w.q:
+			batch = append(batch, j)
+		case <-ctx.Done():
+			return nil
+		}
+		n := len(batch[0].ops)
+		timer := time.NewTimer(w.cfg.Linger)
+	fill:
+		for n < w.cfg.MaxBatch {
+			select {
+			case j := <-w.q:
+				batch = append(batch, j)
+				n += len(j.ops)
+			case <-timer.C:
+				break fill
+			case <-ctx.Done():
+				break fill
+			}
+		}
+		timer.Stop()
+		if err := w.flush(ctx, batch); err != nil {
+			for _, j := range batch {
+				if j.done != nil {
+					j.done(ErrWriterStopped)
+				}
+			}
+			return nil
+		}
+		for _, j := range batch {
+			if j.done != nil {
+				j.done(nil)
+			}
+		}
+	}
+}
+
+// flush writes one batch as one pipeline, retrying until it succeeds or ctx ends. HSET and
+// EXPIRE are idempotent, so re-running a partly applied pipeline is safe.
+func (w *Writer) flush(ctx context.Context, batch []job) error {
+	backoff := w.cfg.MinBackoff
+	for attempt := 1; ; attempt++ {
+		pipe := w.rdb.Pipeline()
+		n := 0
+		for _, j := range batch {
+			for _, op := range j.ops {
+				pipe.HSet(ctx, op.Key, op.Fields)
+				if op.TTL > 0 {
+					pipe.Expire(ctx, op.Key, op.TTL)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil {
+			w.written.Add(int64(n))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.retries.Add(1)
+		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "ops", n, "backoff", backoff, "err", err)
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-time.After(sleep):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, w.cfg.MaxBackoff)
+	}
+}
