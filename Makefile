@@ -10,7 +10,7 @@ PKGS := ./...
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-demo: check-go build stack-up ## the main job: generated traffic through ingest, then what landed where
+demo: check-go build stack-up ## the main job: every stage on ~30 s of generated traffic, then what landed where
 	deploy/demo.sh
 
 test: check-go stack-up fmt-check vet ## everything: stack up (reused if running), gofmt, vet, all tests with -race

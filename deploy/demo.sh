@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# deploy/demo.sh — the main job on the local stack: generated traffic through ingest, then what
-# landed where. Run by `make demo` after the stack is up and bin/backflow is built.
+# deploy/demo.sh — the main job on the local stack: every stage running, generated traffic for
+# about 30 s, then what landed where. Run by `make demo` once the stack is up and bin/backflow
+# is built. DEMO_SECONDS and DEMO_RATE (requests/s) change the traffic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.stack/env
@@ -8,48 +9,81 @@ set -a; . "$ENV"; set +a
 BF="bin/backflow --env-file $ENV"
 KT=deploy/local/kafka-tool
 BOOT=${BACKFLOW_KAFKA_BROKERS%%,*}
-REQUESTS=${DEMO_REQUESTS:-10000}
+CH="clickhouse-client --host ${BACKFLOW_CLICKHOUSE_ADDR%%:*} --port ${BACKFLOW_CLICKHOUSE_ADDR##*:}"
+SECS=${DEMO_SECONDS:-30}
+RATE=${DEMO_RATE:-1000}
+GROUPS_RE='^(backflow-ingest|backflow-sink-clickhouse|backflow-features)$'
+LOGS=.stack/logs
 
 say() { printf '\n== %s ==\n' "$*"; }
+pids=()
+stop_stages() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap stop_stages EXIT
 
 say "1. backflow ping: one real request to each service"
 $BF ping
 
-say "2. loadgen: $REQUESTS requests (3 records each) with duplicates and poison → .stack/demo-manifest.jsonl"
-$BF loadgen --requests "$REQUESTS" --manifest .stack/demo-manifest.jsonl
+say "2. backflow migrate: ClickHouse tables and views"
+$BF migrate
 
-say "3. ingest: decode, dedupe, moderate, emit (log: .stack/logs/demo-ingest.log)"
-$BF ingest >.stack/logs/demo-ingest.log 2>&1 &
-ingest=$!
-trap 'kill -TERM $ingest 2>/dev/null || true' EXIT
-# Caught up when the group has committed every source partition to its end (lag 0).
+say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log)"
+$BF ingest >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
+$BF sink-clickhouse >"$LOGS/demo-sink-clickhouse.log" 2>&1 & pids+=($!)
+$BF sink-features >"$LOGS/demo-sink-features.log" 2>&1 & pids+=($!)
+echo "   started pids ${pids[*]}"
+
+say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison → .stack/demo-manifest.jsonl"
+$BF loadgen --duration "${SECS}s" --rate "$RATE" --manifest .stack/demo-manifest.jsonl
+
+say "5. waiting until every group's lag is 0"
 start=$SECONDS
 while :; do
-  lag=$($KT consumer-groups --bootstrap-server "$BOOT" --describe --group backflow-ingest 2>/dev/null |
-    awk '$2=="model-inference-result" || $2=="gateway-log" { if ($6 == "-") missing++; else s += $6; n++ } END { if (n == 0 || missing) print "?"; else print s }')
-  printf '   lag %s after %ds\n' "$lag" $((SECONDS - start))
-  [ "$lag" = 0 ] && break
-  kill -0 $ingest 2>/dev/null || { tail -20 .stack/logs/demo-ingest.log; echo "ingest exited" >&2; exit 1; }
-  [ $((SECONDS - start)) -lt 300 ] || { echo "ingest did not catch up in 300 s" >&2; exit 1; }
+  lags=$($KT consumer-groups --bootstrap-server "$BOOT" --describe --all-groups 2>/dev/null | awk -v re="$GROUPS_RE" '
+    $1 ~ re && $3 ~ /^[0-9]+$/ { seen[$1]=1; if ($6 ~ /^[0-9]+$/) lag[$1]+=$6; else if ($5 > 0) unknown[$1]=1 }
+    END { for (g in seen) printf "%s=%s ", g, (g in unknown ? "?" : lag[g]+0) }')
+  printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
+  if [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ] && [ "$(echo "$lags" | grep -o '=' | wc -l)" = 3 ]; then break; fi
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
+  [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
 done
-kill -TERM $ingest; wait $ingest || true; trap - EXIT
+stop_stages
 
-say "4. what landed"
-manifest=.stack/demo-manifest.jsonl
-echo "   this run's manifest: $(grep -c '"kind":"original"' $manifest) originals, $(grep -c '"kind":"duplicate"' $manifest) duplicates, $(grep -c '"kind":"poison"' $manifest) poison"
-echo "   records in backflow.enriched (all runs so far): $($KT get-offsets --bootstrap-server "$BOOT" --topic backflow.enriched 2>/dev/null | awk -F: '{s+=$3} END {print s+0}')"
-echo "   dead-letter topic, counts per class (all runs so far):"
-$BF dlq list --limit 3 | sed 's/^/   /'
-grep -E 'msg="ingest stopped"' .stack/logs/demo-ingest.log | sed 's/^/   /' || true
+say "6. what landed"
+m=.stack/demo-manifest.jsonl
+echo "   this run sent: $(grep -c '"kind":"original"' $m) originals, $(grep -c '"kind":"duplicate"' $m) duplicates, $(grep -c '"kind":"poison"' $m) poison"
+echo "   ClickHouse (deduplicated views; all runs so far):"
+$CH --format PrettyCompactMonoBlock -q "
+  SELECT 'v_inference_results' AS view, count() AS rows, uniqExact(request_id) AS request_ids FROM v_inference_results
+  UNION ALL SELECT 'v_gateway_logs', count(), uniqExact(request_id) FROM v_gateway_logs
+  UNION ALL SELECT 'v_moderation_hits', count(), uniqExact(request_id) FROM v_moderation_hits
+  UNION ALL SELECT 'v_dlq_entries', count(), uniqExact(origin_topic, origin_partition, origin_offset) FROM v_dlq_entries" | sed 's/^/   /'
+echo "   dead letters per class (ClickHouse mirror of backflow.dlq):"
+$CH --format PrettyCompactNoEscapes -q "SELECT class, stage, count() AS entries FROM v_dlq_entries GROUP BY class, stage ORDER BY entries DESC" | sed 's/^/   /'
+echo "   latency per model (top 5 by requests):"
+$CH --format PrettyCompactNoEscapes -q "SELECT model, count() AS requests, round(quantile(0.5)(latency_ms)) AS p50_ms, round(quantile(0.95)(latency_ms)) AS p95_ms FROM v_inference_results GROUP BY model ORDER BY requests DESC LIMIT 5" | sed 's/^/   /'
+echo "   features read back through Feast's own SDK (3 busiest tenants):"
+if deploy/feast/setup.sh >"$LOGS/demo-feast.log" 2>&1; then
+  rows=$($CH -q "SELECT tenant_id FROM v_gateway_logs WHERE phase = 'RESPONSE' GROUP BY tenant_id ORDER BY count() DESC LIMIT 3" |
+    python3 -c 'import json,sys; print(json.dumps([{"tenant_id": t.strip()} for t in sys.stdin if t.strip()]))')
+  echo "{\"features\": [\"tenant_features:request_count\", \"tenant_features:flagged_count\", \"tenant_features:tokens\"], \"entity_rows\": $rows}" |
+    .stack/feast-venv/bin/python deploy/feast/read_online.py .stack/feast-repo | sed 's/^/   /'
+else
+  echo "   (Feast could not be set up; see $LOGS/demo-feast.log)"
+fi
 
 say "where to look"
 cat <<TXT
-   settings for your shell:  set -a; . .stack/env; set +a
+   ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries; sink_ledger)
+   dead letters:             bin/backflow dlq list --env-file $ENV --class unknown_schema
    the manifest (oracle):    head .stack/demo-manifest.jsonl
-   dead letters:             bin/backflow dlq list --env-file .stack/env --class unknown_schema
-   Kafka's own tools:        deploy/local/kafka-tool consumer-groups --bootstrap-server $BOOT --describe --group backflow-ingest
+   consumer groups:          $KT consumer-groups --bootstrap-server $BOOT --describe --all-groups
    sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_URL/metrics | grep ^sensitive_words
-   service logs:             .stack/logs/
+   Feast:                    deploy/feast/README.md
+   stage logs:               $LOGS/demo-*.log
    stop everything:          deploy/local/stack down
 TXT
