@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/kafka"
 )
 
 // Stats summarises a run: what the brokers acknowledged, by kind.
@@ -256,15 +257,12 @@ func partitionCounts(ctx context.Context, cl *kgo.Client, topics ...string) (map
 // EnsureTopics creates the topics that do not exist yet, with the given partitions and
 // replication factor, and leaves existing ones as they are.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, replication int16, topics ...string) error {
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopics(ctx, partitions, replication, nil, topics...)
-	if err != nil {
-		return fmt.Errorf("loadgen: create topics: %w", err)
+	specs := make([]kafka.TopicSpec, len(topics))
+	for i, t := range topics {
+		specs[i] = kafka.TopicSpec{Name: t, Partitions: partitions, Replication: replication}
 	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("loadgen: create topic %s: %w", r.Topic, r.Err)
-		}
+	if err := kafka.EnsureTopics(ctx, cl, specs...); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
 	}
 	return nil
 }

@@ -159,30 +159,14 @@ func Prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int) (
 		}
 		n = len(d.Partitions)
 	}
-	create := func(topic string, parts int32, conf map[string]*string) error {
-		resp, err := adm.CreateTopic(ctx, parts, int16(replication), conf, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("ingest: create topic %s: %w", topic, err)
-		}
-		return nil
-	}
-	compact := "compact"
-	for _, t := range []struct {
-		name  string
-		parts int32
-		conf  map[string]*string
-	}{
-		{cfg.EnrichedTopic, int32(n), nil},
-		{cfg.DLQTopic, int32(n), nil},
-		{cfg.LoopTopic(), int32(n), nil},
-		{cfg.ControlTopic, 1, map[string]*string{"cleanup.policy": &compact}},
-	} {
-		if err := create(t.name, t.parts, t.conf); err != nil {
-			return 0, err
-		}
+	rf := int16(replication)
+	if err := kafka.EnsureTopics(ctx, cl,
+		kafka.TopicSpec{Name: cfg.EnrichedTopic, Partitions: int32(n), Replication: rf},
+		kafka.TopicSpec{Name: cfg.DLQTopic, Partitions: int32(n), Replication: rf},
+		kafka.TopicSpec{Name: cfg.LoopTopic(), Partitions: int32(n), Replication: rf},
+		kafka.TopicSpec{Name: cfg.ControlTopic, Partitions: 1, Replication: rf, Configs: map[string]string{"cleanup.policy": "compact"}},
+	); err != nil {
+		return 0, fmt.Errorf("ingest: %w", err)
 	}
 	return n, nil
 }

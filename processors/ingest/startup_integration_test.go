@@ -76,18 +76,29 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	}
 	adm.CreateTopic(ctx, 3, 1, nil, cfg.InferenceTopic)
 	adm.CreateTopic(ctx, 2, 1, nil, cfg.GatewayTopic)
-	visible := func(parts int) { // metadata of new topics reaches the brokers a moment later
+	// Metadata of new topics reaches the brokers a moment after CreateTopics returns.
+	waitPartitions := func(want map[string]int) {
+		t.Helper()
+		names := make([]string, 0, len(want))
+		for n := range want {
+			names = append(names, n)
+		}
 		for {
-			td, err := adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
-			if err == nil && len(td[cfg.InferenceTopic].Partitions) == 3 && len(td[cfg.GatewayTopic].Partitions) == parts {
+			td, err := adm.ListTopics(ctx, names...)
+			ok := err == nil
+			for n, parts := range want {
+				ok = ok && len(td[n].Partitions) == parts
+			}
+			if ok {
 				return
 			}
 			if ctx.Err() != nil {
-				t.Fatal("source topics never became visible")
+				t.Fatalf("topics never showed the partition counts %v: %v", want, td)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	visible := func(gwParts int) { waitPartitions(map[string]int{cfg.InferenceTopic: 3, cfg.GatewayTopic: gwParts}) }
 	visible(2)
 	if _, err := ingest.Prepare(ctx, cl, cfg, 1); !errors.Is(err, ingest.ErrNotCopartitioned) || !strings.Contains(err.Error(), "3 partitions") {
 		t.Fatalf("3 vs 2 partitions: %v", err)
@@ -98,15 +109,7 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("co-partitioned: %d, %v", n, err)
 	}
-	td, err := adm.ListTopics(ctx, cfg.EnrichedTopic, cfg.DLQTopic, cfg.LoopTopic(), cfg.ControlTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for topic, want := range map[string]int{cfg.EnrichedTopic: 3, cfg.DLQTopic: 3, cfg.LoopTopic(): 3, cfg.ControlTopic: 1} {
-		if got := len(td[topic].Partitions); got != want {
-			t.Errorf("%s has %d partitions, want %d", topic, got, want)
-		}
-	}
+	waitPartitions(map[string]int{cfg.EnrichedTopic: 3, cfg.DLQTopic: 3, cfg.LoopTopic(): 3, cfg.ControlTopic: 1})
 	// A second Prepare leaves the existing topics alone.
 	if n, err := ingest.Prepare(ctx, cl, cfg, 1); err != nil || n != 3 {
 		t.Fatalf("second prepare: %d, %v", n, err)

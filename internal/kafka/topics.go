@@ -1,0 +1,46 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TopicSpec describes a topic to create.
+type TopicSpec struct {
+	Name        string
+	Partitions  int32
+	Replication int16             // 0 means 1
+	Configs     map[string]string // e.g. {"cleanup.policy": "compact"}
+}
+
+// EnsureTopics creates the topics that do not exist yet and leaves existing ones as they are
+// (brokers run with automatic topic creation off, so every stage creates what it owns).
+func EnsureTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error {
+	adm := kadm.NewClient(cl)
+	for _, s := range specs {
+		rf := s.Replication
+		if rf == 0 {
+			rf = 1
+		}
+		var conf map[string]*string
+		for k, v := range s.Configs {
+			if conf == nil {
+				conf = map[string]*string{}
+			}
+			conf[k] = kadm.StringPtr(v)
+		}
+		resp, err := adm.CreateTopic(ctx, s.Partitions, rf, conf, s.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("kafka: create topic %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
