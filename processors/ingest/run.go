@@ -27,6 +27,10 @@ var ErrNotCopartitioned = errors.New("ingest: source topics are not co-partition
 // ErrMissingTopic: a source topic does not exist.
 var ErrMissingTopic = errors.New("ingest: source topic does not exist")
 
+// missingTopicGrace is how long Prepare waits for a source topic to appear in the metadata
+// before it reports the topic missing.
+const missingTopicGrace = 5 * time.Second
+
 // RunConfig is what Run needs besides the stage's Config.
 type RunConfig struct {
 	Kafka    kafka.Config
@@ -141,9 +145,24 @@ func Prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int) (
 		replication = 1
 	}
 	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
-	if err != nil {
-		return 0, fmt.Errorf("ingest: topic metadata: %w", err)
+	// A topic created a moment ago may not be in the metadata yet: look again for a few seconds
+	// before calling it missing.
+	var td kadm.TopicDetails
+	deadline := time.Now().Add(missingTopicGrace)
+	for {
+		var err error
+		td, err = adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
+		if err != nil {
+			return 0, fmt.Errorf("ingest: topic metadata: %w", err)
+		}
+		if len(td[cfg.InferenceTopic].Partitions) > 0 && len(td[cfg.GatewayTopic].Partitions) > 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	n := -1
 	for _, t := range []string{cfg.InferenceTopic, cfg.GatewayTopic} {
