@@ -2,7 +2,7 @@
 
 backflow writes the online store directly (sinks/features); Feast only reads it. The file
 sources are placeholders Feast requires for every feature view; nothing materializes from them.
-Names and types must match sinks/features/aggregate.go (RequestOp, TenantOp, ModelOp).
+Names and types must match sinks/features/aggregate.go (RequestOp, TenantOp, UserOp, ModelOp).
 """
 
 from datetime import timedelta
@@ -14,6 +14,11 @@ request = Entity(name="request", join_keys=["request_id"], value_type=ValueType.
                  description="One AI request (gateway requestId).")
 tenant = Entity(name="tenant", join_keys=["tenant_id"], value_type=ValueType.STRING,
                 description="A gateway tenant.")
+# Users are scoped by tenant (the same user id in two tenants is two users): user_features has
+# both entities, so its rows are keyed by the two join keys (tenant_id, user_id) and read with
+# entity rows like {"tenant_id": "tenant-001", "user_id": "user-00001"}.
+user = Entity(name="user", join_keys=["user_id"], value_type=ValueType.STRING,
+              description="A gateway user id, unique within its tenant only.")
 model = Entity(name="model", join_keys=["model"], value_type=ValueType.STRING,
                description="A model name as the gateway logs it.")
 
@@ -56,6 +61,22 @@ tenant_features = FeatureView(
     ],
     online=True,
     source=_source("tenant_features"),
+)
+
+# All-time aggregates per user of a tenant (entities tenant and user: join keys tenant_id, user_id).
+user_features = FeatureView(
+    name="user_features",
+    entities=[tenant, user],
+    ttl=timedelta(0),
+    schema=[
+        Field(name="request_count", dtype=Int64),
+        Field(name="flagged_count", dtype=Int64),
+        Field(name="flagged_ratio", dtype=Float64),
+        Field(name="tokens", dtype=Int64),
+        Field(name="last_seen", dtype=UnixTimestamp),
+    ],
+    online=True,
+    source=_source("user_features"),
 )
 
 # All-time aggregates per model.

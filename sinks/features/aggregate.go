@@ -2,13 +2,18 @@ package features
 
 // The aggregation state machine, free of goka and Redis so it can be tested on its own.
 //
-// One goka group table (default group backflow-features) holds three kinds of entries,
+// One goka group table (default group backflow-features) holds four kinds of entries,
 // told apart by key:
 //
 //   - "<requestId>" (the enriched topic's own key): RequestState, the per-request features
 //     merged from the request's records (gateway REQUEST, inference result, gateway RESPONSE),
-//     and where (enriched partition, offset) the request was forwarded to its tenant and model.
+//     and where (enriched partition, offset) the request was forwarded to its tenant, user and
+//     model.
 //   - "tenant/<tenantId>" (through the loopback topic): TenantState.
+//   - "user/<tenantId>/<userId>" (through the loopback topic): UserState. Users are scoped by
+//     tenant (the same userId in two tenants is two users), so the key carries both; each part
+//     is url.PathEscape'd (a "/" in an id becomes %2F), which leaves ordinary ids as they are.
+//     See UserKey.
 //   - "model/<model>" (through the loopback topic): ModelState.
 //
 // Which records count. A request is counted once, when its gateway RESPONSE-phase record is
@@ -19,8 +24,23 @@ package features
 // flagged_ratio = flagged_count / request_count (0 with no requests); a flagged request whose
 // RESPONSE has not arrived yet is already in flagged_count.
 //
+// Users follow the tenant rules with (tenant, user) in place of the tenant: tenantId and userId
+// come from either gateway record; the request is counted for its user when the RESPONSE is
+// applied with both known, and flagged for its user once both are known (tracked apart from
+// the tenant's flag, so a userId learned after the tenant still gets the flag). A request
+// without a userId (or tenantId) has no user aggregate. In Redis (and Feast) a user's row is
+// the user_features view of the two-join-key entity (tenant_id, user_id): the view has the
+// entities tenant and user (deploy/feast/features.py), so Feast keys it by both join keys,
+// sorted, and reads it with entity rows {"tenant_id": …, "user_id": …}. That hash is apart
+// from the tenant's (one join key), so the two never share fields.
+//
+// Upgrading a running group to per-user aggregates: request entries written before carry no
+// userId, so requests already counted are not counted for their users (and a later re-emit of
+// such a request may flag its user without a count). For exact per-user totals over old
+// traffic, reset the aggregates (below) and replay.
+//
 // Windows: every aggregate is all-time, i.e. totals since this group's table first saw the
-// tenant or model. There is no sliding window yet.
+// tenant, user or model. There is no sliding window yet.
 //
 // Idempotence, in two steps:
 //
@@ -31,7 +51,7 @@ package features
 //     record after its crash, a replay with a new epoch, a duplicate) finds the request already
 //     forwarded and forwards nothing. So each request produces one delta per target, possibly
 //     sent more than once, always tagged with the same enriched position.
-//  2. Tenant/model entry. Each keeps, per enriched partition, the highest enriched offset it
+//  2. Tenant/user/model entry. Each keeps, per enriched partition, the highest enriched offset it
 //     applied. Deltas from one enriched partition reach a loopback partition in offset order
 //     (one goroutine per input partition emits them, and the producer keeps order with one
 //     request in flight), so a delta at or below the mark is a re-send and is a no-op.
@@ -53,6 +73,7 @@ package features
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -63,8 +84,31 @@ import (
 // Key prefixes of the aggregate entries in the group table.
 const (
 	TenantKeyPrefix = "tenant/"
+	UserKeyPrefix   = "user/"
 	ModelKeyPrefix  = "model/"
 )
+
+// UserKey is the table key of a user's entry: "user/<tenant>/<user>", each part
+// url.PathEscape'd so that the one "/" between them is unambiguous.
+func UserKey(tenant, user string) string {
+	return UserKeyPrefix + url.PathEscape(tenant) + "/" + url.PathEscape(user)
+}
+
+// splitUser is UserKey's inverse on the part after the prefix.
+func splitUser(id string) (tenant, user string, ok bool) {
+	t, u, ok := strings.Cut(id, "/")
+	if !ok {
+		return "", "", false
+	}
+	var err error
+	if tenant, err = url.PathUnescape(t); err != nil {
+		return "", "", false
+	}
+	if user, err = url.PathUnescape(u); err != nil {
+		return "", "", false
+	}
+	return tenant, user, true
+}
 
 // Pos is a position in the enriched topic.
 type Pos struct {
@@ -75,6 +119,7 @@ type Pos struct {
 // RequestState is the per-request entry.
 type RequestState struct {
 	Tenant      string    `json:"tenant,omitempty"`
+	User        string    `json:"user,omitempty"`
 	Model       string    `json:"model,omitempty"`
 	RiskScore   float32   `json:"risk"`
 	Verdict     string    `json:"verdict,omitempty"`
@@ -84,9 +129,10 @@ type RequestState struct {
 	Flagged     bool      `json:"flagged,omitempty"`
 	EventTime   time.Time `json:"time"`
 	// Counted is where the request's count was forwarded (its RESPONSE record), FlagSent where
-	// its flag was; nil: not yet.
-	Counted  *Pos `json:"counted,omitempty"`
-	FlagSent *Pos `json:"flagSent,omitempty"`
+	// its flag was sent to its tenant, UserFlagSent where to its user; nil: not yet.
+	Counted      *Pos `json:"counted,omitempty"`
+	FlagSent     *Pos `json:"flagSent,omitempty"`
+	UserFlagSent *Pos `json:"userFlagSent,omitempty"`
 	// Seen is when the sink last applied a record of the request (wall clock); the sweep
 	// deletes entries not seen for SinkConfig.RequestWindow.
 	Seen time.Time `json:"seen"`
@@ -94,6 +140,15 @@ type RequestState struct {
 
 // TenantState is a tenant's all-time aggregate.
 type TenantState struct {
+	RequestCount int64           `json:"requests"`
+	FlaggedCount int64           `json:"flagged"`
+	Tokens       int64           `json:"tokens"`
+	LastSeen     time.Time       `json:"lastSeen"`
+	Applied      map[int32]int64 `json:"applied"` // enriched partition -> highest offset applied
+}
+
+// UserState is a user's (tenant-scoped) all-time aggregate; the same features as a tenant's.
+type UserState struct {
 	RequestCount int64           `json:"requests"`
 	FlaggedCount int64           `json:"flagged"`
 	Tokens       int64           `json:"tokens"`
@@ -111,7 +166,7 @@ type ModelState struct {
 	Applied      map[int32]int64 `json:"applied"`
 }
 
-// Delta is what a request forwards to its tenant or model through the loopback topic.
+// Delta is what a request forwards to its tenant, user or model through the loopback topic.
 type Delta struct {
 	From      Pos       `json:"from"`
 	Count     bool      `json:"count,omitempty"`
@@ -126,6 +181,7 @@ type Delta struct {
 type Entry struct {
 	Request *RequestState `json:"r,omitempty"`
 	Tenant  *TenantState  `json:"t,omitempty"`
+	User    *UserState    `json:"u,omitempty"`
 	Model   *ModelState   `json:"m,omitempty"`
 }
 
@@ -171,7 +227,7 @@ func flaggedVerdict(v string) bool { return v == "REVIEW" || v == "BLOCK" }
 
 // ApplyRecord merges one enriched record, read at enriched position at, into the request's
 // state (nil: none yet) and returns the new state and the deltas to forward, keyed by table
-// key ("tenant/…", "model/…"). Merging is order-independent: max, union, most severe.
+// key ("tenant/…", "user/…/…", "model/…"). Merging is order-independent: max, union, most severe.
 func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestState, map[string]*Delta) {
 	if st == nil {
 		st = &RequestState{}
@@ -195,6 +251,9 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 		eventTime = g.EventTime
 		if g.TenantID != "" {
 			st.Tenant = g.TenantID
+		}
+		if g.UserID != "" {
+			st.User = g.UserID
 		}
 		if g.Model != "" {
 			st.Model = g.Model
@@ -226,6 +285,9 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 		st.Counted = &at
 		if st.Tenant != "" {
 			deltas[TenantKeyPrefix+st.Tenant] = &Delta{From: at, Count: true, Tokens: st.TotalTokens, EventTime: resp.EventTime.UTC()}
+			if st.User != "" {
+				deltas[UserKey(st.Tenant, st.User)] = &Delta{From: at, Count: true, Tokens: st.TotalTokens, EventTime: resp.EventTime.UTC()}
+			}
 		}
 		if resp.Model != "" {
 			deltas[ModelKeyPrefix+resp.Model] = &Delta{From: at, Count: true, Error: resp.StatusCode >= 500,
@@ -235,6 +297,15 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 	if st.Flagged && st.Tenant != "" && (st.FlagSent == nil || *st.FlagSent == at) {
 		st.FlagSent = &at
 		k := TenantKeyPrefix + st.Tenant
+		if d := deltas[k]; d != nil {
+			d.Flag = true
+		} else {
+			deltas[k] = &Delta{From: at, Flag: true}
+		}
+	}
+	if st.Flagged && st.Tenant != "" && st.User != "" && (st.UserFlagSent == nil || *st.UserFlagSent == at) {
+		st.UserFlagSent = &at
+		k := UserKey(st.Tenant, st.User)
 		if d := deltas[k]; d != nil {
 			d.Flag = true
 		} else {
@@ -297,6 +368,28 @@ func ApplyTenant(st *TenantState, d *Delta) (*TenantState, bool) {
 	return st, true
 }
 
+// ApplyUser applies a delta to a user's state; a re-sent delta changes nothing. It reports
+// whether the state changed.
+func ApplyUser(st *UserState, d *Delta) (*UserState, bool) {
+	if st == nil {
+		st = &UserState{}
+	}
+	if seen(&st.Applied, d.From) {
+		return st, false
+	}
+	if d.Count {
+		st.RequestCount++
+		st.Tokens += d.Tokens
+		if d.EventTime.After(st.LastSeen) {
+			st.LastSeen = d.EventTime
+		}
+	}
+	if d.Flag {
+		st.FlaggedCount++
+	}
+	return st, true
+}
+
 // ApplyModel applies a delta to a model's state; a re-sent delta changes nothing.
 func ApplyModel(st *ModelState, d *Delta) (*ModelState, bool) {
 	if st == nil {
@@ -325,11 +418,15 @@ func ApplyModel(st *ModelState, d *Delta) (*ModelState, bool) {
 const (
 	RequestView = "request_features"
 	TenantView  = "tenant_features"
+	UserView    = "user_features"
 	ModelView   = "model_features"
 
 	RequestEntity = "request_id"
 	TenantEntity  = "tenant_id"
-	ModelEntity   = "model"
+	// UserEntity is the user entity's join key. user_features has two entities, tenant and
+	// user, so its rows are keyed by both join keys (tenant_id, user_id).
+	UserEntity  = "user_id"
+	ModelEntity = "model"
 )
 
 // Op is one Redis write: HSET key fields, then EXPIRE key TTL when TTL > 0.
@@ -378,6 +475,25 @@ func TenantOp(project, tenant string, st *TenantState) Op {
 	}
 }
 
+// UserOp is the user_features row of a user of a tenant. Its Redis key is the two-join-key
+// entity key (tenant_id, user_id), a hash of its own (apart from the tenant's).
+func UserOp(project, tenant, user string, st *UserState) Op {
+	ratio := 0.0
+	if st.RequestCount > 0 {
+		ratio = float64(st.FlaggedCount) / float64(st.RequestCount)
+	}
+	return Op{
+		Key: RedisKey(project, StringEntity(TenantEntity, tenant), StringEntity(UserEntity, user)),
+		Fields: HashFields(UserView, st.LastSeen, []Feature{
+			{"request_count", Int64Value(st.RequestCount)},
+			{"flagged_count", Int64Value(st.FlaggedCount)},
+			{"flagged_ratio", DoubleValue(ratio)},
+			{"tokens", Int64Value(st.Tokens)},
+			{"last_seen", UnixTimestampValue(st.LastSeen)},
+		}),
+	}
+}
+
 // ModelOp is the model_features row of a model.
 func ModelOp(project, model string, st *ModelState) Op {
 	avg := 0.0
@@ -395,10 +511,14 @@ func ModelOp(project, model string, st *ModelState) Op {
 	}
 }
 
-// splitKey tells a table key's kind: "tenant", "model", or "" for a request id.
+// splitKey tells a table key's kind: "tenant", "user" (id is "<tenant>/<user>", escaped as
+// in UserKey), "model", or "" for a request id.
 func splitKey(key string) (kind, id string) {
 	if s, ok := strings.CutPrefix(key, TenantKeyPrefix); ok {
 		return "tenant", s
+	}
+	if s, ok := strings.CutPrefix(key, UserKeyPrefix); ok {
+		return "user", s
 	}
 	if s, ok := strings.CutPrefix(key, ModelKeyPrefix); ok {
 		return "model", s

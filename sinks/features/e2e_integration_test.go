@@ -103,7 +103,8 @@ func checkDLQ(t *testing.T, ctx context.Context, kcfg kafka.Config, topic, origi
 // TestFeaturesEndToEnd: loadgen -> ingest -> sink-features on private topics. A request is
 // counted when its gateway RESPONSE record is; so each tenant's request_count must equal the
 // number of distinct requestIds whose RESPONSE original the manifest lists (duplicates and poison
-// excluded), with the tenant read from that original record. Then the sink's committed offsets
+// excluded), with the tenant read from that original record; likewise each model's, and each
+// user's (per (tenant, user): user ids repeat across tenants). Then the sink's committed offsets
 // are deleted and it re-reads the whole enriched topic: the counts must not change.
 func TestFeaturesEndToEnd(t *testing.T) { runE2E(t, 0) }
 
@@ -245,6 +246,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	}
 	tenantReqs := map[string]map[string]bool{}
 	modelReqs := map[string]map[string]bool{}
+	userReqs := map[[2]string]map[string]bool{} // (tenant, user) -> requestIds
 	found := 0
 	for found < len(want) {
 		fs := cons.PollFetches(ctx)
@@ -269,6 +271,14 @@ func runE2E(t *testing.T, outage time.Duration) {
 				modelReqs[g.Model] = map[string]bool{}
 			}
 			modelReqs[g.Model][rid] = true
+			if g.UserID == "" {
+				t.Fatalf("RESPONSE original %s has no userId", rid)
+			}
+			u := [2]string{g.TenantID, g.UserID}
+			if userReqs[u] == nil {
+				userReqs[u] = map[string]bool{}
+			}
+			userReqs[u][rid] = true
 		})
 	}
 	cons.Close()
@@ -276,9 +286,23 @@ func runE2E(t *testing.T, outage time.Duration) {
 	for _, r := range tenantReqs {
 		total += len(r)
 	}
-	t.Logf("oracle: %d requests over %d tenants and %d models", total, len(tenantReqs), len(modelReqs))
+	userIDs := map[string]map[string]bool{} // userId -> tenants it appears in
+	for u := range userReqs {
+		if userIDs[u[1]] == nil {
+			userIDs[u[1]] = map[string]bool{}
+		}
+		userIDs[u[1]][u[0]] = true
+	}
+	shared := 0
+	for _, ts := range userIDs {
+		if len(ts) > 1 {
+			shared++
+		}
+	}
+	t.Logf("oracle: %d requests over %d tenants, %d (tenant, user) pairs (%d user ids in more than one tenant) and %d models",
+		total, len(tenantReqs), len(userReqs), shared, len(modelReqs))
 
-	// compare polls Redis until every tenant's and model's request_count equals the oracle.
+	// compare polls Redis until every tenant's, user's and model's request_count equals the oracle.
 	compare := func(label string) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
@@ -294,6 +318,16 @@ func runE2E(t *testing.T, outage time.Duration) {
 					diffs = append(diffs, fmt.Sprintf("tenant %s: %d, want %d", tenant, n, len(reqs)))
 				}
 			}
+			for u, reqs := range userReqs {
+				key := features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, u[0]), features.StringEntity(features.UserEntity, u[1]))
+				n, _, err := int64Feature(ctx, rdb, key, features.UserView, "request_count")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != int64(len(reqs)) {
+					diffs = append(diffs, fmt.Sprintf("user %s/%s: %d, want %d", u[0], u[1], n, len(reqs)))
+				}
+			}
 			for model, reqs := range modelReqs {
 				key := features.RedisKey(fcfg.Project, features.StringEntity(features.ModelEntity, model))
 				n, _, err := int64Feature(ctx, rdb, key, features.ModelView, "request_count")
@@ -305,7 +339,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 				}
 			}
 			if len(diffs) == 0 {
-				t.Logf("%s: all %d tenants and %d models equal the manifest", label, len(tenantReqs), len(modelReqs))
+				t.Logf("%s: all %d tenants, %d users and %d models equal the manifest", label, len(tenantReqs), len(userReqs), len(modelReqs))
 				return
 			}
 			if time.Now().After(deadline) {
@@ -357,6 +391,42 @@ func runE2E(t *testing.T, outage time.Duration) {
 		}
 	}
 	t.Logf("Feast SDK read %d tenants equal to the manifest: %v", len(sample), got)
+	// A few users the same way, by (tenant_id, user_id): first every tenant of two user ids
+	// that occur in several tenants (same user_id, different rows), then others.
+	var usample [][2]string
+	inSample := map[[2]string]bool{}
+	sharedIDs := 0
+	for uid, tenants := range userIDs {
+		if len(tenants) < 2 || sharedIDs == 2 {
+			continue
+		}
+		sharedIDs++
+		for tenant := range tenants {
+			if len(usample) < 6 {
+				usample = append(usample, [2]string{tenant, uid})
+				inSample[[2]string{tenant, uid}] = true
+			}
+		}
+	}
+	for u := range userReqs {
+		if len(usample) >= 10 {
+			break
+		}
+		if !inSample[u] {
+			usample = append(usample, u)
+		}
+	}
+	rows = nil
+	for _, u := range usample {
+		rows = append(rows, map[string]any{"tenant_id": u[0], "user_id": u[1]})
+	}
+	got = readOnline(t, python, repo, []string{"user_features:request_count", "user_features:flagged_count", "user_features:tokens"}, rows)
+	for i, u := range usample {
+		if n, _ := got["request_count"][i].(float64); int(n) != len(userReqs[u]) {
+			t.Fatalf("Feast SDK: user %s/%s request_count = %v, want %d", u[0], u[1], got["request_count"][i], len(userReqs[u]))
+		}
+	}
+	t.Logf("Feast SDK read %d users %v equal to the manifest: %v", len(usample), usample, got)
 	// Every request's row is there too, with its TTL.
 	for _, rid := range want {
 		key := features.RedisKey(fcfg.Project, features.StringEntity(features.RequestEntity, rid))
@@ -367,7 +437,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	}
 
 	// Replay this group: stop it, delete its committed offsets, start it again. It re-reads the
-	// whole enriched topic; request entries re-send their deltas, tenant/model marks drop them.
+	// whole enriched topic; request entries re-send their deltas, tenant/user/model marks drop them.
 	stopSink()
 	if err := <-sinkDone; err != nil {
 		t.Fatalf("sink-features: %v", err)
@@ -397,8 +467,8 @@ func runE2E(t *testing.T, outage time.Duration) {
 		t.Fatalf("sink-features after replay: %v", err)
 	}
 
-	// The sweep: with a tiny window every request entry (1000 requests' worth) goes, tenant and
-	// model entries stay and Redis is untouched.
+	// The sweep: with a tiny window every request entry (1000 requests' worth) goes, tenant,
+	// user and model entries stay and Redis is untouched.
 	fcfg.RequestWindow, fcfg.SweepEvery = time.Nanosecond, 300*time.Millisecond
 	stopSink, sinkDone = startSink()
 	for proc.Load() == second || proc.Load().Stats.Swept.Load() < int64(total) {

@@ -73,7 +73,7 @@ func readOnline(t *testing.T, python, repo string, feats []string, rows []map[st
 	return got
 }
 
-// TestFeastReadsOurLayout writes request, tenant and model rows with the sink's writer, then
+// TestFeastReadsOurLayout writes request, tenant, user and model rows with the sink's writer, then
 // reads them back through Feast's own SDK (get_online_features) and compares every value.
 func TestFeastReadsOurLayout(t *testing.T) {
 	testenv.Integration(t)
@@ -115,6 +115,20 @@ func TestFeastReadsOurLayout(t *testing.T) {
 	}
 	for id, st := range tenants {
 		op := features.TenantOp("backflow", id, st)
+		ops = append(ops, op)
+		keys = append(keys, op.Key)
+	}
+	// Users: the same user id in two tenants is two rows.
+	type userRow struct {
+		tenant, user string
+		st           features.UserState
+	}
+	users := []userRow{
+		{run + "-tenant-a", "user-00001", features.UserState{RequestCount: 4, FlaggedCount: 1, Tokens: 900, LastSeen: ts}},
+		{run + "-tenant-b", "user-00001", features.UserState{RequestCount: 2, FlaggedCount: 2, Tokens: 55, LastSeen: ts}},
+	}
+	for _, u := range users {
+		op := features.UserOp("backflow", u.tenant, u.user, &u.st)
 		ops = append(ops, op)
 		keys = append(keys, op.Key)
 	}
@@ -185,6 +199,28 @@ func TestFeastReadsOurLayout(t *testing.T) {
 	}
 	if got["request_count"][2] != nil {
 		t.Errorf("missing tenant request_count = %v, want null", got["request_count"][2])
+	}
+
+	// Users, by (tenant_id, user_id); the last pair does not exist.
+	rows = nil
+	for _, u := range users {
+		rows = append(rows, map[string]any{"tenant_id": u.tenant, "user_id": u.user})
+	}
+	rows = append(rows, map[string]any{"tenant_id": run + "-tenant-missing", "user_id": "user-00001"})
+	got = readOnline(t, python, repo, []string{"user_features:request_count", "user_features:flagged_count",
+		"user_features:flagged_ratio", "user_features:tokens", "user_features:last_seen"}, rows)
+	t.Logf("user_features via Feast: %v", got)
+	for i, u := range users {
+		ratio := float64(u.st.FlaggedCount) / float64(u.st.RequestCount)
+		if got["request_count"][i].(float64) != float64(u.st.RequestCount) || got["flagged_count"][i].(float64) != float64(u.st.FlaggedCount) ||
+			got["tokens"][i].(float64) != float64(u.st.Tokens) || got["flagged_ratio"][i].(float64) != ratio ||
+			got["last_seen"][i].(float64) != float64(ts.Unix()) {
+			t.Errorf("%s/%s: got %v %v %v %v %v, want %+v", u.tenant, u.user, got["request_count"][i], got["flagged_count"][i],
+				got["tokens"][i], got["flagged_ratio"][i], got["last_seen"][i], u.st)
+		}
+	}
+	if got["request_count"][2] != nil {
+		t.Errorf("missing user request_count = %v, want null", got["request_count"][2])
 	}
 
 	// Model.

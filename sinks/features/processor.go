@@ -138,7 +138,7 @@ func (p *Processor) Graph() *goka.GroupGraph {
 
 const visitSweep = "sweep"
 
-// sweep deletes a request entry not seen for RequestWindow; tenant and model entries stay.
+// sweep deletes a request entry not seen for RequestWindow; tenant, user and model entries stay.
 func (p *Processor) sweep(gctx goka.Context, _ any) {
 	e, ok := gctx.Value().(*Entry)
 	if !ok || e == nil || e.Request == nil {
@@ -252,6 +252,14 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	case "tenant":
 		e.Tenant, changed = ApplyTenant(e.Tenant, d)
 		op = TenantOp(p.cfg.Project, id, e.Tenant)
+	case "user":
+		tenant, user, ok := splitUser(id)
+		if !ok {
+			p.log.Error("delta for a malformed user key", "key", gctx.Key())
+			return
+		}
+		e.User, changed = ApplyUser(e.User, d)
+		op = UserOp(p.cfg.Project, tenant, user, e.User)
 	case "model":
 		e.Model, changed = ApplyModel(e.Model, d)
 		op = ModelOp(p.cfg.Project, id, e.Model)
@@ -363,7 +371,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
 	}
 	// Deltas from one input partition must reach their loopback partition in order (the
-	// per-partition offset mark in tenant and model entries relies on it): one request in
+	// per-partition offset mark in tenant, user and model entries relies on it): one request in
 	// flight per broker connection keeps sarama's retries in order.
 	sc := rc.Kafka.Sarama()
 	sc.Net.MaxOpenRequests = 1
