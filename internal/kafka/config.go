@@ -115,6 +115,10 @@ func (c Config) Sarama() *sarama.Config {
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	// A record counts as written once every in-sync replica has it.
 	sc.Producer.RequiredAcks = sarama.WaitForAll
+	// One request in flight per broker keeps sarama's retries in order: table changelog writes
+	// and loopback emits of one partition are acknowledged in the order they were made, which
+	// the in-order commits of ingest and the offset marks of the feature aggregates rely on.
+	sc.Net.MaxOpenRequests = 1
 	return sc
 }
 

@@ -80,7 +80,8 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 	if err != nil {
 		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	// The processor's own context: cancelled only once the sweeper stopped (see kafka.Sweeper).
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	p, err := NewProcessor(runCtx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log})
 	if err != nil {
@@ -111,21 +112,19 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 			}
 		}
 	}()
+	sweeper := kafka.StartSweeper(proc, visitExpire, cfg.ExpireEvery, func(err error) {
+		log.Warn("dedupe expiry sweep failed", "error", err)
+	})
 	go func() {
-		t := time.NewTicker(cfg.ExpireEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				if err := proc.VisitAll(runCtx, visitExpire, nil); err != nil && runCtx.Err() == nil {
-					log.Warn("dedupe expiry sweep failed", "error", err)
-				}
-			}
+		select {
+		case <-ctx.Done():
+		case <-runCtx.Done():
 		}
+		sweeper.Stop()
+		stop()
 	}()
 	err = <-done
+	sweeper.Stop()
 	stop()
 	p.Close()
 	st := p.Stats.Snapshot()

@@ -344,7 +344,8 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	// The processor's own context: cancelled only once the sweeper stopped (see kafka.Sweeper).
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	wcfg := cfg.Writer
 	if wcfg.Logger == nil {
@@ -371,13 +372,10 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
 	}
 	// Deltas from one input partition must reach their loopback partition in order (the
-	// per-partition offset mark in tenant, user and model entries relies on it): one request in
-	// flight per broker connection keeps sarama's retries in order.
-	sc := rc.Kafka.Sarama()
-	sc.Net.MaxOpenRequests = 1
+	// per-partition offset mark in tenant, user and model entries relies on it): the cluster's
+	// sarama config keeps one request in flight per broker, so retries stay in order.
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
-		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
 		goka.WithStorageBuilder(storage.DefaultBuilder(dir)),
 	)
 	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
@@ -395,21 +393,19 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 			}
 		}
 	}()
+	sweeper := kafka.StartSweeper(proc, visitSweep, cfg.SweepEvery, func(err error) {
+		log.Warn("request entry sweep failed", "error", err)
+	})
 	go func() {
-		t := time.NewTicker(cfg.SweepEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				if err := proc.VisitAll(runCtx, visitSweep, nil); err != nil && runCtx.Err() == nil {
-					log.Warn("request entry sweep failed", "error", err)
-				}
-			}
+		select {
+		case <-ctx.Done():
+		case <-runCtx.Done():
 		}
+		sweeper.Stop()
+		stop()
 	}()
 	err = <-done
+	sweeper.Stop()
 	stop()
 	<-wdone
 	log.Info("sink-features stopped", "records", p.Stats.Records.Load(), "deltas", p.Stats.Deltas.Load(),
