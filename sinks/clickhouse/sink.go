@@ -45,14 +45,17 @@ type Flush struct {
 
 // Stats are running totals since the sink started. Safe to read concurrently.
 type Stats struct {
-	Records  int64 // enriched records flushed and committed
-	Rows     int64 // rows written to inference_results + gateway_logs
-	HitRows  int64 // rows written to moderation_hits
-	DLQ      int64 // records sent to the DLQ
-	Flushes  int64 // committed flushes
-	Retries  int64 // retried attempts (inserts, DLQ writes, commits, registry)
-	Dropped  int64 // buffered records dropped because their partition was revoked or lost
-	Buffered int64 // records buffered now, not yet flushed (at most BatchRows)
+	Records int64 // enriched records flushed and committed
+	Rows    int64 // rows written to inference_results + gateway_logs
+	HitRows int64 // rows written to moderation_hits
+	DLQ     int64 // records sent to the DLQ
+	Flushes int64 // committed flushes
+	Retries int64 // retried attempts (inserts, DLQ writes, commits, registry)
+	Dropped int64 // buffered records dropped because their partition was revoked or lost
+	// Buffered is the records the sink holds now and has not committed: those waiting in its
+	// buffer plus the batch a flush is landing (retrying through an outage included). The sink
+	// polls only into the room left, and not at all while it flushes, so this is at most BatchRows.
+	Buffered int64
 }
 
 // Sink is the ClickHouse sink: one member of a Kafka consumer group over the enriched topic.
@@ -84,10 +87,11 @@ type Sink struct {
 	dlqw *dlq.Writer
 	pcl  *kgo.Client
 
-	mu    sync.Mutex
-	buf   map[int32][]pending
-	n     int
-	first time.Time
+	mu       sync.Mutex
+	buf      map[int32][]pending
+	n        int
+	inflight int // records of the batch being flushed
+	first    time.Time
 
 	runID  string
 	seq    int
@@ -129,7 +133,7 @@ func New(cfg SinkConfig, rc RunConfig) (*Sink, error) {
 // Stats returns the running totals.
 func (s *Sink) Stats() Stats {
 	s.mu.Lock()
-	buffered := int64(s.n)
+	buffered := int64(s.n + s.inflight)
 	s.mu.Unlock()
 	return Stats{Buffered: buffered, Records: s.stats.records.Load(), Rows: s.stats.rows.Load(), HitRows: s.stats.hitRows.Load(),
 		DLQ: s.stats.dlq.Load(), Flushes: s.stats.flushes.Load(), Retries: s.stats.retries.Load(), Dropped: s.stats.dropped.Load()}
@@ -312,11 +316,16 @@ func (s *Sink) flush(ctx context.Context) error {
 	start := time.Now()
 	s.mu.Lock()
 	buf, n := s.buf, s.n
-	s.buf, s.n = map[int32][]pending{}, 0
+	s.buf, s.n, s.inflight = map[int32][]pending{}, 0, n
 	s.mu.Unlock()
 	if n == 0 {
 		return nil
 	}
+	defer func() {
+		s.mu.Lock()
+		s.inflight = 0
+		s.mu.Unlock()
+	}()
 	parts := make([]int32, 0, len(buf))
 	for p := range buf {
 		parts = append(parts, p)
