@@ -147,14 +147,9 @@ type TenantState struct {
 	Applied      map[int32]int64 `json:"applied"` // enriched partition -> highest offset applied
 }
 
-// UserState is a user's (tenant-scoped) all-time aggregate; the same features as a tenant's.
-type UserState struct {
-	RequestCount int64           `json:"requests"`
-	FlaggedCount int64           `json:"flagged"`
-	Tokens       int64           `json:"tokens"`
-	LastSeen     time.Time       `json:"lastSeen"`
-	Applied      map[int32]int64 `json:"applied"` // enriched partition -> highest offset applied
-}
+// UserState is a user's (tenant-scoped) all-time aggregate: the same counters as a tenant's,
+// applied by the same rule.
+type UserState TenantState
 
 // ModelState is a model's all-time aggregate.
 type ModelState struct {
@@ -368,26 +363,10 @@ func ApplyTenant(st *TenantState, d *Delta) (*TenantState, bool) {
 	return st, true
 }
 
-// ApplyUser applies a delta to a user's state; a re-sent delta changes nothing. It reports
-// whether the state changed.
+// ApplyUser applies a delta to a user's state exactly as ApplyTenant does to a tenant's.
 func ApplyUser(st *UserState, d *Delta) (*UserState, bool) {
-	if st == nil {
-		st = &UserState{}
-	}
-	if seen(&st.Applied, d.From) {
-		return st, false
-	}
-	if d.Count {
-		st.RequestCount++
-		st.Tokens += d.Tokens
-		if d.EventTime.After(st.LastSeen) {
-			st.LastSeen = d.EventTime
-		}
-	}
-	if d.Flag {
-		st.FlaggedCount++
-	}
-	return st, true
+	t, changed := ApplyTenant((*TenantState)(st), d)
+	return (*UserState)(t), changed
 }
 
 // ApplyModel applies a delta to a model's state; a re-sent delta changes nothing.
@@ -459,39 +438,29 @@ func RequestOp(project, requestID string, st *RequestState, ttl time.Duration) O
 
 // TenantOp is the tenant_features row of a tenant.
 func TenantOp(project, tenant string, st *TenantState) Op {
-	ratio := 0.0
-	if st.RequestCount > 0 {
-		ratio = float64(st.FlaggedCount) / float64(st.RequestCount)
-	}
-	return Op{
-		Key: RedisKey(project, StringEntity(TenantEntity, tenant)),
-		Fields: HashFields(TenantView, st.LastSeen, []Feature{
-			{"request_count", Int64Value(st.RequestCount)},
-			{"flagged_count", Int64Value(st.FlaggedCount)},
-			{"flagged_ratio", DoubleValue(ratio)},
-			{"tokens", Int64Value(st.Tokens)},
-			{"last_seen", UnixTimestampValue(st.LastSeen)},
-		}),
-	}
+	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant)), Fields: partyFields(TenantView, st)}
 }
 
 // UserOp is the user_features row of a user of a tenant. Its Redis key is the two-join-key
 // entity key (tenant_id, user_id), a hash of its own (apart from the tenant's).
 func UserOp(project, tenant, user string, st *UserState) Op {
+	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant), StringEntity(UserEntity, user)),
+		Fields: partyFields(UserView, (*TenantState)(st))}
+}
+
+// partyFields are the features tenants and users share, in view.
+func partyFields(view string, st *TenantState) map[string]any {
 	ratio := 0.0
 	if st.RequestCount > 0 {
 		ratio = float64(st.FlaggedCount) / float64(st.RequestCount)
 	}
-	return Op{
-		Key: RedisKey(project, StringEntity(TenantEntity, tenant), StringEntity(UserEntity, user)),
-		Fields: HashFields(UserView, st.LastSeen, []Feature{
-			{"request_count", Int64Value(st.RequestCount)},
-			{"flagged_count", Int64Value(st.FlaggedCount)},
-			{"flagged_ratio", DoubleValue(ratio)},
-			{"tokens", Int64Value(st.Tokens)},
-			{"last_seen", UnixTimestampValue(st.LastSeen)},
-		}),
-	}
+	return HashFields(view, st.LastSeen, []Feature{
+		{"request_count", Int64Value(st.RequestCount)},
+		{"flagged_count", Int64Value(st.FlaggedCount)},
+		{"flagged_ratio", DoubleValue(ratio)},
+		{"tokens", Int64Value(st.Tokens)},
+		{"last_seen", UnixTimestampValue(st.LastSeen)},
+	})
 }
 
 // ModelOp is the model_features row of a model.
