@@ -80,10 +80,9 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 	if err != nil {
 		return err
 	}
-	// The processor's own context: cancelled only once the sweeper stopped (see kafka.Sweeper).
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	p, err := NewProcessor(runCtx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log})
+	life := kafka.NewGokaLife(ctx)
+	defer life.Close()
+	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -98,34 +97,15 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 		return fmt.Errorf("ingest: processor: %w", err)
 	}
 	log.Info("ingest starting", "group", cfg.Group, "partitions", partitions, "epoch", epoch, "policy", cfg.Policy)
-	done := make(chan error, 1)
-	go func() { done <- proc.Run(runCtx) }()
-	go func() {
-		<-runCtx.Done()
-		p.Close() // release in-flight records uncommitted so goka's shutdown does not wait on them
-	}()
-	go func() {
-		if err := proc.WaitForReadyContext(runCtx); err == nil {
-			log.Info("ingest ready", "group", cfg.Group)
+	err = life.Run(proc, kafka.GokaRun{Name: "ingest", Log: log, Visitor: visitExpire, Every: cfg.ExpireEvery,
+		OnReady: func() {
 			if rc.OnReady != nil {
 				rc.OnReady(p)
 			}
-		}
-	}()
-	sweeper := kafka.StartSweeper(proc, visitExpire, cfg.ExpireEvery, func(err error) {
-		log.Warn("dedupe expiry sweep failed", "error", err)
+		},
+		// Release in-flight records uncommitted so goka's shutdown does not wait on them.
+		OnStopping: p.Close,
 	})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-runCtx.Done():
-		}
-		sweeper.Stop()
-		stop()
-	}()
-	err = <-done
-	sweeper.Stop()
-	stop()
 	p.Close()
 	st := p.Stats.Snapshot()
 	log.Info("ingest stopped", "read", st.Read, "emitted", st.Emitted, "duplicates", st.Duplicates, "dead_lettered", st.DeadLettered, "forwarded", st.Forwarded)

@@ -344,9 +344,9 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	// The processor's own context: cancelled only once the sweeper stopped (see kafka.Sweeper).
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
+	life := kafka.NewGokaLife(ctx)
+	defer life.Close()
+	runCtx := life.Ctx
 	wcfg := cfg.Writer
 	if wcfg.Logger == nil {
 		wcfg.Logger = log
@@ -383,30 +383,12 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		return fmt.Errorf("features: processor: %w", err)
 	}
 	log.Info("sink-features starting", "group", cfg.Group, "input", cfg.EnrichedTopic, "partitions", partitions, "project", cfg.Project)
-	done := make(chan error, 1)
-	go func() { done <- proc.Run(runCtx) }()
-	go func() {
-		if err := proc.WaitForReadyContext(runCtx); err == nil {
-			log.Info("sink-features ready", "group", cfg.Group)
+	err = life.Run(proc, kafka.GokaRun{Name: "sink-features", Log: log, Visitor: visitSweep, Every: cfg.SweepEvery,
+		OnReady: func() {
 			if rc.OnReady != nil {
 				rc.OnReady(p)
 			}
-		}
-	}()
-	sweeper := kafka.StartSweeper(proc, visitSweep, cfg.SweepEvery, func(err error) {
-		log.Warn("request entry sweep failed", "error", err)
-	})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-runCtx.Done():
-		}
-		sweeper.Stop()
-		stop()
-	}()
-	err = <-done
-	sweeper.Stop()
-	stop()
+		}})
 	<-wdone
 	log.Info("sink-features stopped", "records", p.Stats.Records.Load(), "deltas", p.Stats.Deltas.Load(),
 		"resent_deltas", p.Stats.Duplicates.Load(), "dead_lettered", p.Stats.Undecoded.Load(), "redis_ops", w.Written(), "redis_retries", w.Retries())
