@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -396,18 +397,33 @@ func privateClickHouse(t *testing.T) (addr string, stack func(action string)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Free ports and a folder of the test's own, so two checkouts (or two runs) never share
+	// the private server.
+	dir := t.TempDir()
+	native, http, inter := freePort(t), freePort(t), freePort(t)
 	stack = func(action string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(root, "deploy/local/stack"), action, "clickhouse")
-		cmd.Env = append(os.Environ(), "BACKFLOW_STACK_DIR=/tmp/chtest", "BACKFLOW_CLICKHOUSE_PORT=29900",
-			"BACKFLOW_CLICKHOUSE_HTTP_PORT=29901", "BACKFLOW_CLICKHOUSE_INTERSERVER_PORT=29902")
+		cmd.Env = append(os.Environ(), "BACKFLOW_STACK_DIR="+dir, fmt.Sprintf("BACKFLOW_CLICKHOUSE_PORT=%d", native),
+			fmt.Sprintf("BACKFLOW_CLICKHOUSE_HTTP_PORT=%d", http), fmt.Sprintf("BACKFLOW_CLICKHOUSE_INTERSERVER_PORT=%d", inter))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("stack %s clickhouse: %v\n%s", action, err, out)
 		}
 	}
 	stack("up")
 	t.Cleanup(func() { stack("down") })
-	return "127.0.0.1:29900", stack
+	return fmt.Sprintf("127.0.0.1:%d", native), stack
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestSinkClickHouseDown (issue 5, reliability.md #2): loadgen sends 1,000 requests/s for 50 s
