@@ -152,11 +152,12 @@ func planCSV(t *testing.T, p *replay.Plan, kafkaOut string) map[replay.TopicPart
 // TestSpecsMatchKafkaTool plans every spec against a topic with known timestamps, for a group
 // with committed offsets, and asks Apache Kafka's own kafka-consumer-groups --reset-offsets
 // --dry-run --export for the same group and spec: the target offsets must be the same, and
-// equal to what the timestamps say. Two specs are then executed, ours on one group and Kafka's
-// on an identical second group: the committed offsets must be the same.
+// equal to what the timestamps say. A clamped shift is then executed, ours on one group and
+// Kafka's on an identical second group: the committed offsets must be the same.
 func TestSpecsMatchKafkaTool(t *testing.T) {
 	kcfg := testenv.Kafka(t, "replay-kafkatool-test")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Each case starts Kafka's JVM tool once: about 5 s alone, up to 20 s on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cl := producerClient(t, kcfg)
 	adm := kadm.NewClient(cl)
@@ -282,9 +283,8 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 		})
 	}
 
-	// Executed: ours on one group, Kafka's on an identical one.
+	// Executed: ours on one group, Kafka's on an identical one (a clamped shift).
 	for _, c := range []struct{ ours, kafka []string }{
-		{[]string{"--by-duration", "P1DT6H", "--all-topics"}, []string{"--by-duration", "P1DT6H", "--all-topics"}},
 		{[]string{"--shift-by", "-90", "--topic", tt.topic}, []string{"--shift-by", "-90", "--topic", tt.topic}},
 	} {
 		ga, gb := group+"-a"+c.ours[0], group+"-b"+c.ours[0]
