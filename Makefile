@@ -14,7 +14,7 @@ demo: check-go build stack-up ## the main job: every stage on ~30 s of generated
 	deploy/demo.sh
 
 test: check-go stack-up fmt-check vet ## everything: stack up (reused if running), gofmt, vet, all tests with -race
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 test-short: check-go fmt-check vet ## unit tests only, no stack needed
 	$(GO) test -race -short -count=1 $(PKGS)

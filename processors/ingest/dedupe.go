@@ -47,16 +47,23 @@ func (d Decision) String() string {
 }
 
 // Decide applies the dedupe rule to a record of slot from origin, seen at now in epoch, with a
-// dedupe window. It returns the decision and the state to store (nil: store nothing). Expired
-// slots of the key are pruned whenever the key is written.
+// dedupe window. It returns the decision and the state to store (nil: store nothing; a claim,
+// or the claimer re-read by a replay in a newer epoch, stores one). Expired slots of the key
+// are pruned whenever the key is written.
 func Decide(st *State, slot string, origin Origin, epoch int32, now time.Time, window time.Duration) (Decision, *State) {
 	c, ok := Claim{}, false
+	decision := DecideClaim
 	if st != nil {
 		c, ok = st.Slots[slot]
 	}
 	switch {
-	case ok && c.Origin == origin:
+	case ok && c.Origin == origin && c.Epoch >= epoch:
 		return DecideRedelivery, nil
+	case ok && c.Origin == origin:
+		// A replay in a newer epoch re-reads the record that claimed the slot: it is processed
+		// again, and its claim moves to this epoch, or a duplicate read later in the same replay
+		// would find only an old-epoch claim and be processed too.
+		decision = DecideRedelivery
 	case ok && c.Epoch >= epoch && now.Sub(time.UnixMilli(c.Seen)) < window:
 		return DecideDuplicate, nil
 	}
@@ -69,7 +76,7 @@ func Decide(st *State, slot string, origin Origin, epoch int32, now time.Time, w
 		}
 	}
 	next.Slots[slot] = Claim{Origin: origin, Epoch: epoch, Seen: now.UnixMilli()}
-	return DecideClaim, next
+	return decision, next
 }
 
 // Expire drops the slots of st older than window at now; nil means nothing is left.

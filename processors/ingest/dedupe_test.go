@@ -35,13 +35,21 @@ func TestDecide(t *testing.T) {
 			if got != tt.want {
 				t.Fatalf("decision %v, want %v", got, tt.want)
 			}
-			if (next != nil) != (got == DecideClaim) {
+			renew := got == DecideRedelivery && tt.st.Slots[tt.slot].Epoch < tt.epoch
+			if (next != nil) != (got == DecideClaim || renew) {
 				t.Fatalf("state to store %v for decision %v", next, got)
 			}
-			if next != nil && next.Slots[tt.slot].Origin != tt.o {
+			if next != nil && (next.Slots[tt.slot].Origin != tt.o || next.Slots[tt.slot].Epoch != tt.epoch) {
 				t.Fatalf("claim of slot %s is %+v, want origin %+v", tt.slot, next.Slots[tt.slot], tt.o)
 			}
 		})
+	}
+	// Regression: a replay in a new epoch re-read the claimer (a redelivery) without moving its
+	// claim to the new epoch, so the duplicate read after it in the same replay found an
+	// old-epoch claim and was emitted as well.
+	_, renewed := Decide(claimed(a, 0, time.Minute), "gateway-log/REQUEST", a, 1, now, window)
+	if d, _ := Decide(renewed, "gateway-log/REQUEST", b, 1, now, window); renewed == nil || d != DecideDuplicate {
+		t.Fatalf("duplicate after the claimer's replay in epoch 1: %v (renewed state %+v), want duplicate", d, renewed)
 	}
 	// Claiming prunes the key's expired slots and keeps live ones.
 	st := &State{Slots: map[string]Claim{

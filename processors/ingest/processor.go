@@ -254,6 +254,9 @@ func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) 
 		gctx.SetValue(next)
 		p.Stats.Claimed.Add(1)
 	case DecideRedelivery:
+		if next != nil { // the claimer re-read in a newer epoch: its claim moves to this epoch
+			gctx.SetValue(next)
+		}
 		p.Stats.Redelivered.Add(1)
 	}
 	e := &j.enriched

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/internal/replay"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/features"
+)
+
+const replayLong = `replay moves a consumer group's committed offsets so that the group reads retained records
+again (or skips ahead), and keeps each stage's state right while it does. It is a dry run unless
+--execute is given: it prints the plan, one row per partition, and changes nothing.
+
+Scope (one of):
+  --topic T          every partition of T; repeat for more topics
+  --topic T:0,2      partitions 0 and 2 of T
+  --all-topics       every partition the group has committed (but its goka loopback <group>-loop)
+Spec (one of), computed as Kafka's kafka-consumer-groups --reset-offsets does:
+  --to-earliest      the log start          --to-latest       the log end
+  --to-datetime TS   the first record at or after TS (RFC 3339); the log end if none
+  --by-duration D    --to-datetime now-D; D like 6h, 7d, 1d12h or ISO-8601 P1DT6H
+  --shift-by N       the committed offset + N (negative: back)
+  --to-offset N      offset N
+  --from-file F      the offsets in F, CSV topic,partition,offset (what --export writes)
+A point outside the retained log is clamped to its start or end, with a warning.
+
+The plan shows CURRENT (committed) and TARGET offsets, RE-READ (records read again; "skip N"
+when moving forward), LAG-AFTER, and the timestamps of the last record consumed (CURRENT-TIME)
+and of the first record to be read (TARGET-TIME). --export prints the plan as Kafka's CSV instead.
+
+--execute refuses while the group has live members (it names them): stop the stage first. A
+group that does not exist is an error unless --create. Every executed replay is recorded (who,
+when, group, spec, offsets from -> to) in the control topic and in ClickHouse's replay_log table
+(run backflow migrate first); a replay that cannot be recorded is not executed.
+
+Stage state:
+  ingest          --new-epoch bumps the group's replay epoch in the control topic, so records
+                  claimed before count as unseen, and the replayed rows win in ClickHouse.
+  sink-features   a plain replay is a no-op for the aggregates (each request counts once, by
+                  its enriched position); --reset-state rebuilds them from the replayed records:
+                  table changelog re-created, local table storage (--storage-dir) and Redis
+                  aggregate rows deleted, loopback moved to its end.
+  sink-clickhouse nothing to do: re-written rows carry the same version and collapse.
+Afterwards, start the stage and follow it with: backflow replay status --group G --watch`
+
+func newReplayCmd() *cobra.Command {
+	o := &replayOptions{}
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Move a consumer group's offsets to re-read retained records, safely for each stage (dry run by default)",
+		Long:  replayLong,
+		Example: `  backflow replay --group backflow-clickhouse --all-topics --by-duration 6h
+  backflow replay --group backflow-ingest --topic model-inference-result --topic gateway-log \
+      --to-datetime 2026-11-02T10:00:00Z --new-epoch --execute --reason "new dictionary"
+  backflow replay --group backflow-features --all-topics --to-earliest --reset-state --execute
+  backflow replay --group g --topic t:0,2 --shift-by -1000 --export > plan.csv
+  backflow replay --group g --from-file plan.csv --execute
+  backflow replay status --group backflow-ingest --watch`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.addFlags(cmd)
+	cmd.AddCommand(newReplayStatusCmd())
+	return cmd
+}
+
+// newOffsetsCmd is `backflow offsets reset`, the same command under Kafka's name for it.
+func newOffsetsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "offsets",
+		Short: "Consumer group offsets (offsets reset is backflow replay)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	o := &replayOptions{}
+	reset := &cobra.Command{
+		Use:   "reset",
+		Short: "Same as backflow replay: move a group's offsets (dry run by default)",
+		Long:  replayLong,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.addFlags(reset)
+	cmd.AddCommand(reset)
+	return cmd
+}
+
+type replayOptions struct {
+	replay.Flags
+	controlTopic, reason               string
+	execute, dryRun, export            bool
+	newEpoch, resetState               bool
+	storageDir, project, enrichedTopic string
+	timeout                            time.Duration
+}
+
+func (o *replayOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	o.Flags.AddFlags(f)
+	f.BoolVar(&o.execute, "execute", false, "apply the plan (default: dry run)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "only print the plan (the default; for symmetry with Kafka's tool)")
+	f.BoolVar(&o.export, "export", false, "print the plan as CSV (topic,partition,offset), as Kafka's tool exports it")
+	f.BoolVar(&o.newEpoch, "new-epoch", false, "ingest groups: bump the replay epoch in the control topic with the move")
+	f.BoolVar(&o.resetState, "reset-state", false, "feature aggregator groups: rebuild the aggregates from the replayed records")
+	f.StringVar(&o.controlTopic, "control-topic", "backflow.control", "the control topic (epochs and replay records)")
+	f.StringVar(&o.storageDir, "storage-dir", "", "--reset-state: the sink's local table storage on this host (default: <tmp>/backflow-goka-features)")
+	f.StringVar(&o.project, "project", "backflow", "--reset-state: the Feast project whose aggregate rows are deleted from Redis")
+	f.StringVar(&o.enrichedTopic, "enriched-topic", "backflow.enriched", "--reset-state: the aggregator's input topic")
+	f.StringVar(&o.reason, "reason", "", "why, kept with the record")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+}
+
+// request turns the flags into a replay request; every problem is a usage error.
+func (o *replayOptions) request(cmd *cobra.Command) (replay.Request, error) {
+	req, err := o.Flags.Request(cmd.Flags())
+	if err != nil {
+		return req, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if o.execute && o.dryRun {
+		return req, fmt.Errorf("%w: --execute and --dry-run contradict each other", errUsage)
+	}
+	if o.newEpoch && o.resetState {
+		return req, fmt.Errorf("%w: --new-epoch is for an ingest group, --reset-state for a feature aggregator group: not both", errUsage)
+	}
+	if o.resetState {
+		// The loopback's waiting deltas belong to the state thrown away: it moves to its end.
+		req.ToEnd = []string{replay.LoopTopic(req.Group)}
+		if !req.Scope.AllTopics && len(req.Scope.Topics) == 0 && req.Spec.Kind != replay.FromFile {
+			req.Scope.Topics = []replay.TopicScope{{Topic: o.enrichedTopic}}
+		}
+		if req.Spec.Kind != replay.ToEarliest {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: --reset-state with %s: the rebuilt aggregates count only the records from the target on\n", req.Spec)
+		}
+	}
+	if err := req.Validate(); err != nil {
+		return req, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return req, nil
+}
+
+func (o *replayOptions) run(cmd *cobra.Command) error {
+	req, err := o.request(cmd)
+	if err != nil {
+		return err
+	}
+	if o.timeout <= 0 {
+		return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, o.timeout)
+	}
+	conn, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	cl, err := conn.Kafka.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+
+	var actions []replay.Action
+	if o.newEpoch {
+		td, err := kadm.NewClient(cl).ListTopics(ctx, o.controlTopic)
+		if err != nil {
+			return err
+		}
+		if d, ok := td[o.controlTopic]; !ok || d.Err != nil {
+			return fmt.Errorf("--new-epoch: control topic %s does not exist: is %s an ingest group (ingest creates it at start-up)?", o.controlTopic, req.Group)
+		}
+		e := &replay.Epoch{Client: cl, ControlTopic: o.controlTopic, Group: req.Group}
+		if _, err := e.Read(ctx); err != nil {
+			return err
+		}
+		actions = append(actions, e)
+	}
+	var fr *replay.FeatureReset
+	if o.resetState {
+		dir := o.storageDir
+		if dir == "" {
+			dir = features.DefaultStorageDir()
+		}
+		fr = &replay.FeatureReset{Client: cl, Sink: features.SinkConfig{Group: req.Group, EnrichedTopic: o.enrichedTopic, Project: o.project}, StorageDir: dir}
+		actions = append(actions, fr)
+	}
+	plan, err := replay.Build(ctx, cl, req)
+	if err != nil {
+		return err
+	}
+	if o.export {
+		if err := replay.WriteCSV(out, plan); err != nil {
+			return err
+		}
+		for _, w := range plan.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	} else if err := replay.WritePlan(out, plan); err != nil {
+		return err
+	}
+	info := out
+	if o.export {
+		info = stderr
+	}
+	for _, a := range actions {
+		fmt.Fprintf(info, "stage: %s\n", a.Describe())
+	}
+	if !o.execute {
+		if plan.Live() {
+			fmt.Fprintln(info, (&replay.LiveError{Group: plan.Group, State: plan.State, Members: plan.Members}).Error())
+			fmt.Fprintln(info, "dry run: nothing changed; --execute would be refused while the group is live")
+		} else {
+			fmt.Fprintln(info, "dry run: nothing changed; add --execute to apply")
+		}
+		return nil
+	}
+	if plan.Live() {
+		return &replay.LiveError{Group: plan.Group, State: plan.State, Members: plan.Members}
+	}
+	if fr != nil {
+		rdb, err := features.Open(ctx, conn.Redis)
+		if err != nil {
+			return fmt.Errorf("--reset-state: %w", err)
+		}
+		defer rdb.Close()
+		fr.Redis = rdb
+	}
+	ch, err := clickhouse.Open(ctx, conn.ClickHouse)
+	if err != nil {
+		return fmt.Errorf("replay_log: %w (a replay is executed only when it can be recorded)", err)
+	}
+	defer ch.Close()
+	rec, err := replay.Apply(ctx, cl, plan, replay.Config{
+		Actions:   actions,
+		Recorders: []replay.Recorder{replay.ControlTopic{Client: cl, Topic: o.controlTopic, Replication: int16(conn.Kafka.TableReplication)}, replay.ClickHouseLog{Conn: ch}},
+		Reason:    o.reason,
+	})
+	printRecord(info, rec, err)
+	return err
+}
+
+func printRecord(w io.Writer, rec replay.Record, err error) {
+	var live *replay.LiveError
+	if errors.As(err, &live) || err != nil && len(rec.Actions) == 0 && !errors.Is(err, replay.ErrNotRecorded) {
+		return
+	}
+	for _, a := range rec.Actions {
+		fmt.Fprintf(w, "done: %s\n", a)
+	}
+	if err == nil {
+		fmt.Fprintf(w, "executed: replay %s by %s, %d partition(s) moved; recorded in the control topic and in ClickHouse replay_log\n", rec.ID, rec.By, len(rec.Partitions))
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+)
+
+// TestReplayCommand drives `backflow replay` on the real stack: while the group has a live
+// member, a dry run prints the plan and says --execute would be refused, and --execute exits 1
+// naming the member and moves nothing (Kafka's own tool refuses too). Once the member left,
+// --execute moves the offsets and records the replay; `replay status --watch` follows a
+// consumer catching up until the lag is 0, and `groups` shows the group.
+func TestReplayCommand(t *testing.T) {
+	kcfg := testenv.Kafka(t, "replay-cmd-test")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
+	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", testenv.Get(testenv.ClickHouseAddr))
+	topic := testenv.CreateTopic(t, ctx, kcfg, "replay-cmd", 3)
+	group := fmt.Sprintf("replay-cmd-g-%d", time.Now().UnixNano())
+	control := "replay-cmd-control-" + group
+	cl, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	t.Cleanup(func() {
+		adm.DeleteGroup(context.Background(), group)
+		adm.DeleteTopics(context.Background(), control)
+	})
+	// A private database with the migrations, for replay_log.
+	chAdmin, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chAdmin.Close()
+	db := fmt.Sprintf("it_replaycmd_%d", time.Now().UnixNano())
+	if err := chAdmin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { chAdmin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", db)
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if _, err := clickhouse.Migrate(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+
+	var recs []*kgo.Record
+	for i := 0; i < 90; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// A live member that consumed and committed everything.
+	member, err := kcfg.NewClient(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID("live-member-x"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 90; {
+		fs := member.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("member did not consume")
+		}
+		n += fs.NumRecords()
+		if err := member.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func() int64 {
+		o, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		o.Each(func(r kadm.OffsetResponse) { sum += r.At })
+		return sum
+	}
+	if committed() != 90 {
+		t.Fatalf("member committed %d, want 90", committed())
+	}
+
+	args := []string{"replay", "--group", group, "--topic", topic, "--to-earliest", "--control-topic", control}
+	code, out, _ := runReplayCLI(t, ctx, args...)
+	if code != 0 || !strings.Contains(out, "TOPIC") || !strings.Contains(out, "RE-READ") || !strings.Contains(out, "90 record(s) to re-read") ||
+		!strings.Contains(out, "live-member-x") || !strings.Contains(out, "--execute would be refused") {
+		t.Fatalf("dry run while live: exit %d\n%s", code, out)
+	}
+	code, _, errOut := runReplayCLI(t, ctx, append(args, "--execute")...)
+	if code != exitFailure || !strings.Contains(errOut, "live member") || !strings.Contains(errOut, "live-member-x") {
+		t.Fatalf("--execute while live: exit %d, stderr %q", code, errOut)
+	}
+	if committed() != 90 {
+		t.Fatalf("a refused replay moved the offsets: %d", committed())
+	}
+	tool := exec.CommandContext(ctx, testenv.Get(testenv.KafkaTool), "consumer-groups", "--bootstrap-server", kcfg.Endpoint(),
+		"--group", group, "--reset-offsets", "--to-earliest", "--topic", topic, "--execute")
+	kout, _ := tool.CombinedOutput()
+	if !strings.Contains(string(kout), "can only be reset if the group '"+group+"' is inactive") {
+		t.Fatalf("Kafka's tool on the live group said: %s", kout)
+	}
+	t.Logf("refused while live, by us (%q) and by Kafka's tool", strings.TrimSpace(errOut))
+
+	member.Close() // leaves the group
+	code, out, errOut = runReplayCLI(t, ctx, append(args, "--execute", "--reason", "cli test")...)
+	if code != 0 || !strings.Contains(out, "executed: replay") {
+		t.Fatalf("--execute: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if committed() != 0 {
+		t.Fatalf("after --execute the group committed %d in total, want 0", committed())
+	}
+	var rows uint64
+	var who, reason string
+	if err := ch.QueryRow(ctx, "SELECT count(), any(who), any(reason) FROM replay_log WHERE consumer_group = ?", group).Scan(&rows, &who, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 3 || reason != "cli test" || !strings.Contains(who, "@") {
+		t.Fatalf("replay_log: %d rows, who %q, reason %q", rows, who, reason)
+	}
+
+	code, out, _ = runReplayCLI(t, ctx, "groups", group)
+	if code != 0 || !strings.Contains(out, group) || !strings.Contains(out, "Empty") || !strings.Contains(out, " 90") {
+		t.Fatalf("groups: exit %d\n%s", code, out)
+	}
+	// A consumer catches up while status --watch follows it.
+	done := make(chan struct{})
+	var wcode int
+	var wout string
+	go func() {
+		defer close(done)
+		wcode, wout, _ = runReplayCLI(t, ctx, "replay", "status", "--group", group, "--watch", "--interval", "300ms", "--control-topic", control)
+	}()
+	time.Sleep(time.Second)
+	again, err := kcfg.NewClient(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 90; {
+		fs := again.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("consumer did not catch up")
+		}
+		n += fs.NumRecords()
+		if err := again.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	again.Close()
+	if wcode != 0 || !strings.Contains(wout, "since replay") || !strings.Contains(wout, "caught up: 90 record(s)") || !strings.Contains(wout, "records/s") {
+		t.Fatalf("status --watch: exit %d\n%s", wcode, wout)
+	}
+	t.Logf("status --watch:\n%s", wout)
+}
+
+// runReplayCLI runs the CLI in-process: exit code, stdout, stderr (with the error main would print).
+func runReplayCLI(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		errOut.WriteString("backflow: " + err.Error() + "\n")
+	}
+	return classify(err), out.String(), errOut.String()
+}

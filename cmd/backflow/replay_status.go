@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/internal/replay"
+)
+
+func newReplayStatusCmd() *cobra.Command {
+	var (
+		group, controlTopic string
+		watch, noProgress   bool
+		interval            time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show how far a group has caught up since its last replay: lag per partition, records/s, ETA",
+		Long: `status prints a group's lag per partition (committed offset against the log end), then how far
+it has caught up since its last executed replay (read from the control topic; without one, since
+this command started): records done of the total, records per second and the time left at that rate.
+
+With --watch it polls every --interval until the lag is 0, drawing a progress bar on a terminal
+and printing one plain line per poll otherwise (logs stay readable), then prints the table again.`,
+		Example: `  backflow replay status --group backflow-ingest
+  backflow replay status --group backflow-ingest --watch --interval 1s`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if group == "" {
+				return fmt.Errorf("%w: --group is required", errUsage)
+			}
+			if interval <= 0 {
+				return fmt.Errorf("%w: --interval must be positive, got %v", errUsage, interval)
+			}
+			conn, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			cl, err := conn.Kafka.NewClient()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := cmd.Context()
+			adm := kadm.NewClient(cl)
+			out := cmd.OutOrStdout()
+			snap := func() (replay.GroupStatus, error) {
+				c, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				st, err := replay.Status(c, adm, group)
+				if err != nil {
+					return replay.GroupStatus{}, err
+				}
+				if len(st) == 0 || len(st[0].Partitions) == 0 {
+					return replay.GroupStatus{}, fmt.Errorf("group %s has no committed offsets and no members", group)
+				}
+				return st[0], nil
+			}
+			first, err := snap()
+			if err != nil {
+				return err
+			}
+			base, since := replay.BaseFromStatus(first), "since now"
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			recs, err := replay.ReadRecords(rctx, cl, controlTopic, group)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: replay records in %s: %v\n", controlTopic, err)
+			} else if len(recs) > 0 {
+				last := recs[len(recs)-1]
+				base, since = replay.BaseFromRecord(last), fmt.Sprintf("since replay %s (%s, %s)", last.ID, last.Spec, last.Time.Format(time.RFC3339))
+			}
+			writeLagTable(out, first)
+			pr := replay.Measure(base, nil, first)
+			fmt.Fprintf(out, "%s: %s\n", since, progressLine(pr))
+			if !watch || pr.Lag == 0 {
+				return nil
+			}
+			bar := newCatchUpBar(cmd.ErrOrStderr(), pr.Total, noProgress)
+			prev := first
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					bar.Exit()
+					return nil
+				case <-tick.C:
+				}
+				cur, err := snap()
+				if err != nil {
+					return err
+				}
+				pr = replay.Measure(base, &prev, cur)
+				prev = cur
+				if bar != nil {
+					bar.ChangeMax64(max(pr.Total, 1))
+					bar.Describe(progressLine(pr))
+					_ = bar.Set64(pr.Done)
+				} else {
+					fmt.Fprintf(out, "%s %s\n", cur.Time.UTC().Format(time.RFC3339), progressLine(pr))
+				}
+				if pr.Lag == 0 {
+					if bar != nil {
+						_ = bar.Finish()
+						fmt.Fprintln(cmd.ErrOrStderr())
+					}
+					writeLagTable(out, cur)
+					fmt.Fprintf(out, "caught up: %d record(s) consumed %s\n", pr.Done, since)
+					return nil
+				}
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "the consumer group (required)")
+	f.BoolVar(&watch, "watch", false, "poll until the lag is 0")
+	f.DurationVar(&interval, "interval", 2*time.Second, "how often --watch polls")
+	f.StringVar(&controlTopic, "control-topic", "backflow.control", "where replay records are kept")
+	f.BoolVar(&noProgress, "no-progress", false, "plain lines even on a terminal")
+	return cmd
+}
+
+func progressLine(pr replay.Progress) string {
+	eta := "-"
+	if pr.ETA > 0 {
+		eta = pr.ETA.Round(time.Second).String()
+	} else if pr.Lag == 0 {
+		eta = "0s"
+	}
+	return fmt.Sprintf("%d/%d records (%.1f%%), lag %d, %.0f records/s, ETA %s", pr.Done, pr.Total, 100*pr.Fraction(), pr.Lag, pr.Rate, eta)
+}
+
+// newCatchUpBar returns a progress bar on w when w is a terminal, nil otherwise (or disabled).
+func newCatchUpBar(w io.Writer, total int64, disabled bool) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	if disabled || !ok || !isTerminal(f) {
+		return nil
+	}
+	return progressbar.NewOptions64(max(total, 1),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionFullWidth(),
+	)
+}
+
+func writeLagTable(w io.Writer, st replay.GroupStatus) {
+	fmt.Fprintf(w, "group %s: %s, %d member(s)\n", st.Group, st.State, len(st.Members))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tCONSUMER")
+	for _, p := range st.Partitions {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", p.Topic, p.Partition, offsetOrDash(p.Committed), p.End, p.Lag, dash(p.Member))
+	}
+	tw.Flush()
+}
+
+func offsetOrDash(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return fmt.Sprint(o)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
