@@ -72,3 +72,24 @@ func TestGrafanaJSONUpToDate(t *testing.T) {
 		t.Fatalf("dashboard %q has %d panels, want %d", d.UID, n, len(Panels))
 	}
 }
+
+// TestGrafanaProvisioning: the provisioned data source is the one the dashboard refers to, of
+// the plugin's type, and the dashboard provider loads the folder the JSON is committed in.
+func TestGrafanaProvisioning(t *testing.T) {
+	ds, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "provisioning", "datasources", "backflow-clickhouse.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"uid: " + GrafanaDatasourceUID + "\n", "type: " + GrafanaPluginID + "\n", "protocol: native\n"} {
+		if !bytes.Contains(ds, []byte(want)) {
+			t.Errorf("the data source file lacks %q", want)
+		}
+	}
+	prov, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "provisioning", "dashboards", "backflow.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(prov, []byte("type: file\n")) || filepath.Dir(GrafanaJSONPath) != "deploy/grafana/dashboards" {
+		t.Errorf("the dashboard provider must load deploy/grafana/dashboards")
+	}
+}
