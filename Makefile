@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-up stack-down stack-status chromium grafana-json clean
+.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -43,6 +43,11 @@ stack-status:
 
 chromium: ## install Debian's Chromium (for the dashboard's browser test) unless it is there
 	deploy/local/chromium >/dev/null
+
+dashboard-screenshot: ## after make demo: docs/dashboard.png from the running dashboard, in headless Chromium
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+	  --disable-component-update --disable-sync --user-data-dir="$$(mktemp -d)" --hide-scrollbars --window-size=1440,2480 \
+	  --virtual-time-budget=20000 --screenshot="$$PWD/docs/dashboard.png" "http://127.0.0.1:$${BACKFLOW_DASHBOARD_PORT:-18400}/#range=30m&refresh=0"
 
 grafana-json: ## regenerate deploy/grafana/dashboards/backflow.json from internal/dashboard/panels.go
 	$(GO) test ./internal/dashboard -run TestGrafanaJSONUpToDate -count=1 -update

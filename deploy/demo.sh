@@ -46,6 +46,9 @@ fi
 
 say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log), and the dashboard"
 $BF ingest "${ingest_metrics[@]}" >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
+# ingest creates backflow.enriched and the DLQ on a fresh cluster; the sinks need them to exist.
+for _ in $(seq 1 300); do grep -q 'msg="ingest ready"' "$LOGS/demo-ingest.log" 2>/dev/null && break
+  kill -0 "${pids[0]}" 2>/dev/null || { tail -n 5 "$LOGS/demo-ingest.log"; echo "ingest exited" >&2; exit 1; }; sleep 0.2; done
 $BF sink-clickhouse >"$LOGS/demo-sink-clickhouse.log" 2>&1 & pids+=($!)
 $BF sink-features >"$LOGS/demo-sink-features.log" 2>&1 & pids+=($!)
 echo "   started pids ${pids[*]}"
@@ -58,7 +61,7 @@ fi
 setsid bin/backflow --env-file "$PWD/$ENV" dashboard --addr "$DASH_ADDR" "${breaker[@]}" >"$LOGS/demo-dashboard.log" 2>&1 </dev/null &
 echo $! >"$DASH_PID"
 for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/${DASH_ADDR%:*}/${DASH_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
-kill -0 "$(cat "$DASH_PID")" 2>/dev/null || { tail -5 "$LOGS/demo-dashboard.log"; echo "the dashboard did not start" >&2; exit 1; }
+kill -0 "$(cat "$DASH_PID")" 2>/dev/null || { tail -n 5 "$LOGS/demo-dashboard.log"; echo "the dashboard did not start" >&2; exit 1; }
 echo "   dashboard on http://$DASH_ADDR/ (pid $(cat "$DASH_PID"))"
 
 say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison, event times from $BACKFILL ago → .stack/demo-manifest.jsonl"
@@ -72,7 +75,7 @@ while :; do
     END { for (g in seen) printf "%s=%s ", g, (g in unknown ? "?" : lag[g]+0) }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
   if [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ] && [ "$(echo "$lags" | grep -o '=' | wc -l)" = 3 ]; then break; fi
-  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -n 5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
 done

@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ const readPage = `({
 
 // checkBrowser serves the dashboard on the demo data, loads it in headless Chromium, checks that
 // every panel drew data and the health strip shows lag, dead letters and the breaker, and saves
-// a screenshot (with -update, also docs/dashboard.png for the README).
+// a screenshot; then checks that the range selector and auto-refresh redraw it.
 func (d *demo) checkBrowser(t *testing.T) {
 	// The ingest stage's /metrics, as Prometheus's client serves it: the breaker gauge, closed.
 	reg := prometheus.NewRegistry()
@@ -79,7 +80,16 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := httptest.NewServer(srv.Handler())
+	var mu sync.Mutex
+	ranges := map[string]int{} // panel requests per ?range= the page sent
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/panels/") {
+			mu.Lock()
+			ranges[r.URL.Query().Get("range")]++
+			mu.Unlock()
+		}
+		srv.Handler().ServeHTTP(w, r)
+	}))
 	defer web.Close()
 
 	// Chromium with the flags this machine needs (no network but loopback), a fresh profile.
@@ -119,11 +129,6 @@ func (d *demo) checkBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d KiB)", path, len(shot)>>10)
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard.png"), shot, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// Every panel but the health strip's drew data.
 	want := 0
@@ -172,6 +177,34 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if lags != len(groups) || !sawDLQ || !sawBreaker {
 		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v", lags, len(groups), sawDLQ, sawBreaker)
 	}
+
+	// The range selector: choosing the last hour refreshes every panel with range=1h.
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById("range"); s.value = "1h"; return s.dispatchEvent(new Event("change")); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](fmt.Sprintf(`Number(document.body.dataset.refreshed) > %s && !document.querySelector('.panel[data-state="loading"]') && location.hash.includes("range=1h")`, ps.Refreshed),
+		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("choosing the last hour did not redraw the page: %v", err)
+	}
+	mu.Lock()
+	hour := ranges["1h"]
+	mu.Unlock()
+	if hour != want {
+		t.Fatalf("after choosing the last hour the page asked for %d panels with range=1h, want %d (requests per range: %v)", hour, want, ranges)
+	}
+	// Auto-refresh: opened with a 1 s period, the page redraws by itself.
+	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/?again#range=15m&refresh=1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshed) >= 3`, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("the page did not refresh by itself: %v", err)
+	}
+	mu.Lock()
+	t.Logf("panel requests per range: %v", ranges)
+	if ranges["15m"] < 3*want {
+		t.Errorf("auto-refresh asked for %d panels with range=15m, want at least %d", ranges["15m"], 3*want)
+	}
+	mu.Unlock()
 
 	// Without a metrics URL, and with one that does not answer, the breaker shows as unknown.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
