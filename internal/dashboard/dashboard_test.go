@@ -191,7 +191,8 @@ func TestJSONValue(t *testing.T) {
 		}
 	}
 	for db, want := range map[string]string{"DateTime": "time", "Nullable(DateTime)": "time", "UInt64": "number", "Float64": "number",
-		"String": "string", "LowCardinality(String)": "string", "Array(Float64)": "other"} {
+		"String": "string", "LowCardinality(String)": "string", "LowCardinality(Nullable(String))": "string", "Array(Float64)": "other",
+		"DateTime('UTC')": "time", "Array(Nullable(String))": "other"} {
 		if got := kindOf(db); got != want {
 			t.Errorf("kindOf(%s) = %s, want %s", db, got, want)
 		}

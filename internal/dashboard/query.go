@@ -77,8 +77,14 @@ func RunPanel(ctx context.Context, conn driver.Conn, p Panel, r Range, maxRows i
 
 // kindOf maps a ClickHouse type name to the page's column type.
 func kindOf(dbType string) string {
-	t := strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(dbType, "Nullable("), ")"), "LowCardinality(")
-	t = strings.TrimSuffix(t, ")")
+	t := dbType
+	for range 2 { // LowCardinality(Nullable(String)) and the like
+		for _, wrap := range []string{"Nullable(", "LowCardinality("} {
+			if strings.HasPrefix(t, wrap) && strings.HasSuffix(t, ")") {
+				t = t[len(wrap) : len(t)-1]
+			}
+		}
+	}
 	switch {
 	case strings.HasPrefix(t, "DateTime") || t == "Date":
 		return "time"

@@ -146,7 +146,12 @@ function drawTable(body, panel, res) {
   return res.rows.length;
 }
 
-const drawers = { timeseries: drawTimeSeries, bars: drawBars, table: drawTable };
+function drawStat(body, panel, res) {
+  body.append(el("div", { class: "stat" }, fmtNum(res.rows[0][0], panel.unit)));
+  return 1;
+}
+
+const drawers = { timeseries: drawTimeSeries, bars: drawBars, table: drawTable, stat: drawStat };
 
 function rangeQuery() { return "range=" + encodeURIComponent(state.range); }
 
