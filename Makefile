@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-up stack-down stack-status clean
+.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ help: ## list the targets
 demo: check-go build stack-up ## the main job: every stage on ~30 s of generated traffic, then what landed where
 	deploy/demo.sh
 
-test: check-go stack-up fmt-check vet ## everything: stack up (reused if running), gofmt, vet, all tests with -race
+test: check-go stack-up chromium fmt-check vet ## everything: stack up (reused if running), Chromium, gofmt, vet, all tests with -race
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 test-short: check-go fmt-check vet ## unit tests only, no stack needed
@@ -40,6 +40,17 @@ stack-down: ## stop the local stack, leaving no process behind
 
 stack-status:
 	$(STACK) status
+
+chromium: ## install Debian's Chromium (for the dashboard's browser test) unless it is there
+	deploy/local/chromium >/dev/null
+
+dashboard-screenshot: ## after make demo: docs/dashboard.png from the running dashboard, in headless Chromium
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+	  --disable-component-update --disable-sync --user-data-dir="$$(mktemp -d)" --hide-scrollbars --window-size=1440,2480 \
+	  --virtual-time-budget=20000 --screenshot="$$PWD/docs/dashboard.png" "http://127.0.0.1:$${BACKFLOW_DASHBOARD_PORT:-18400}/#range=30m&refresh=0"
+
+grafana-json: ## regenerate deploy/grafana/dashboards/backflow.json from internal/dashboard/panels.go
+	$(GO) test ./internal/dashboard -run TestGrafanaJSONUpToDate -count=1 -update
 
 clean: stack-down ## stop the stack and delete its state (.stack/) and bin/
 	rm -rf .stack bin

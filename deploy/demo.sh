@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/demo.sh — the main job on the local stack: every stage running, generated traffic for
 # about 30 s, then what landed where. Run by `make demo` once the stack is up and bin/backflow
-# is built. DEMO_SECONDS and DEMO_RATE (requests/s) change the traffic.
+# is built. DEMO_SECONDS and DEMO_RATE (requests/s) change the traffic; DEMO_BACKFILL (default
+# 20m) dates its event times back so the dashboard shows a history. It leaves `backflow
+# dashboard` running in the background on BACKFLOW_DASHBOARD_PORT (default 18400).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.stack/env
@@ -13,7 +15,11 @@ CH="clickhouse-client --host ${BACKFLOW_CLICKHOUSE_ADDR%%:*} --port ${BACKFLOW_C
 SECS=${DEMO_SECONDS:-30}
 RATE=${DEMO_RATE:-1000}
 GROUPS_RE='^(backflow-ingest|backflow-sink-clickhouse|backflow-features)$'
+BACKFILL=${DEMO_BACKFILL:-20m}
 LOGS=.stack/logs
+DASH_ADDR=127.0.0.1:${BACKFLOW_DASHBOARD_PORT:-18400}
+DASH_PID=.stack/run/dashboard.pid
+INGEST_METRICS_ADDR=127.0.0.1:${BACKFLOW_INGEST_METRICS_PORT:-18410}
 
 say() { printf '\n== %s ==\n' "$*"; }
 pids=()
@@ -30,14 +36,36 @@ $BF ping
 say "2. backflow migrate: ClickHouse tables and views"
 $BF migrate
 
-say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log)"
-$BF ingest >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
+# The ingest stage's Prometheus endpoint, where this binary has one, feeds the dashboard's
+# breaker; without it the dashboard shows the breaker as unknown.
+ingest_metrics=() breaker=()
+if bin/backflow ingest --help 2>/dev/null | grep -q -- '--metrics-addr'; then
+  ingest_metrics=(--metrics-addr "$INGEST_METRICS_ADDR")
+  breaker=(--breaker-metrics-url "http://$INGEST_METRICS_ADDR/metrics")
+fi
+
+say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log), and the dashboard"
+$BF ingest "${ingest_metrics[@]}" >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
+# ingest creates backflow.enriched and the DLQ on a fresh cluster; the sinks need them to exist.
+for _ in $(seq 1 300); do grep -q 'msg="ingest ready"' "$LOGS/demo-ingest.log" 2>/dev/null && break
+  kill -0 "${pids[0]}" 2>/dev/null || { tail -n 5 "$LOGS/demo-ingest.log"; echo "ingest exited" >&2; exit 1; }; sleep 0.2; done
 $BF sink-clickhouse >"$LOGS/demo-sink-clickhouse.log" 2>&1 & pids+=($!)
 $BF sink-features >"$LOGS/demo-sink-features.log" 2>&1 & pids+=($!)
 echo "   started pids ${pids[*]}"
+# The dashboard outlives the demo: its own session, its pid in .stack/run. The env file is named
+# by its absolute path, so a full 'deploy/local/stack down' stops it with the stack.
+if [ -f "$DASH_PID" ] && kill -0 "$(cat "$DASH_PID")" 2>/dev/null; then
+  kill -TERM "$(cat "$DASH_PID")"
+  for _ in $(seq 1 50); do kill -0 "$(cat "$DASH_PID")" 2>/dev/null || break; sleep 0.1; done
+fi
+setsid bin/backflow --env-file "$PWD/$ENV" dashboard --addr "$DASH_ADDR" "${breaker[@]}" >"$LOGS/demo-dashboard.log" 2>&1 </dev/null &
+echo $! >"$DASH_PID"
+for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/${DASH_ADDR%:*}/${DASH_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
+kill -0 "$(cat "$DASH_PID")" 2>/dev/null || { tail -n 5 "$LOGS/demo-dashboard.log"; echo "the dashboard did not start" >&2; exit 1; }
+echo "   dashboard on http://$DASH_ADDR/ (pid $(cat "$DASH_PID"))"
 
-say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison → .stack/demo-manifest.jsonl"
-$BF loadgen --duration "${SECS}s" --rate "$RATE" --manifest .stack/demo-manifest.jsonl
+say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison, event times from $BACKFILL ago → .stack/demo-manifest.jsonl"
+$BF loadgen --duration "${SECS}s" --rate "$RATE" --backfill "$BACKFILL" --manifest .stack/demo-manifest.jsonl
 
 say "5. waiting until every group's lag is 0"
 start=$SECONDS
@@ -47,7 +75,7 @@ while :; do
     END { for (g in seen) printf "%s=%s ", g, (g in unknown ? "?" : lag[g]+0) }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
   if [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ] && [ "$(echo "$lags" | grep -o '=' | wc -l)" = 3 ]; then break; fi
-  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -n 5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
 done
@@ -78,12 +106,17 @@ fi
 
 say "where to look"
 cat <<TXT
-   ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries; sink_ledger)
+   ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries; sink_ledger;
+                             per-minute v_model_minute, v_tenant_minute, v_moderation_minute, v_dlq_minute, v_sink_minute, v_freshness)
+   Grafana:                  deploy/grafana/README.md (the same panels)
    dead letters:             bin/backflow dlq list --env-file $ENV --class unknown_schema
    the manifest (oracle):    head .stack/demo-manifest.jsonl
    consumer groups:          $KT consumer-groups --bootstrap-server $BOOT --describe --all-groups
    sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_URL/metrics | grep ^sensitive_words
    Feast:                    deploy/feast/README.md
    stage logs:               $LOGS/demo-*.log
-   stop everything:          deploy/local/stack down
+   stop everything:          deploy/local/stack down   (also stops the dashboard)
 TXT
+
+say "dashboard: http://$DASH_ADDR/"
+echo "   running in the background (pid $(cat "$DASH_PID"), log $LOGS/demo-dashboard.log); stop it: kill $(cat "$DASH_PID")"

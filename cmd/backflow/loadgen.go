@@ -120,6 +120,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 	f.IntVar(&cfg.Requests, "requests", 0, "requests to generate, 3 records each (default 10000 unless --duration is set)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (with --requests, whichever comes first)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "requests per second (0: flat out)")
+	f.DurationVar(&cfg.Backfill, "backfill", 0, "date the first event times this long back, catching up with the clock by the end (fills a dashboard's history; at most 24h)")
 	f.StringVar(&cfg.InferenceTopic, "inference-topic", avro.TopicInferenceResult, "topic for inference results")
 	f.StringVar(&cfg.GatewayTopic, "gateway-topic", avro.TopicGatewayLog, "topic for gateway logs")
 	f.IntVar(&cfg.Models, "models", 12, "number of models")

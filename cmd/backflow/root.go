@@ -61,7 +61,7 @@ Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configurati
 		"read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
-		newReplayCmd(), newOffsetsCmd(), newGroupsCmd())
+		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd())
 	return root
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,5 +43,35 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 			return fmt.Errorf("kafka: create topic %s: %w", s.Name, err)
 		}
 	}
-	return nil
+	return waitListed(ctx, adm, specs)
+}
+
+// waitListed waits until the metadata lists every topic of specs with all its partitions: a
+// topic just created takes a moment to appear, and a caller that reads its metadata at once
+// (a producer counting partitions) would otherwise find it missing. It gives up after 10 s.
+func waitListed(ctx context.Context, adm *kadm.Client, specs []TopicSpec) error {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		td, err := adm.ListTopics(ctx, names...)
+		missing := ""
+		for _, n := range names {
+			if d, ok := td[n]; err != nil || !ok || d.Err != nil || len(d.Partitions) == 0 {
+				missing = n
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: topic %s created but not in the metadata: %w", missing, errors.Join(err, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -28,6 +28,11 @@ type Config struct {
 	Duration time.Duration
 	// Rate is requests per second; 0 sends flat out.
 	Rate float64
+	// Backfill dates the first request's event times this long before the clock, and moves
+	// them evenly back to the clock by the end of the run (by request count, or by elapsed
+	// Duration, whichever is further along), so one short run fills a dashboard's recent
+	// history. At most 24 h. Default 0: event times are the clock.
+	Backfill time.Duration
 	// Models and Tenants are the population sizes; UsersPerTenant the users in each tenant.
 	// Popularity follows a Zipf law with exponent ZipfS (> 1). Defaults: 12, 50, 200, 1.2.
 	Models         int
@@ -133,6 +138,9 @@ func (c Config) Validate() error {
 	}
 	if c.Rate < 0 {
 		bad("rate: %v is negative", c.Rate)
+	}
+	if c.Backfill < 0 || c.Backfill > 24*time.Hour {
+		bad("backfill: %v, want 0 to 24h", c.Backfill)
 	}
 	for name, v := range map[string]int{"models": c.Models, "tenants": c.Tenants, "users per tenant": c.UsersPerTenant, "embedding dim": c.EmbeddingDim} {
 		if v < 1 {

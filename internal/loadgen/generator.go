@@ -50,6 +50,7 @@ type Generator struct {
 	poisonNext int // poison records planned so far
 	pending    []pendingDup
 	now        func() time.Time
+	started    time.Time // the clock at the first Next, for Backfill
 }
 
 type pendingDup struct {
@@ -91,7 +92,7 @@ func NewGenerator(cfg Config, runID string, reg avro.Registry) (*Generator, erro
 func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 	g.seq++
 	reqID := fmt.Sprintf("%s-%08d", g.runID, g.seq)
-	t0 := g.now().UTC().Truncate(time.Millisecond)
+	t0 := g.eventClock().UTC().Truncate(time.Millisecond)
 	modelIdx := int(g.model.Uint64())
 	model := fmt.Sprintf("model-%02d", modelIdx)
 	tenant := fmt.Sprintf("tenant-%03d", g.tnt.Uint64())
@@ -186,6 +187,26 @@ func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 		out = append(out, p)
 	}
 	return append(out, g.dueDuplicates(false)...), nil
+}
+
+// eventClock is the clock, set back by the part of Config.Backfill that the run has not yet
+// caught up: the whole of it at the first request, none at the last.
+func (g *Generator) eventClock() time.Time {
+	now := g.now()
+	if g.cfg.Backfill <= 0 {
+		return now
+	}
+	if g.started.IsZero() {
+		g.started = now
+	}
+	done := 0.0
+	if g.cfg.Requests > 0 {
+		done = float64(g.seq-1) / float64(max(g.cfg.Requests-1, 1))
+	}
+	if g.cfg.Duration > 0 {
+		done = max(done, float64(now.Sub(g.started))/float64(g.cfg.Duration))
+	}
+	return now.Add(-time.Duration((1 - min(done, 1)) * float64(g.cfg.Backfill)))
 }
 
 // Drain returns the duplicates still waiting for their turn; call it once after the last Next.

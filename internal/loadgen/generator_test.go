@@ -232,3 +232,37 @@ func TestManifestRoundTrip(t *testing.T) {
 		t.Fatal("manifest without header accepted")
 	}
 }
+
+// TestBackfill: event times start Backfill before the clock and reach it at the last request,
+// by count, or by elapsed time for a run bounded by duration.
+func TestBackfill(t *testing.T) {
+	reg := fakeRegistry(t)
+	clock := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	g, err := NewGenerator(Config{Requests: 5, Backfill: 100 * time.Second}, "run1", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.now = func() time.Time { return clock }
+	for i, want := range []time.Duration{-100, -75, -50, -25, 0} {
+		g.seq = i + 1
+		if got := g.eventClock().Sub(clock); got != want*time.Second {
+			t.Errorf("request %d: event clock %v from the clock, want %v", i+1, got, want*time.Second)
+		}
+	}
+	g, err = NewGenerator(Config{Duration: time.Minute, Backfill: time.Hour}, "run1", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock
+	g.now = func() time.Time { return now }
+	for _, c := range []struct{ elapsed, want time.Duration }{{0, -time.Hour}, {30 * time.Second, -30 * time.Minute}, {time.Minute, 0}, {2 * time.Minute, 0}} {
+		now = clock.Add(c.elapsed)
+		g.seq++
+		if got := g.eventClock().Sub(now); got != c.want {
+			t.Errorf("%v into the run: event clock %v from the clock, want %v", c.elapsed, got, c.want)
+		}
+	}
+	if err := (Config{Backfill: 25 * time.Hour}).Validate(); err == nil || !strings.Contains(err.Error(), "backfill") {
+		t.Fatalf("25h backfill: %v", err)
+	}
+}

@@ -24,7 +24,9 @@ var migrationFiles embed.FS
 // Migration is one numbered DDL file from migrations/: NNNN_name.sql. A file holds one or more
 // statements separated by ';' at the end of a line. Every statement must be safe to run again
 // (CREATE ... IF NOT EXISTS), so a migration interrupted between its statements, or between
-// its last statement and its tracking row, converges when re-run.
+// its last statement and its tracking row, converges when re-run. 18.16 has no
+// ADD COLUMN IF NOT EXISTS, so Migrate skips an "ALTER TABLE t ADD COLUMN c ..." statement (one
+// column per statement) when system.columns already lists c in t.
 type Migration struct {
 	Version    uint32
 	Name       string
@@ -163,6 +165,13 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	var applied []Migration
 	for _, m := range pending {
 		for i, stmt := range m.Statements {
+			exists, err := columnExists(ctx, conn, stmt)
+			if err != nil {
+				return applied, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
+			}
+			if exists {
+				continue
+			}
 			if err := conn.Exec(ctx, stmt); err != nil {
 				return applied, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
 			}
@@ -183,4 +192,20 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 		applied = append(applied, m)
 	}
 	return applied, nil
+}
+
+var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+ADD\s+COLUMN\s+([A-Za-z0-9_]+)\s`)
+
+// columnExists reports whether stmt is an ALTER TABLE ... ADD COLUMN whose column the table in
+// the current database already has; any other statement reports false.
+func columnExists(ctx context.Context, conn driver.Conn, stmt string) (bool, error) {
+	m := addColumn.FindStringSubmatch(stmt)
+	if m == nil {
+		return false, nil
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?`, m[1], m[2]).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up column %s.%s: %w", m[1], m[2], err)
+	}
+	return n > 0, nil
 }

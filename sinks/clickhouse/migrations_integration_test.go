@@ -85,7 +85,8 @@ func TestMigrateTwice(t *testing.T) {
 		t.Fatalf("%s holds %d rows over %d versions, want %d each", clickhouse.MigrationsTable, recorded, distinct, len(all))
 	}
 	want := []string{clickhouse.MigrationsTable, "dlq_entries", "gateway_logs", "inference_results", "moderation_hits", "replay_log", "sink_ledger",
-		"v_dlq_entries", "v_gateway_logs", "v_inference_results", "v_moderation_hits"}
+		"v_category_minute", "v_dlq_entries", "v_dlq_minute", "v_freshness", "v_gateway_logs", "v_inference_results", "v_model_minute",
+		"v_moderation_hits", "v_moderation_minute", "v_replay_history", "v_sink_minute", "v_tenant_minute"}
 	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", cfg.Database)
 	if err != nil {
 		t.Fatal(err)
@@ -103,4 +104,19 @@ func TestMigrateTwice(t *testing.T) {
 		t.Fatalf("tables %v, want %v", got, want)
 	}
 	t.Logf("applied %d migrations, then 0; tables %v", len(first), got)
+
+	// Forgetting what ran and migrating again re-runs every statement on the migrated database:
+	// CREATE ... IF NOT EXISTS leaves each table alone and an ADD COLUMN whose column exists is
+	// skipped, so every migration applies again without error and nothing changes.
+	if err := conn.Exec(ctx, "DROP TABLE "+clickhouse.MigrationsTable); err != nil {
+		t.Fatal(err)
+	}
+	again, err := clickhouse.Migrate(ctx, conn)
+	if err != nil || len(again) != len(all) {
+		t.Fatalf("migrate after forgetting: applied %d (%v), want %d", len(again), err, len(all))
+	}
+	var ledgerCols uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = 'sink_ledger' AND name = 'max_event_time'", cfg.Database).Scan(&ledgerCols); err != nil || ledgerCols != 1 {
+		t.Fatalf("sink_ledger.max_event_time listed %d times (%v), want 1", ledgerCols, err)
+	}
 }

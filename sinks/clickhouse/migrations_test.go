@@ -12,15 +12,18 @@ func TestMigrationsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 7 {
-		t.Fatalf("%d migrations, want 7", len(ms))
+	// Every numbered file is a migration; numbers are unique and increasing (gaps allowed).
+	if len(ms) != 9 {
+		t.Fatalf("%d migrations, want 9", len(ms))
 	}
+	byVersion := map[uint32]Migration{}
 	// ClickHouse 18.16 rejects these; they may appear in comments only.
 	forbidden := regexp.MustCompile(`(?i)\bTTL\b|\bMap\(|DateTime64|LowCardinality|ADD COLUMN IF NOT EXISTS`)
 	for i, m := range ms {
-		if m.Version != uint32(i+1) {
-			t.Fatalf("migration %d has version %d: versions must run 1, 2, 3...", i, m.Version)
+		if i > 0 && m.Version <= ms[i-1].Version {
+			t.Fatalf("migration %d has version %d after %d: versions must increase", i, m.Version, ms[i-1].Version)
 		}
+		byVersion[m.Version] = m
 		for _, s := range m.Statements {
 			if forbidden.MatchString(s) {
 				t.Errorf("%04d_%s uses a feature 18.16 lacks: %s", m.Version, m.Name, forbidden.FindString(s))
@@ -33,8 +36,30 @@ func TestMigrationsParse(t *testing.T) {
 			}
 		}
 	}
-	if got := len(ms[4].Statements); got != 3 {
+	if got := len(byVersion[5].Statements); got != 3 {
 		t.Fatalf("views migration has %d statements, want 3", got)
+	}
+	// The dashboards' migrations: the ledger column and 7 rollup views; the replay history view
+	// over replay_log (0007).
+	if got := len(byVersion[8].Statements); got != 8 {
+		t.Fatalf("0008 has %d statements, want 8", got)
+	}
+	if got := len(byVersion[9].Statements); got != 1 {
+		t.Fatalf("0009 has %d statements, want 1", got)
+	}
+}
+
+func TestAddColumnPattern(t *testing.T) {
+	for stmt, want := range map[string][]string{
+		"ALTER TABLE sink_ledger ADD COLUMN max_event_time DateTime DEFAULT toDateTime(0)": {"sink_ledger", "max_event_time"},
+		"alter table t\n  add column c UInt8":                                              {"t", "c"},
+		"ALTER TABLE t MODIFY COLUMN c UInt8":                                              nil,
+		"CREATE TABLE IF NOT EXISTS t (c UInt8) ENGINE = Memory":                           nil,
+	} {
+		m := addColumn.FindStringSubmatch(stmt)
+		if (m == nil) != (want == nil) || (m != nil && (m[1] != want[0] || m[2] != want[1])) {
+			t.Errorf("%q: matched %q, want %q", stmt, m, want)
+		}
 	}
 }
 

@@ -132,6 +132,9 @@ type LedgerRow struct {
 	HitRows   uint32    `ch:"hit_rows"`
 	Epoch     int32     `ch:"epoch"`
 	FlushedAt time.Time `ch:"flushed_at"`
+	// MaxEventTime is the newest event time among the rows this flush landed for the
+	// partition (the Unix epoch when it landed none); the dashboards' freshness reads it.
+	MaxEventTime time.Time `ch:"max_event_time"`
 }
 
 // Rows is what one enriched record becomes: exactly one of Inference and Gateway, and its hits.
@@ -139,6 +142,17 @@ type Rows struct {
 	Inference *InferenceRow
 	Gateway   *GatewayRow
 	Hits      []HitRow
+}
+
+// EventTime is the event time of the record's row (zero when it has none).
+func (r Rows) EventTime() time.Time {
+	switch {
+	case r.Inference != nil:
+		return r.Inference.EventTime
+	case r.Gateway != nil:
+		return r.Gateway.EventTime
+	}
+	return time.Time{}
 }
 
 // MapRecord turns an enriched record into its rows. It fails only when the record has neither

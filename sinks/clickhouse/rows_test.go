@@ -129,7 +129,7 @@ func TestMapRecordNeedsExactlyOneSource(t *testing.T) {
 
 func TestInsertSQLNamesEveryColumn(t *testing.T) {
 	got := insertSQL(TableLedger, LedgerRow{})
-	want := "INSERT INTO sink_ledger (batch_id, group, topic, partition, min_offset, max_offset, rows, hit_rows, epoch, flushed_at) VALUES"
+	want := "INSERT INTO sink_ledger (batch_id, group, topic, partition, min_offset, max_offset, rows, hit_rows, epoch, flushed_at, max_event_time) VALUES"
 	if got != want {
 		t.Fatalf("%s\nwant %s", got, want)
 	}

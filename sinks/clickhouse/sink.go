@@ -395,7 +395,7 @@ func (s *Sink) flush(ctx context.Context) error {
 	for _, p := range parts {
 		ps := buf[p]
 		l := LedgerRow{BatchID: batchID, Group: s.cfg.Group, Topic: s.cfg.Topic, Partition: p,
-			MinOffset: ps[0].rec.Offset, MaxOffset: ps[len(ps)-1].rec.Offset, FlushedAt: now}
+			MinOffset: ps[0].rec.Offset, MaxOffset: ps[len(ps)-1].rec.Offset, FlushedAt: now, MaxEventTime: time.Unix(0, 0).UTC()}
 		for i := range ps {
 			pd := &ps[i]
 			l.Epoch = max(l.Epoch, pd.ep)
@@ -404,6 +404,9 @@ func (s *Sink) flush(ctx context.Context) error {
 			}
 			if pd.rows.Inference != nil || pd.rows.Gateway != nil {
 				l.Rows++
+				if et := pd.rows.EventTime(); et.After(l.MaxEventTime) {
+					l.MaxEventTime = et
+				}
 			}
 			l.HitRows += uint32(len(pd.rows.Hits))
 		}

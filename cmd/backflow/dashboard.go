@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/internal/dashboard"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+)
+
+func newDashboardCmd() *cobra.Command {
+	var cfg dashboard.Config
+	cmd := &cobra.Command{
+		Use:   "dashboard",
+		Short: "Serve the built-in dashboard: traffic, latency, tokens, moderation, dead letters, freshness, replays",
+		Long: `dashboard serves a web page of what backflow sank into ClickHouse, with the same panels (and
+the same SQL) as the Grafana dashboard in deploy/grafana: requests and errors per model, latency
+percentiles, tokens per tenant and model, risk-hit rate, top categories and verdict mix, dead
+letters per class and origin, sink throughput and freshness, and replay history. The page and
+its charts are built into the binary (no CDN, no build step); it refreshes itself and has a
+time-range selector.
+
+A health strip on top shows the lag of each consumer group in --groups (asked of Kafka), the
+dead letters in the range (from ClickHouse), and the moderation circuit breaker, scraped from
+the ingest stage's Prometheus endpoint at --breaker-metrics-url (gauge
+backflow_moderation_breaker_state); without that URL, or when it does not answer, the breaker
+shows as unknown.
+
+The page polls JSON endpoints that scripts can use too: /api/panels lists the panels,
+/api/panels/<id>?range=30m (or ?from=&to= in Unix seconds) returns one panel's rows, and
+/api/health the health strip. It needs the views of 'backflow migrate' (migrations 0008, 0009).
+It runs until SIGINT or SIGTERM.`,
+		Example: `  backflow dashboard --env-file .stack/env
+  backflow dashboard --addr 0.0.0.0:18400 --range 6h --breaker-metrics-url http://127.0.0.1:18410/metrics`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			conn, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			db, err := clickhouse.Open(ctx, conn.ClickHouse)
+			cancel()
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			kc, err := conn.Kafka.NewClient()
+			if err != nil {
+				return fmt.Errorf("%w: kafka: %w", errUsage, err)
+			}
+			defer kc.Close()
+			srv, err := dashboard.New(cfg, dashboard.Deps{ClickHouse: db, Kafka: kadm.NewClient(kc), Logger: log})
+			if err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			log.Info("dashboard serving", "url", srv.URL(), "clickhouse", conn.ClickHouse.Endpoint(), "groups", cfg.Groups, "breaker_metrics_url", cfg.BreakerURL)
+			fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s\n", srv.URL())
+			return srv.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", dashboard.DefaultAddr, "host:port to serve the page on")
+	f.DurationVar(&cfg.Range, "range", 30*time.Minute, "time range the page opens with (the page can change it)")
+	f.DurationVar(&cfg.Refresh, "refresh", 10*time.Second, "auto-refresh period the page opens with (the page can change it)")
+	f.StringSliceVar(&cfg.Groups, "groups", dashboard.DefaultGroups, "consumer groups whose lag the health strip shows")
+	f.StringVar(&cfg.BreakerURL, "breaker-metrics-url", "", "Prometheus /metrics URL of the ingest stage, for the moderation breaker (empty: shown as unknown)")
+	f.DurationVar(&cfg.QueryTimeout, "query-timeout", 10*time.Second, "bound on one panel's query")
+	return cmd
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backflowhq/backflow/internal/testenv"
+)
+
+func TestDashboardUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{{"dashboard", "extra"}, {"dashboard", "--range", "1s"}, {"dashboard", "--addr", "nope"},
+		{"dashboard", "--breaker-metrics-url", "ftp://host/metrics"}, {"dashboard", "--refresh", "10ms"}} {
+		if code, _ := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	code, out := runCLI(t, "dashboard", "--help")
+	for _, want := range []string{"--breaker-metrics-url", "backflow_moderation_breaker_state", "/api/panels", "--range"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("dashboard --help (exit %d) does not mention %q", code, want)
+		}
+	}
+}
+
+// TestDashboardCommandServes runs `backflow dashboard` against the stack on a free port: it
+// answers the health strip with every default group's lag from Kafka, and exits 0 on its
+// context's end (SIGTERM).
+func TestDashboardCommandServes(t *testing.T) {
+	testenv.Integration(t)
+	for _, k := range []string{testenv.KafkaBrokers, testenv.ClickHouseAddr} {
+		if v := testenv.Get(k); v != "" {
+			t.Setenv(k, v)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetArgs([]string{"dashboard", "--addr", addr})
+	done := make(chan int, 1)
+	go func() { done <- classify(root.ExecuteContext(ctx)) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/api/health?range=15m")
+		if err == nil {
+			var h struct {
+				Lag []struct{ Group, State string }
+			}
+			err = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || len(h.Lag) != 4 || h.Lag[0].Group != "backflow-ingest" || h.Lag[0].State == "unknown" {
+				t.Fatalf("health: %d %+v %v, want the lag of the 4 default groups as Kafka reports them", resp.StatusCode, h, err)
+			}
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("dashboard exited %d before serving: %s", code, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dashboard did not answer on %s: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	if code := <-done; code != exitOK || !strings.Contains(out.String(), "dashboard: http://"+addr+"/") {
+		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+}

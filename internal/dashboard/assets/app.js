@@ -1,0 +1,277 @@
+// backflow's built-in dashboard: polls /api/panels/<id> and /api/health and draws each panel as
+// SVG (time series, bars) or a table. No library and no build step: this file is served as is
+// from the binary. Every panel element carries data-state (loading, ok, empty, error) and
+// data-points (what it drew), which the browser test reads.
+"use strict";
+
+const SVGNS = "http://www.w3.org/2000/svg";
+const PALETTE = ["#3556d8", "#e8710a", "#1a7f37", "#c62828", "#7b3fc4", "#0097a7", "#c2185b", "#827717",
+  "#5d4037", "#455a64", "#f9a825", "#2e7d32"];
+
+const state = { layout: null, range: "30m", refresh: 10, timer: null, seq: 0 };
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+const nf = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
+function fmtNum(v, unit) {
+  if (v === null || v === undefined) return "–";
+  const abs = Math.abs(v);
+  let s;
+  if (abs >= 1e9) s = nf.format(v / 1e9) + "G";
+  else if (abs >= 1e6) s = nf.format(v / 1e6) + "M";
+  else if (abs >= 1e4) s = nf.format(v / 1e3) + "k";
+  else s = nf.format(v);
+  return unit && unit !== "tokens" ? s + " " + unit : s;
+}
+function fmtTime(unix, withDate) {
+  const d = new Date(unix * 1000);
+  const t = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
+  return withDate ? d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + t : t;
+}
+function fmtCell(v, col) {
+  if (v === null || v === undefined) return "–";
+  if (col.type === "time") return new Date(v * 1000).toLocaleString([], { hour12: false });
+  if (col.type === "number") return nf.format(v);
+  if (typeof v === "object") return JSON.stringify(v);
+  return String(v);
+}
+
+// niceTicks returns about n round values covering [0, max].
+function niceTicks(max, n) {
+  if (!(max > 0)) return [0, 1];
+  const raw = max / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => s >= raw);
+  const ticks = [];
+  for (let v = 0; v <= max + step * 0.001; v += step) ticks.push(v);
+  if (ticks[ticks.length - 1] < max) ticks.push(ticks[ticks.length - 1] + step);
+  return ticks;
+}
+
+function drawTimeSeries(body, panel, res) {
+  const series = new Map();
+  for (const r of res.rows) {
+    const name = String(r[1]);
+    if (!series.has(name)) series.set(name, []);
+    if (r[2] !== null) series.get(name).push([r[0], r[2]]);
+  }
+  const names = [...series.keys()].sort((a, b) => total(series.get(b)) - total(series.get(a)));
+  const W = Math.max(body.clientWidth, 300), H = 210, L = 52, R = 10, T = 8, B = 22;
+  const x0 = res.from, x1 = res.to;
+  let ymax = 0;
+  for (const pts of series.values()) for (const [, v] of pts) ymax = Math.max(ymax, v);
+  const ticks = niceTicks(ymax, 4), ytop = ticks[ticks.length - 1] || 1;
+  const X = t => L + (W - L - R) * (t - x0) / Math.max(x1 - x0, 1);
+  const Y = v => T + (H - T - B) * (1 - v / ytop);
+  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, height: H, role: "img", "aria-label": panel.title });
+  for (const v of ticks) {
+    s.append(svg("line", { class: "gridline", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }));
+    s.append(svg("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, fmtNum(v)));
+  }
+  const span = x1 - x0, withDate = span > 86400;
+  for (let i = 0; i <= 5; i++) {
+    const t = x0 + span * i / 5;
+    s.append(svg("text", { x: X(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle" }, fmtTime(t, withDate)));
+  }
+  s.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: Y(0), y2: Y(0) }));
+  let drawn = 0;
+  names.forEach((name, i) => {
+    const pts = series.get(name).sort((a, b) => a[0] - b[0]);
+    const color = PALETTE[i % PALETTE.length];
+    // A gap of more than one bucket breaks the line: no traffic is not a straight ramp.
+    let d = "", prev = null;
+    for (const [t, v] of pts) {
+      d += (prev !== null && t - prev <= res.interval_s ? "L" : "M") + X(t).toFixed(1) + "," + Y(v).toFixed(1);
+      prev = t;
+    }
+    const path = svg("path", { d, fill: "none", stroke: color, "stroke-width": 1.6, "data-series": name });
+    path.append(svg("title", {}, name));
+    s.append(path);
+    if (pts.length <= 3) for (const [t, v] of pts) s.append(svg("circle", { cx: X(t), cy: Y(v), r: 3, fill: color }));
+    drawn += pts.length;
+  });
+  body.append(s);
+  const legend = el("div", { class: "legend" });
+  names.slice(0, 12).forEach((name, i) => {
+    const chip = el("i");
+    chip.style.background = PALETTE[i % PALETTE.length];
+    legend.append(el("span", {}, chip, name));
+  });
+  if (names.length > 12) legend.append(el("span", { class: "muted" }, `+${names.length - 12} more`));
+  body.append(legend);
+  return drawn;
+}
+
+function total(pts) { return pts.reduce((a, [, v]) => a + v, 0); }
+
+function drawBars(body, panel, res) {
+  const rows = res.rows.filter(r => r[1] !== null);
+  const W = Math.max(body.clientWidth, 260), rowH = 22, H = rows.length * rowH + 4;
+  const labelW = Math.min(140, W * 0.35), valueW = 60;
+  const max = Math.max(...rows.map(r => r[1]), 1);
+  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, height: H, role: "img", "aria-label": panel.title });
+  rows.forEach((r, i) => {
+    const y = i * rowH + 2, w = (W - labelW - valueW - 8) * r[1] / max;
+    s.append(svg("text", { class: "barlabel", x: labelW - 6, y: y + 15, "text-anchor": "end" }, String(r[0])));
+    const bar = svg("rect", { x: labelW, y: y + 3, width: Math.max(w, 1), height: rowH - 6, rx: 2, fill: PALETTE[i % PALETTE.length] });
+    bar.append(svg("title", {}, `${r[0]}: ${nf.format(r[1])}`));
+    s.append(bar);
+    s.append(svg("text", { x: labelW + Math.max(w, 1) + 4, y: y + 15 }, fmtNum(r[1], panel.unit)));
+  });
+  body.append(s);
+  return rows.length;
+}
+
+function drawTable(body, panel, res) {
+  const head = el("tr");
+  res.columns.forEach(c => head.append(el("th", { class: c.type === "number" ? "num" : "" }, c.name)));
+  const tb = el("tbody");
+  for (const r of res.rows) {
+    const tr = el("tr");
+    r.forEach((v, i) => tr.append(el("td", { class: res.columns[i].type === "number" ? "num" : "" }, fmtCell(v, res.columns[i]))));
+    tb.append(tr);
+  }
+  body.append(el("div", { class: "tablewrap" }, el("table", {}, el("thead", {}, head), tb)));
+  return res.rows.length;
+}
+
+function drawStat(body, panel, res) {
+  body.append(el("div", { class: "stat" }, fmtNum(res.rows[0][0], panel.unit)));
+  return 1;
+}
+
+const drawers = { timeseries: drawTimeSeries, bars: drawBars, table: drawTable, stat: drawStat };
+
+function rangeQuery() { return "range=" + encodeURIComponent(state.range); }
+
+async function getJSON(url) {
+  const resp = await fetch(url, { cache: "no-store" });
+  const body = await resp.json().catch(() => ({ error: `${resp.status} ${resp.statusText}` }));
+  if (!resp.ok) throw new Error(body.error || `${resp.status} ${resp.statusText}`);
+  return body;
+}
+
+async function loadPanel(node, panel, seq) {
+  const body = node.querySelector(".body");
+  try {
+    const res = await getJSON(`/api/panels/${panel.id}?${rangeQuery()}`);
+    if (seq !== state.seq) return; // a newer refresh is under way
+    body.replaceChildren();
+    let points = 0;
+    if (res.rows.length > 0) points = drawers[panel.kind](body, panel, res);
+    if (points === 0) body.replaceChildren(el("div", { class: "msg" }, "No data in this range"));
+    if (res.truncated) body.append(el("div", { class: "muted" }, "more rows than shown"));
+    node.dataset.points = String(points);
+    node.dataset.state = points > 0 ? "ok" : "empty";
+  } catch (err) {
+    if (seq !== state.seq) return;
+    body.replaceChildren(el("div", { class: "msg" }, "Query failed: " + err.message));
+    node.dataset.points = "0";
+    node.dataset.state = "error";
+  }
+}
+
+// card is one figure of the health strip; raw is the figure as a plain number ("" if unknown).
+function card(cls, k, v, d, id, raw) {
+  const c = el("div", { class: "card " + cls, "data-health": id, "data-value": raw === null || raw === undefined ? "" : String(raw) },
+    el("div", { class: "k" }, k), el("div", { class: "v" }, v));
+  if (d) c.append(el("div", { class: "d" }, d));
+  return c;
+}
+
+async function loadHealth(seq) {
+  const strip = document.getElementById("health");
+  try {
+    const h = await getJSON(`/api/health?${rangeQuery()}`);
+    if (seq !== state.seq) return;
+    const cards = [];
+    for (const g of h.lag) {
+      const known = g.lag !== null && g.lag !== undefined;
+      const cls = !known ? "warn" : g.lag === 0 ? "ok" : g.lag < 10000 ? "warn" : "bad";
+      const detail = g.error ? g.error : `${g.state}, ${g.members} member${g.members === 1 ? "" : "s"}`;
+      cards.push(card(cls, "lag · " + g.group, known ? nf.format(g.lag) : "unknown", detail, "lag", known ? g.lag : null));
+    }
+    const dlqKnown = h.dlq !== null && h.dlq !== undefined;
+    cards.push(card(!dlqKnown ? "warn" : h.dlq === 0 ? "ok" : "bad", "dead letters in range",
+      dlqKnown ? nf.format(h.dlq) : "unknown", h.dlq_error || "", "dlq", dlqKnown ? h.dlq : null));
+    const b = h.breaker, bcls = { closed: "ok", "half-open": "warn", open: "bad" }[b.state] || "warn";
+    const bdetail = b.error ? b.error : b.groups.map(g => `${g.group || "(no group)"}: ${g.state}`).join(", ");
+    cards.push(card(bcls, "moderation breaker", b.state, bdetail, "breaker", b.state));
+    strip.replaceChildren(...cards);
+    strip.dataset.state = "ok";
+  } catch (err) {
+    if (seq !== state.seq) return;
+    strip.replaceChildren(card("bad", "health", "unavailable", err.message, "error"));
+    strip.dataset.state = "error";
+  }
+}
+
+async function refresh() {
+  const seq = ++state.seq;
+  for (const node of document.querySelectorAll(".panel")) node.dataset.state = "loading";
+  const panels = state.layout.panels.filter(p => p.section !== "Health");
+  await Promise.all([loadHealth(seq), ...panels.map(p => loadPanel(document.getElementById("panel-" + p.id), p, seq))]);
+  if (seq === state.seq) {
+    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString([], { hour12: false });
+    document.body.dataset.refreshed = String(seq);
+  }
+}
+
+function schedule() {
+  clearInterval(state.timer);
+  if (state.refresh > 0) state.timer = setInterval(refresh, state.refresh * 1000);
+}
+
+function saveHash() { location.hash = `range=${state.range}&refresh=${state.refresh}`; }
+
+function build(layout) {
+  const main = document.getElementById("sections");
+  let grid = null, section = null;
+  for (const p of layout.panels) {
+    if (p.section === "Health") continue;
+    if (p.section !== section) {
+      section = p.section;
+      grid = el("div", { class: "grid" });
+      main.append(el("h2", {}, section), grid);
+    }
+    const node = el("div", { class: "panel", id: "panel-" + p.id, "data-panel": p.id, "data-kind": p.kind, "data-state": "loading" },
+      el("h3", {}, p.title), el("div", { class: "help" }, p.help), el("div", { class: "body" }, el("div", { class: "msg" }, "loading…")));
+    node.style.gridColumn = `span ${p.width}`;
+    node.title = p.sql;
+    grid.append(node);
+  }
+}
+
+async function main() {
+  const layout = await getJSON("/api/panels");
+  state.layout = layout;
+  const params = new URLSearchParams(location.hash.slice(1));
+  state.range = params.get("range") || (layout.range_s % 3600 === 0 ? layout.range_s / 3600 + "h" : layout.range_s / 60 + "m");
+  state.refresh = params.has("refresh") ? Number(params.get("refresh")) : layout.refresh_s;
+  const rangeSel = document.getElementById("range"), refreshSel = document.getElementById("refresh");
+  if (![...rangeSel.options].some(o => o.value === state.range)) rangeSel.append(el("option", { value: state.range }, "last " + state.range));
+  if (![...refreshSel.options].some(o => Number(o.value) === state.refresh)) refreshSel.append(el("option", { value: state.refresh }, state.refresh + " s"));
+  rangeSel.value = state.range;
+  refreshSel.value = String(state.refresh);
+  rangeSel.onchange = () => { state.range = rangeSel.value; saveHash(); refresh(); };
+  refreshSel.onchange = () => { state.refresh = Number(refreshSel.value); saveHash(); schedule(); };
+  document.getElementById("now").onclick = refresh;
+  build(layout);
+  await refresh();
+  schedule();
+}
+
+main().catch(err => {
+  document.getElementById("sections").replaceChildren(el("div", { class: "panel", "data-state": "error" }, "Could not load the dashboard: " + err.message));
+});

@@ -1,0 +1,228 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/internal/dashboard"
+)
+
+// chromiumPath is Debian's Chromium, which deploy/local/chromium installs (make test runs it).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("BACKFLOW_CHROMIUM")
+	if p == "" {
+		p = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no Chromium at %s (%v): run deploy/local/chromium, as make test does, or set BACKFLOW_CHROMIUM", p, err)
+	}
+	return p
+}
+
+// screenshotDir is where the browser test saves its screenshot: $BACKFLOW_SCREENSHOT_DIR, or
+// .stack/screenshots in the repository (git-ignored).
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("BACKFLOW_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".stack", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// pageState is what the page reports of itself through its data attributes.
+type pageState struct {
+	Refreshed string
+	Panels    []struct{ ID, Kind, State, Points string }
+	Health    []struct{ Kind, Key, Value, Raw string }
+}
+
+const readPage = `({
+  refreshed: document.body.dataset.refreshed || "",
+  panels: [...document.querySelectorAll(".panel[data-panel]")].map(p => ({id: p.dataset.panel, kind: p.dataset.kind, state: p.dataset.state, points: p.dataset.points || ""})),
+  health: [...document.querySelectorAll("#health .card")].map(c => ({kind: c.dataset.health, key: c.querySelector(".k").textContent, value: c.querySelector(".v").textContent, raw: c.dataset.value || ""})),
+})`
+
+// checkBrowser serves the dashboard on the demo data, loads it in headless Chromium, checks that
+// every panel drew data and the health strip shows lag, dead letters and the breaker, and saves
+// a screenshot; then checks that the range selector and auto-refresh redraw it.
+func (d *demo) checkBrowser(t *testing.T) {
+	// The ingest stage's /metrics, as Prometheus's client serves it: the breaker gauge, closed.
+	reg := prometheus.NewRegistry()
+	breaker := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: dashboard.BreakerMetric, Help: "0 closed, 1 half-open, 2 open"}, []string{"group"})
+	reg.MustRegister(breaker)
+	breaker.WithLabelValues(d.Ingest.Group).Set(0)
+	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer metrics.Close()
+
+	groups := []string{d.Ingest.Group, d.SinkGroup, d.MirrorGroup}
+	srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: metrics.URL + "/metrics", Range: 30 * time.Minute},
+		dashboard.Deps{ClickHouse: d.Conn, Kafka: kadm.NewClient(d.Admin)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ranges := map[string]int{} // panel requests per ?range= the page sent
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/panels/") {
+			mu.Lock()
+			ranges[r.URL.Query().Get("range")]++
+			mu.Unlock()
+		}
+		srv.Handler().ServeHTTP(w, r)
+	}))
+	defer web.Close()
+
+	// Chromium with the flags this machine needs (no network but loopback), a fresh profile.
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 900))
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/#range=30m&refresh=0")); err != nil {
+		t.Fatalf("chromium: load %s: %v", web.URL, err)
+	}
+	wctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	// Done when a refresh finished and no panel is still loading.
+	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](`document.body.dataset.refreshed && !document.querySelector('.panel[data-state="loading"]')`,
+		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("the page did not finish drawing: %v", err)
+	}
+	raw, err := chromedp.Run(bctx, chromedp.Evaluate[json.RawMessage](readPage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps pageState
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		t.Fatal(err)
+	}
+
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(screenshotDir(t), "dashboard.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d KiB)", path, len(shot)>>10)
+
+	// Every panel but the health strip's drew data.
+	want := 0
+	for _, p := range dashboard.Panels {
+		if p.Section != dashboard.HealthSection {
+			want++
+		}
+	}
+	if len(ps.Panels) != want {
+		t.Fatalf("the page shows %d panels, want %d: %+v", len(ps.Panels), want, ps.Panels)
+	}
+	for _, p := range ps.Panels {
+		n, _ := strconv.Atoi(p.Points)
+		if p.State != "ok" || n == 0 {
+			t.Errorf("panel %s (%s): state %q, %s points drawn", p.ID, p.Kind, p.State, p.Points)
+		}
+		t.Logf("panel %-24s %-10s drew %s", p.ID, p.Kind, p.Points)
+	}
+	// The health strip: a known lag per group (0 for the sink, which read everything), the
+	// dead letters in the range, and the breaker as the gauge says.
+	poison := 0
+	for _, n := range d.poison {
+		poison += n
+	}
+	lags, sawDLQ, sawBreaker := 0, false, false
+	for _, h := range ps.Health {
+		t.Logf("health %-8s %-48s %s", h.Kind, h.Key, h.Value)
+		switch h.Kind {
+		case "lag":
+			lags++
+			if h.Raw == "" || (h.Key == "lag · "+d.SinkGroup && h.Raw != "0") {
+				t.Errorf("%s shows %q (raw %q), want a known lag (0 for the sink)", h.Key, h.Value, h.Raw)
+			}
+		case "dlq":
+			sawDLQ = true
+			if h.Raw != fmt.Sprint(poison) {
+				t.Errorf("dead letters in range %q (raw %q), manifest has %d poison records", h.Value, h.Raw, poison)
+			}
+		case "breaker":
+			sawBreaker = true
+			if h.Value != "closed" {
+				t.Errorf("breaker shows %q, the gauge says closed", h.Value)
+			}
+		}
+	}
+	if lags != len(groups) || !sawDLQ || !sawBreaker {
+		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v", lags, len(groups), sawDLQ, sawBreaker)
+	}
+
+	// The range selector: choosing the last hour refreshes every panel with range=1h.
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById("range"); s.value = "1h"; return s.dispatchEvent(new Event("change")); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](fmt.Sprintf(`Number(document.body.dataset.refreshed) > %s && !document.querySelector('.panel[data-state="loading"]') && location.hash.includes("range=1h")`, ps.Refreshed),
+		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("choosing the last hour did not redraw the page: %v", err)
+	}
+	mu.Lock()
+	hour := ranges["1h"]
+	mu.Unlock()
+	if hour != want {
+		t.Fatalf("after choosing the last hour the page asked for %d panels with range=1h, want %d (requests per range: %v)", hour, want, ranges)
+	}
+	// Auto-refresh: opened with a 1 s period, the page redraws by itself.
+	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/?again#range=15m&refresh=1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshed) >= 3`, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("the page did not refresh by itself: %v", err)
+	}
+	mu.Lock()
+	t.Logf("panel requests per range: %v", ranges)
+	if ranges["15m"] < 3*want {
+		t.Errorf("auto-refresh asked for %d panels with range=15m, want at least %d", ranges["15m"], 3*want)
+	}
+	mu.Unlock()
+
+	// Without a metrics URL, and with one that does not answer, the breaker shows as unknown.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/metrics"
+	ln.Close()
+	for name, url := range map[string]string{"not configured": "", "unreachable": closed} {
+		srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: url}, dashboard.Deps{ClickHouse: d.Conn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/health?range=30m", nil))
+		var h dashboard.Health
+		if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil || h.Breaker.State != "unknown" || h.Breaker.Error == "" {
+			t.Fatalf("%s breaker: %s (%v), want state unknown with a reason", name, rec.Body.String(), err)
+		}
+	}
+}

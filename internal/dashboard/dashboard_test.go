@@ -1,0 +1,200 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func TestExpand(t *testing.T) {
+	from, to := time.Unix(1796115060, 0), time.Unix(1796116860, 0)
+	r, err := NewRange(from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Expand("SELECT $__interval_s WHERE $__timeFilter(minute) AND $__timeFilter( t.x ) AND a >= $__fromTime AND b < $__toTime", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "SELECT 60 WHERE minute >= toDateTime(1796115060) AND minute <= toDateTime(1796116860) AND t.x >= toDateTime(1796115060) AND t.x <= toDateTime(1796116860) AND a >= toDateTime(1796115060) AND b < toDateTime(1796116860)"
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	for _, sql := range []string{"SELECT $__timeInterval(minute)", "SELECT $__conditionalAll(a, $v)", "SELECT $__timeFilter()"} {
+		if _, err := Expand(sql, r); !errors.Is(err, ErrUnknownMacro) {
+			t.Errorf("%s: %v, want ErrUnknownMacro", sql, err)
+		}
+	}
+}
+
+func TestNewRange(t *testing.T) {
+	now := time.Unix(1796116860, 0)
+	for _, c := range []struct {
+		span time.Duration
+		want time.Duration
+	}{
+		{5 * time.Minute, time.Minute}, {2 * time.Hour, time.Minute}, {3 * time.Hour, 2 * time.Minute},
+		{6 * time.Hour, 5 * time.Minute}, {24 * time.Hour, 15 * time.Minute}, {7 * 24 * time.Hour, 2 * time.Hour},
+		{365 * 24 * time.Hour, 24 * time.Hour},
+	} {
+		r, err := LastRange(now, c.span)
+		if err != nil || r.Interval != c.want || !r.To.Equal(now) || !r.From.Equal(now.Add(-c.span)) {
+			t.Errorf("last %v: %+v %v, want interval %v", c.span, r, err, c.want)
+		}
+	}
+	if _, err := NewRange(now, now); !errors.Is(err, ErrBadRange) {
+		t.Fatalf("empty range: %v", err)
+	}
+}
+
+// TestPanelsAreWellFormed: every panel has a unique URL-safe id, fits the grid, uses only the
+// macros Expand knows, and declares the column layout its kind draws.
+func TestPanelsAreWellFormed(t *testing.T) {
+	id := regexp.MustCompile(`^[a-z0-9_]+$`)
+	seen := map[string]bool{}
+	r, _ := LastRange(time.Now(), time.Hour)
+	for _, p := range Panels {
+		if !id.MatchString(p.ID) || seen[p.ID] || p.Title == "" || p.Help == "" || p.Section == "" {
+			t.Errorf("panel %+v: id, title, help and section must be set and the id unique", p.ID)
+		}
+		seen[p.ID] = true
+		if p.Width < 1 || p.Width > 24 {
+			t.Errorf("%s: width %d", p.ID, p.Width)
+		}
+		if _, err := Expand(p.SQL, r); err != nil {
+			t.Errorf("%s: %v", p.ID, err)
+		}
+		if strings.Contains(p.SQL, "toStartOfInterval") || strings.Contains(p.SQL, "FINAL") {
+			t.Errorf("%s: toStartOfInterval is missing on 18.16; FINAL belongs in the views", p.ID)
+		}
+		switch p.Kind {
+		case TimeSeries:
+			if len(p.Columns) != 3 || p.Columns[0] != "time" {
+				t.Errorf("%s: a time series returns time, series, value; declares %v", p.ID, p.Columns)
+			}
+		case Bars:
+			if len(p.Columns) != 2 {
+				t.Errorf("%s: bars return label, value; declares %v", p.ID, p.Columns)
+			}
+		case Stat:
+			if len(p.Columns) != 1 {
+				t.Errorf("%s: a stat returns one column; declares %v", p.ID, p.Columns)
+			}
+		case Table:
+			if len(p.Columns) == 0 {
+				t.Errorf("%s: no columns", p.ID)
+			}
+		default:
+			t.Errorf("%s: kind %q", p.ID, p.Kind)
+		}
+		for _, c := range p.Columns {
+			if !strings.Contains(p.SQL, c) {
+				t.Errorf("%s: column %s does not appear in its SQL", p.ID, c)
+			}
+		}
+	}
+	if p, ok := PanelByID("dlq_in_range"); !ok || p.Section != HealthSection || p.Kind != Stat {
+		t.Fatal("the health strip's dead-letter count must be the stat panel dlq_in_range")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Addr: "nope"}, "addr"},
+		{Config{Refresh: time.Millisecond}, "refresh"},
+		{Config{Range: time.Second}, "range"},
+		{Config{MaxRows: -1}, "max rows"},
+		{Config{Parallel: -1}, "parallel"},
+		{Config{Groups: []string{"a", " "}}, "groups"},
+		{Config{BreakerURL: "127.0.0.1:18410/metrics"}, "breaker url"},
+	} {
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error naming %s", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestScrapeBreaker reads the gauge as Prometheus's own client exposes it: the worst group wins,
+// and every failure leaves the state unknown with a reason.
+func TestScrapeBreaker(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: BreakerMetric, Help: "breaker"}, []string{"group"})
+	other := prometheus.NewGauge(prometheus.GaugeOpts{Name: "something_else", Help: "x"})
+	reg.MustRegister(other)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	ctx := context.Background()
+	if b := ScrapeBreaker(ctx, srv.Client(), srv.URL); b.State != "unknown" || !strings.Contains(b.Error, "does not export") {
+		t.Fatalf("gauge missing: %+v", b)
+	}
+	reg.MustRegister(g)
+	for _, c := range []struct {
+		a, b float64
+		want string
+	}{{0, 0, "closed"}, {0, 1, "half-open"}, {2, 1, "open"}} {
+		g.WithLabelValues("ingest-a").Set(c.a)
+		g.WithLabelValues("ingest-b").Set(c.b)
+		b := ScrapeBreaker(ctx, srv.Client(), srv.URL)
+		if b.State != c.want || len(b.Groups) != 2 || b.Groups[0].Group != "ingest-a" || b.Error != "" {
+			t.Errorf("gauges %v, %v: %+v, want %s", c.a, c.b, b, c.want)
+		}
+	}
+	g.WithLabelValues("ingest-a").Set(7)
+	g.WithLabelValues("ingest-b").Set(math.NaN())
+	if b := ScrapeBreaker(ctx, srv.Client(), srv.URL); b.State != "unknown" || b.Error == "" {
+		t.Errorf("values 7 and NaN: %+v, want unknown", b)
+	}
+	if b := ScrapeBreaker(ctx, srv.Client(), ""); b.State != "unknown" || !strings.Contains(b.Error, "not configured") {
+		t.Errorf("no url: %+v", b)
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	if b := ScrapeBreaker(ctx, srv.Client(), down.URL); b.State != "unknown" || !strings.Contains(b.Error, "scrape") {
+		t.Errorf("unreachable: %+v", b)
+	}
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	if b := ScrapeBreaker(ctx, srv.Client(), notFound.URL); b.State != "unknown" || !strings.Contains(b.Error, "404") {
+		t.Errorf("404: %+v", b)
+	}
+}
+
+func TestJSONValue(t *testing.T) {
+	ts := time.Unix(1796115060, 0)
+	s := "x"
+	var nilStr *string
+	for _, c := range []struct {
+		in   any
+		want any
+	}{
+		{ts, int64(1796115060)}, {math.NaN(), nil}, {float32(1.5), 1.5}, {uint64(7), uint64(7)},
+		{&s, "x"}, {nilStr, nil}, {[]float64{1, math.Inf(1)}, []any{1.0, nil}}, {[]string{"a"}, []any{"a"}},
+	} {
+		if got := jsonValue(reflect.ValueOf(c.in)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%#v: %#v, want %#v", c.in, got, c.want)
+		}
+	}
+	for db, want := range map[string]string{"DateTime": "time", "Nullable(DateTime)": "time", "UInt64": "number", "Float64": "number",
+		"String": "string", "LowCardinality(String)": "string", "LowCardinality(Nullable(String))": "string", "Array(Float64)": "other",
+		"DateTime('UTC')": "time", "Array(Nullable(String))": "other"} {
+		if got := kindOf(db); got != want {
+			t.Errorf("kindOf(%s) = %s, want %s", db, got, want)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// GroupLag is one consumer group's lag, summed over its partitions.
+type GroupLag struct {
+	Group   string `json:"group"`
+	State   string `json:"state"` // Kafka's group state (Stable, Empty, Dead, ...); "unknown" when it could not be read
+	Members int    `json:"members"`
+	// Lag is the sum over the group's partitions of end offset minus committed offset; null
+	// when the group has no committed offsets or they could not be read.
+	Lag        *int64 `json:"lag"`
+	Partitions int    `json:"partitions"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ReadLag asks Kafka for the lag of each group, in the order given. A group Kafka does not know
+// comes back with state Dead and no lag; a failed call gives every group state "unknown" and
+// the error.
+func ReadLag(ctx context.Context, adm *kadm.Client, groups []string) []GroupLag {
+	out := make([]GroupLag, len(groups))
+	for i, g := range groups {
+		out[i] = GroupLag{Group: g, State: "unknown"}
+	}
+	if adm == nil {
+		for i := range out {
+			out[i].Error = "no Kafka client"
+		}
+		return out
+	}
+	lags, err := adm.Lag(ctx, groups...)
+	if err != nil {
+		for i := range out {
+			out[i].Error = fmt.Sprintf("kafka: lag: %v", err)
+		}
+		return out
+	}
+	for i, g := range groups {
+		l, ok := lags[g]
+		if !ok {
+			out[i].Error = "not in Kafka's answer"
+			continue
+		}
+		out[i].State, out[i].Members = l.State, len(l.Members)
+		if err := l.Error(); err != nil {
+			out[i].Error = err.Error()
+			continue
+		}
+		var sum int64
+		known := 0
+		for _, parts := range l.Lag {
+			for _, p := range parts {
+				out[i].Partitions++
+				if p.Lag >= 0 && p.Err == nil {
+					sum += p.Lag
+					known++
+				}
+			}
+		}
+		if known > 0 {
+			out[i].Lag = &sum
+		}
+	}
+	return out
+}
+
+// BreakerMetric is the gauge the ingest stage exports for its moderation circuit breaker,
+// labelled by group: 0 closed, 1 half-open, 2 open.
+const BreakerMetric = "backflow_moderation_breaker_state"
+
+// Breaker is the moderation circuit breaker's state as scraped from the ingest stage.
+type Breaker struct {
+	// State is the worst over the groups: "closed", "half-open", "open", or "unknown" when no
+	// URL is configured, the scrape failed, or the gauge is missing.
+	State  string         `json:"state"`
+	Groups []GroupBreaker `json:"groups"`
+	Source string         `json:"source"` // the URL scraped, or "" when none is configured
+	Error  string         `json:"error,omitempty"`
+}
+
+// GroupBreaker is one ingest group's breaker.
+type GroupBreaker struct {
+	Group string `json:"group"`
+	State string `json:"state"`
+}
+
+var breakerStates = []string{"closed", "half-open", "open"}
+
+// ScrapeBreaker reads BreakerMetric from the Prometheus text exposition at url. It never fails:
+// whatever goes wrong leaves the state "unknown" with the reason in Error.
+func ScrapeBreaker(ctx context.Context, hc *http.Client, url string) Breaker {
+	b := Breaker{State: "unknown", Source: url, Groups: []GroupBreaker{}}
+	if url == "" {
+		b.Error = "not configured (backflow dashboard --breaker-metrics-url)"
+		return b
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		b.Error = err.Error()
+		return b
+	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		b.Error = fmt.Sprintf("scrape: %v", err)
+		return b
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Error = fmt.Sprintf("scrape: %s answered %s", url, resp.Status)
+		return b
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		b.Error = fmt.Sprintf("scrape: parse %s: %v", url, err)
+		return b
+	}
+	mf, ok := families[BreakerMetric]
+	if !ok || len(mf.GetMetric()) == 0 {
+		b.Error = fmt.Sprintf("%s does not export %s", url, BreakerMetric)
+		return b
+	}
+	worst := -1
+	for _, m := range mf.GetMetric() {
+		var v float64
+		switch {
+		case m.GetGauge() != nil:
+			v = m.GetGauge().GetValue()
+		case m.GetUntyped() != nil:
+			v = m.GetUntyped().GetValue()
+		default:
+			continue
+		}
+		group := ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "group" {
+				group = lp.GetValue()
+			}
+		}
+		state := "unknown"
+		if i := int(v); float64(i) == v && i >= 0 && i < len(breakerStates) {
+			state = breakerStates[i]
+			worst = max(worst, i)
+		}
+		b.Groups = append(b.Groups, GroupBreaker{Group: group, State: state})
+	}
+	sort.Slice(b.Groups, func(i, j int) bool { return b.Groups[i].Group < b.Groups[j].Group })
+	if worst >= 0 {
+		b.State = breakerStates[worst]
+	} else {
+		b.Error = fmt.Sprintf("%s holds no value 0, 1 or 2", BreakerMetric)
+	}
+	return b
+}
+
+// Health is the page's health strip: lag per group, dead letters in the range, the breaker.
+type Health struct {
+	Lag     []GroupLag `json:"lag"`
+	DLQ     *uint64    `json:"dlq"` // entries in the range; null when ClickHouse did not answer
+	DLQErr  string     `json:"dlq_error,omitempty"`
+	Breaker Breaker    `json:"breaker"`
+}

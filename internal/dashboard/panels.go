@@ -1,0 +1,213 @@
+package dashboard
+
+// Kind is how a panel draws its rows.
+type Kind string
+
+// The kinds of panel. The column layout each expects is fixed, so the page, the Grafana JSON and
+// the tests all read a result the same way.
+const (
+	// TimeSeries: Columns[0] the bucket time (DateTime), Columns[1] the series name (String),
+	// Columns[2] the value. Rows come ordered by time.
+	TimeSeries Kind = "timeseries"
+	// Bars: Columns[0] the label, Columns[1] the value; one bar a row, largest first.
+	Bars Kind = "bars"
+	// Table: every column, as returned.
+	Table Kind = "table"
+	// Stat: one row; Columns[0] is the figure.
+	Stat Kind = "stat"
+)
+
+// Panel is one chart or table: its SQL, with the Grafana ClickHouse plugin's macros
+// ($__timeFilter(col), $__fromTime, $__toTime, $__interval_s; see Expand), and the columns it
+// returns. Panels is the one source of truth: the built-in page runs these, and
+// deploy/grafana/dashboards/backflow.json is generated from them (GrafanaJSON).
+type Panel struct {
+	ID      string // URL-safe and unique; the JSON endpoint is /api/panels/<ID>
+	Title   string
+	Section string // panels of one section are drawn together, in order
+	Help    string // one sentence under the title: what the figure is
+	Kind    Kind
+	Unit    string // of the value column(s): "", "ms", "%", "tokens", "rows/s", "s"
+	Width   int    // of 24 grid columns
+	SQL     string
+	Columns []string // the result's column names, in order
+}
+
+// HealthSection is the section the page shows in its health strip rather than as a panel.
+const HealthSection = "Health"
+
+// bucket re-buckets a per-minute view's minute column to the panel's interval.
+const bucket = `toDateTime(intDiv(toUInt32(minute), $__interval_s) * $__interval_s) AS time`
+
+// Panels are the dashboards' panels, in page order. Every SQL reads the views of migrations
+// 0008 and 0009 (per-minute rollups over the deduplicating v_* views, the ledger, replay_log),
+// and runs on ClickHouse 18.16 and current releases: no toStartOfInterval (18.16 lacks it, so
+// no $__timeInterval), no aliases that shadow a column another expression uses.
+var Panels = []Panel{
+	{
+		ID: "dlq_in_range", Title: "Dead letters in range", Section: HealthSection, Kind: Stat, Width: 6,
+		Help: "DLQ entries mirrored into ClickHouse whose dead-letter time is in the range.",
+		SQL: `SELECT toUInt64(sum(entries)) AS entries
+FROM v_dlq_minute
+WHERE $__timeFilter(minute)`,
+		Columns: []string{"entries"},
+	},
+	{
+		ID: "requests_per_model", Title: "Requests per model", Section: "Traffic", Kind: TimeSeries, Width: 12,
+		Help: "Inference results per model and interval, each request once.",
+		SQL: `SELECT ` + bucket + `, model, sum(requests) AS requests
+FROM v_model_minute
+WHERE $__timeFilter(minute)
+GROUP BY time, model
+ORDER BY time, model`,
+		Columns: []string{"time", "model", "requests"},
+	},
+	{
+		ID: "errors_per_model", Title: "Errors per model", Section: "Traffic", Kind: TimeSeries, Width: 12,
+		Help: "Inference results whose status is not OK (ERROR, TIMEOUT), per model and interval.",
+		SQL: `SELECT ` + bucket + `, model, sum(errors) AS errors
+FROM v_model_minute
+WHERE $__timeFilter(minute)
+GROUP BY time, model
+ORDER BY time, model`,
+		Columns: []string{"time", "model", "errors"},
+	},
+	{
+		ID: "latency_p95", Title: "Latency p95 per model", Section: "Latency", Kind: TimeSeries, Unit: "ms", Width: 12,
+		Help: "95th percentile of the model's reported latency, per interval.",
+		SQL: `SELECT ` + bucket + `, model, round(quantilesMerge(0.5, 0.95, 0.99)(latency_ms_quantiles)[2]) AS p95_ms
+FROM v_model_minute
+WHERE $__timeFilter(minute)
+GROUP BY time, model
+ORDER BY time, model`,
+		Columns: []string{"time", "model", "p95_ms"},
+	},
+	{
+		ID: "latency_per_model", Title: "Latency per model", Section: "Latency", Kind: Table, Unit: "ms", Width: 12,
+		Help: "Requests, errors and latency percentiles over the whole range.",
+		SQL: `SELECT model, requests, errors, round(q[1]) AS p50_ms, round(q[2]) AS p95_ms, round(q[3]) AS p99_ms
+FROM
+(
+    SELECT model, sum(requests) AS requests, sum(errors) AS errors,
+        quantilesMerge(0.5, 0.95, 0.99)(latency_ms_quantiles) AS q
+    FROM v_model_minute
+    WHERE $__timeFilter(minute)
+    GROUP BY model
+)
+ORDER BY requests DESC, model`,
+		Columns: []string{"model", "requests", "errors", "p50_ms", "p95_ms", "p99_ms"},
+	},
+	{
+		ID: "tokens_per_tenant", Title: "Tokens per tenant", Section: "Tokens", Kind: Bars, Unit: "tokens", Width: 8,
+		Help: "Prompt plus completion tokens of the ten busiest tenants, from gateway responses.",
+		SQL: `SELECT tenant_id, sum(tokens_total) AS tokens
+FROM v_tenant_minute
+WHERE $__timeFilter(minute)
+GROUP BY tenant_id
+ORDER BY tokens DESC, tenant_id
+LIMIT 10`,
+		Columns: []string{"tenant_id", "tokens"},
+	},
+	{
+		ID: "tokens_per_tenant_model", Title: "Tokens per tenant and model", Section: "Tokens", Kind: Table, Unit: "tokens", Width: 16,
+		Help: "The 25 largest (tenant, model) pairs by tokens.",
+		SQL: `SELECT tenant_id, model, sum(requests) AS requests, sum(tokens_prompt) AS prompt_tokens,
+    sum(tokens_completion) AS completion_tokens, sum(tokens_total) AS total_tokens
+FROM v_tenant_minute
+WHERE $__timeFilter(minute)
+GROUP BY tenant_id, model
+ORDER BY total_tokens DESC, tenant_id, model
+LIMIT 25`,
+		Columns: []string{"tenant_id", "model", "requests", "prompt_tokens", "completion_tokens", "total_tokens"},
+	},
+	{
+		ID: "risk_hit_rate", Title: "Risk-hit rate", Section: "Moderation", Kind: TimeSeries, Unit: "%", Width: 12,
+		Help: "Share of screened texts with at least one dictionary match, per kind of text.",
+		SQL: `SELECT ` + bucket + `, record, round(100 * sum(with_hits) / sum(records), 2) AS hit_rate_pct
+FROM v_moderation_minute
+WHERE $__timeFilter(minute)
+GROUP BY time, record
+ORDER BY time, record`,
+		Columns: []string{"time", "record", "hit_rate_pct"},
+	},
+	{
+		ID: "top_categories", Title: "Top risk categories", Section: "Moderation", Kind: Bars, Width: 6,
+		Help: "Dictionary matches per category.",
+		SQL: `SELECT category, sum(hits) AS matches
+FROM v_category_minute
+WHERE $__timeFilter(minute)
+GROUP BY category
+ORDER BY matches DESC, category
+LIMIT 10`,
+		Columns: []string{"category", "matches"},
+	},
+	{
+		ID: "verdict_mix", Title: "Verdict mix", Section: "Moderation", Kind: Bars, Width: 6,
+		Help: "Screened texts per verdict; texts that were not screened show their status.",
+		SQL: `SELECT if(verdict = '', concat('(', moderation_status, ')'), verdict) AS outcome, sum(records) AS texts
+FROM v_moderation_minute
+WHERE $__timeFilter(minute)
+GROUP BY outcome
+ORDER BY texts DESC, outcome`,
+		Columns: []string{"outcome", "texts"},
+	},
+	{
+		ID: "dlq_over_time", Title: "Dead letters per class", Section: "Dead letters", Kind: TimeSeries, Width: 12,
+		Help: "DLQ entries per error class and interval of their dead-letter time.",
+		SQL: `SELECT ` + bucket + `, class, sum(entries) AS entries
+FROM v_dlq_minute
+WHERE $__timeFilter(minute)
+GROUP BY time, class
+ORDER BY time, class`,
+		Columns: []string{"time", "class", "entries"},
+	},
+	{
+		ID: "dlq_by_class_origin", Title: "Dead letters by class and origin", Section: "Dead letters", Kind: Table, Width: 12,
+		Help: "DLQ entries per error class, stage and origin topic; backflow dlq list shows them.",
+		SQL: `SELECT class, stage, origin_topic, sum(entries) AS dead_letters, sum(bytes) AS value_bytes
+FROM v_dlq_minute
+WHERE $__timeFilter(minute)
+GROUP BY class, stage, origin_topic
+ORDER BY dead_letters DESC, class, stage, origin_topic`,
+		Columns: []string{"class", "stage", "origin_topic", "dead_letters", "value_bytes"},
+	},
+	{
+		ID: "sink_throughput", Title: "Sink throughput", Section: "Pipeline", Kind: TimeSeries, Unit: "rows/s", Width: 9,
+		Help: "Rows landed per second by each ClickHouse sink group, from the ledger.",
+		SQL: `SELECT ` + bucket + `, group, round(sum(rows_landed) / $__interval_s, 1) AS rows_per_s
+FROM v_sink_minute
+WHERE $__timeFilter(minute)
+GROUP BY time, group
+ORDER BY time, group`,
+		Columns: []string{"time", "group", "rows_per_s"},
+	},
+	{
+		ID: "freshness", Title: "Freshness", Section: "Pipeline", Kind: Table, Unit: "s", Width: 15,
+		Help: "Per sink group, now (not the range): newest event time landed and last flush, and how far each lies behind.",
+		SQL: `SELECT group, topic, last_event_time, event_lag_s, last_flush, flush_age_s, rows_total
+FROM v_freshness
+ORDER BY group, topic`,
+		Columns: []string{"group", "topic", "last_event_time", "event_lag_s", "last_flush", "flush_age_s", "rows_total"},
+	},
+	{
+		ID: "replay_history", Title: "Replay history", Section: "Pipeline", Kind: Table, Width: 24,
+		Help: "Replays executed in the range: who moved which group's offsets, and how far.",
+		SQL: `SELECT executed_at, who, group, topic, count() AS partitions, sum(offsets_moved) AS offsets_moved, spec, epoch
+FROM v_replay_history
+WHERE $__timeFilter(executed_at)
+GROUP BY replay_id, executed_at, who, group, topic, spec, epoch
+ORDER BY executed_at DESC, group, topic
+LIMIT 50`,
+		Columns: []string{"executed_at", "who", "group", "topic", "partitions", "offsets_moved", "spec", "epoch"},
+	},
+}
+
+// PanelByID returns the panel with id.
+func PanelByID(id string) (Panel, bool) {
+	for _, p := range Panels {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Panel{}, false
+}
