@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,5 +69,64 @@ func TestRegisterFetchSchema(t *testing.T) {
 	var re *sr.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != 404 || re.ErrorCode != 40403 {
 		t.Fatalf("unknown id: err %v, want 404 with error code 40403", err)
+	}
+}
+
+// TestConcurrentFirstRegistration: eight producers, each with its own client, register the
+// same new schema at the same moment. The registry answers most of them with a conflict or an
+// error (Apicurio: 409 "already exists", or a 500 from its unique index); every encoder must
+// still end up framing with the one id the registry assigned.
+func TestConcurrentFirstRegistration(t *testing.T) {
+	testenv.Integration(t)
+	// Apicurio on H2 makes concurrent first registrations wait on table locks (its log shows
+	// "Timeout trying to lock table" and answers 500): that takes tens of seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	field := fmt.Sprintf("f%d", time.Now().UnixNano())
+	schema := avro.MustParse(`{"type":"record","name":"Race","namespace":"dev.backflow.smoke","fields":[` +
+		`{"name":"requestId","type":"string"},{"name":"` + field + `","type":"long"}]}`)
+	subject := "race-" + field + "-value"
+	const n = 8
+	ids := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		cl, err := bfavro.NewRegistryClient(bfavro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, err := bfavro.NewEncoder[map[string]any](cl, schema, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// What a stage does: retry what is retryable (a 500 from the registry), fail on the rest.
+			for {
+				if ids[i], errs[i] = enc.ID(ctx); errs[i] == nil || !bfavro.IsRetryable(errs[i]) || ctx.Err() != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("encoder %d: %v", i, errs[i])
+		}
+		if ids[i] <= 0 || ids[i] != ids[0] {
+			t.Fatalf("ids %v: want one positive id for all", ids)
+		}
+	}
+	cl, _ := bfavro.NewRegistryClient(bfavro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	t.Cleanup(func() { _, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete) })
+	got, err := cl.SchemaByID(ctx, ids[0])
+	if err != nil || !strings.Contains(got.Schema, field) {
+		t.Fatalf("schema %d: %v %q", ids[0], err, got.Schema)
 	}
 }

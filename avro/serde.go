@@ -18,6 +18,7 @@ import (
 type Registry interface {
 	SchemaByID(ctx context.Context, id int) (sr.Schema, error)
 	RegisterSchema(ctx context.Context, subject string, s sr.Schema, id, version int) (int, error)
+	LookupSchema(ctx context.Context, subject string, s sr.Schema) (sr.SubjectSchema, error)
 }
 
 var _ Registry = (*sr.Client)(nil)
@@ -237,11 +238,20 @@ func (e *Encoder[T]) ID(ctx context.Context) (int, error) {
 	if e.id != 0 {
 		return e.id, nil
 	}
-	id, err := e.reg.RegisterSchema(ctx, e.subject, sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro}, -1, -1)
+	schema := sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro}
+	id, err := e.reg.RegisterSchema(ctx, e.subject, schema, -1, -1)
 	if err != nil {
 		var re *sr.ResponseError
 		if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 && re.StatusCode != 401 && re.StatusCode != 403 && re.StatusCode != 429 {
-			return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, err) // rejected: incompatible or invalid
+			// Two producers registering the same new schema at once: some registries (Apicurio)
+			// answer the loser 409 "artifact already exists" although the schema is there. If
+			// the subject holds our schema, that is success; otherwise the registry rejected
+			// it (incompatible or invalid), which no retry can fix.
+			if ss, lerr := e.reg.LookupSchema(ctx, e.subject, schema); lerr == nil && ss.ID > 0 {
+				e.id = ss.ID
+				return ss.ID, nil
+			}
+			return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, err)
 		}
 		return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, classifyRegistryErr(0, err))
 	}

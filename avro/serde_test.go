@@ -2,6 +2,7 @@ package avro
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"reflect"
@@ -362,5 +363,58 @@ func TestEncoderRetriesRegistrationAfterOutage(t *testing.T) {
 	fake.ClearInterceptors()
 	if _, err := enc.Encode(context.Background(), sampleInference()); err != nil {
 		t.Fatalf("after recovery: %v", err)
+	}
+}
+
+// TestEncoderLosesRegistrationRace (regression): two producers registering the same new schema
+// at once made Apicurio answer the slower one 409 "artifact already exists". The encoder took
+// that as a rejection, so ingest could never emit the record and its partition stopped
+// committing. The loser now looks its schema up and uses the winner's id.
+func TestEncoderLosesRegistrationRace(t *testing.T) {
+	fake, cl := newRegistry(t)
+	subject := TopicName.Subject(TopicInferenceResult, InferenceResultV2)
+	winner, err := cl.RegisterSchema(context.Background(), subject, sr.Schema{Schema: InferenceResultV2.String(), Type: sr.TypeAvro}, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conflicts atomic.Int32
+	fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && r.URL.Path == "/subjects/"+subject+"/versions" {
+			conflicts.Add(1)
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"error_code":0,"message":"An artifact with ID '` + subject + `' in group 'null' already exists."}`))
+			return true
+		}
+		return false
+	})
+	enc, dec := inferenceCodec(t, cl, nil)
+	b, err := enc.Encode(context.Background(), sampleInference())
+	if err != nil {
+		t.Fatalf("encode after a lost registration race: %v", err)
+	}
+	if id := int(binary.BigEndian.Uint32(b[1:5])); id != winner || conflicts.Load() != 1 {
+		t.Fatalf("framed with id %d after %d conflicts, want the winner's id %d after 1", id, conflicts.Load(), winner)
+	}
+	if got, _, err := dec.Decode(context.Background(), b); err != nil || got.RequestID != sampleInference().RequestID {
+		t.Fatalf("decode: %+v, %v", got, err)
+	}
+}
+
+// TestEncoderRejectedSchemaIsPermanent: a 409 for a schema the subject does not hold is the
+// registry refusing it (incompatible); that is not retryable.
+func TestEncoderRejectedSchemaIsPermanent(t *testing.T) {
+	fake, cl := newRegistry(t)
+	fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/versions") {
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"error_code":409,"message":"incompatible"}`))
+			return true
+		}
+		return false
+	})
+	enc, _ := inferenceCodec(t, cl, nil)
+	_, err := enc.Encode(context.Background(), sampleInference())
+	if err == nil || IsRetryable(err) {
+		t.Fatalf("err = %v, want a permanent error", err)
 	}
 }

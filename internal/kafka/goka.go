@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -15,11 +16,25 @@ import (
 // visit counter without synchronisation when a processor stop aborts a VisitAll (the race
 // detector reports it), so a visit in flight always finishes before the processor stops.
 type GokaLife struct {
-	// Ctx is the processor's context: cancelled once the parent ends (after the sweeps) or the
-	// processor stops on its own.
+	// Ctx is the processor's context: cancelled once the parent ends (after the sweeps), the
+	// processor stops on its own, or Fail is called.
 	Ctx    context.Context
 	parent context.Context
 	cancel context.CancelFunc
+
+	failMu sync.Mutex
+	failed error
+}
+
+// Fail stops the processor: Run returns err (the first one, if called more than once) once
+// goka has shut down. Safe to call from any goroutine.
+func (l *GokaLife) Fail(err error) {
+	l.failMu.Lock()
+	if l.failed == nil {
+		l.failed = err
+	}
+	l.failMu.Unlock()
+	l.cancel()
 }
 
 // NewGokaLife derives the processor's context from parent.
@@ -93,6 +108,11 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 	err := <-done
 	l.cancel()
 	<-stopped
+	l.failMu.Lock()
+	defer l.failMu.Unlock()
+	if l.failed != nil {
+		return l.failed
+	}
 	return err
 }
 

@@ -78,6 +78,7 @@ type Processor struct {
 	prod       Producer
 	dead       DeadLetters
 	mod        *moderator
+	fail       func(error) // Deps.Fail
 	log        *slog.Logger
 	now        func() time.Time
 
@@ -97,6 +98,10 @@ type Deps struct {
 	DeadLetters DeadLetters
 	Checker     Checker
 	Logger      *slog.Logger // default: slog.Default()
+	// Fail stops the stage with err: called once a record can never be processed for a reason
+	// that is not the record's fault (our own enriched record does not encode), so the stage
+	// exits with an error instead of holding the partition's commits forever. Default: log only.
+	Fail func(err error)
 }
 
 // NewProcessor builds the processor for source topics with the given partition count, in
@@ -117,7 +122,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 		log = slog.Default()
 	}
 	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
-		log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
+		fail: d.Fail, log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
 		batchers: map[int32]*batcher{}}
 	var err error
 	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
@@ -301,8 +306,12 @@ func (p *Processor) emit(j *job, o outcome) {
 	})
 	if err != nil {
 		if p.runCtx.Err() == nil {
-			// Our own record does not encode: a bug, not the data's fault. Stop loudly.
-			p.log.Error("cannot encode enriched record", "requestId", j.enriched.RequestID, "error", err)
+			// Our own record does not encode, or the registry refuses its schema: not the data's
+			// fault, so no DLQ. Stop loudly; the record stays uncommitted for the next run.
+			p.log.Error("cannot encode enriched record; stopping", "requestId", j.enriched.RequestID, "error", err)
+			if p.fail != nil {
+				p.fail(fmt.Errorf("ingest: encode enriched record: %w", err))
+			}
 		}
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,8 @@ type harness struct {
 	gw    *avro.Encoder[avro.GatewayLog]
 	now   time.Time
 	reg   avro.Registry
+	fake  *srfake.Registry
+	fails chan error // what the processor passed to Deps.Fail
 }
 
 func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
@@ -128,13 +131,14 @@ func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, out: &capture{}, dead: &deadBox{}, check: &script{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), reg: reg}
+	h := &harness{t: t, out: &capture{}, dead: &deadBox{}, check: &script{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), reg: reg,
+		fake: fake, fails: make(chan error, 16)}
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.p, err = NewProcessor(ctx, cfg, 1, epoch, Deps{Registry: reg, Producer: h.out, DeadLetters: h.dead, Checker: h.check,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Fail: func(err error) { h.fails <- err }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +247,36 @@ func TestRedeliveryIsProcessedAgain(t *testing.T) {
 	// A different record claiming the same slot is a duplicate.
 	h.tt.Consume(infTopic, "r1", h.inference("r1", "text"))
 	h.waitFor("duplicate", func() bool { return h.p.Stats.Duplicates.Load() == 1 })
+}
+
+// TestRefusedEnrichedSchemaStopsTheStage (regression): when the registry refused the
+// enriched schema, ingest logged the error and returned without releasing the record, so its
+// partition never committed again while the stage looked healthy. Now the stage is stopped
+// through Deps.Fail, and the record goes neither to the enriched topic nor to the DLQ.
+func TestRefusedEnrichedSchemaStopsTheStage(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond}, 0)
+	subject := avro.TopicName.Subject(h.p.cfg.EnrichedTopic, avro.EnrichedSchema)
+	h.fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/subjects/"+subject) {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			w.Write([]byte(`{"error_code":42201,"message":"Invalid schema"}`))
+			return true
+		}
+		return false
+	})
+	// The tester's Consume returns once the record is committed, which must not happen here.
+	go h.tt.Consume(infTopic, "r1", h.inference("r1", "text"))
+	select {
+	case err := <-h.fails:
+		if !strings.Contains(err.Error(), "encode enriched record") {
+			t.Fatalf("stopped with %v, want an encode error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the stage was not stopped (stats %+v)", h.p.Stats.Snapshot())
+	}
+	if st := h.p.Stats.Snapshot(); st.Emitted != 0 || st.DeadLettered != 0 || h.p.InFlight() != 1 {
+		t.Fatalf("stats %+v, in flight %d: want nothing emitted or dead-lettered and the record still in flight", st, h.p.InFlight())
+	}
 }
 
 // TestOlderEpochDoesNotCount: after a replay bumps the epoch, a claim from the older epoch

@@ -82,7 +82,7 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 	}
 	life := kafka.NewGokaLife(ctx)
 	defer life.Close()
-	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log})
+	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log, Fail: life.Fail})
 	if err != nil {
 		return err
 	}
