@@ -92,6 +92,9 @@ func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 	g.seq++
 	reqID := fmt.Sprintf("%s-%08d", g.runID, g.seq)
 	t0 := g.now().UTC().Truncate(time.Millisecond)
+	if !g.cfg.EventStart.IsZero() {
+		t0 = g.cfg.EventStart.UTC().Add(time.Duration(g.seq-1) * g.cfg.EventStep).Truncate(time.Millisecond)
+	}
 	modelIdx := int(g.model.Uint64())
 	model := fmt.Sprintf("model-%02d", modelIdx)
 	tenant := fmt.Sprintf("tenant-%03d", g.tnt.Uint64())
