@@ -308,8 +308,11 @@ type RunConfig struct {
 	OnReady func(*Processor)
 }
 
-// Prepare checks the enriched topic exists and creates the loopback topic with its partition
-// count. It returns that count.
+// missingTopicGrace is how long Prepare waits for the enriched topic to appear.
+const missingTopicGrace = 20 * time.Second
+
+// Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
+// loopback topic with its partition count. It returns that count.
 func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) {
 	cfg = cfg.withDefaults()
 	cl, err := kc.NewClient()
@@ -318,9 +321,23 @@ func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, cfg.EnrichedTopic)
-	if err != nil {
-		return 0, fmt.Errorf("features: topic metadata: %w", err)
+	// The enriched topic is ingest's output, created when ingest starts: a sink started with it
+	// (make demo starts all stages at once) looks again for a while before calling it missing.
+	var td kadm.TopicDetails
+	deadline := time.Now().Add(missingTopicGrace)
+	for {
+		td, err = adm.ListTopics(ctx, cfg.EnrichedTopic)
+		if err != nil {
+			return 0, fmt.Errorf("features: topic metadata: %w", err)
+		}
+		if len(td[cfg.EnrichedTopic].Partitions) > 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	d, ok := td[cfg.EnrichedTopic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
