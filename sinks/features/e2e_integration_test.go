@@ -121,8 +121,8 @@ func TestFeaturesEndToEnd(t *testing.T) { runE2E(t, 0) }
 // during the outage: the records the sink holds uncommitted (the writer's pending jobs) never
 // exceed its cap (QueueSize + MaxBatch; the test sets QueueSize 1024 so the traffic fills it),
 // Redis acknowledges nothing, the group's committed offsets on the enriched and loopback topics
-// never pass the records whose writes Redis acknowledged (none, but for the undecodable record
-// the DLQ took), and the heap stays under a bound. Then the sink must end exact once Redis is
+// never pass the records whose writes Redis acknowledged (none: not even the undecodable record
+// the DLQ took, which sits behind records waiting for Redis), and the heap stays under a bound. Then the sink must end exact once Redis is
 // back, with lag 0 on both topics.
 func TestFeaturesRedisOutage(t *testing.T) { runE2E(t, 30*time.Second) }
 
@@ -290,13 +290,22 @@ func runE2E(t *testing.T, outage time.Duration) {
 		t.Logf("redis down for the sink")
 	}
 	// One record in the enriched topic that is not Avro at all: it must reach the sink's DLQ.
-	badRes := admin.ProduceSync(ctx, &kgo.Record{Topic: icfg.EnrichedTopic, Key: []byte("bad-" + id), Value: []byte("not avro")})
-	if err := badRes.FirstErr(); err != nil {
-		t.Fatal(err)
+	// Without an outage it goes first. With one, it goes in among the first enriched records
+	// (at least 5 in every partition before it), so that the sink reads it, and dead-letters it,
+	// behind records still waiting for Redis: committing it must wait for them too.
+	var badAt atomic.Pointer[kgo.Record]
+	produceBad := func() {
+		res := admin.ProduceSync(ctx, &kgo.Record{Topic: icfg.EnrichedTopic, Key: []byte("bad-" + id), Value: []byte("not avro")})
+		if err := res.FirstErr(); err != nil {
+			t.Error(err)
+			return
+		}
+		badAt.Store(res[0].Record)
 	}
-	bad := badRes[0].Record
-	if px != nil {
-		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, bad)
+	if px == nil {
+		produceBad()
+	} else {
+		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, badAt.Load)
 	}
 	// Traffic.
 	prod, err := kcfg.NewClient(loadgen.ProducerOpts()...)
@@ -308,7 +317,36 @@ func runE2E(t *testing.T, outage time.Duration) {
 	const requests, span = 1000, 30 * time.Hour
 	lcfg := loadgen.Config{Requests: requests, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2, InferenceTopic: icfg.InferenceTopic, GatewayTopic: icfg.GatewayTopic,
 		EventStart: time.Now().Add(-span).UTC(), EventStep: span / requests}
+	badDone := make(chan struct{})
+	if px != nil {
+		go func() {
+			defer close(badDone)
+			adm := kadm.NewClient(admin)
+			for ctx.Err() == nil {
+				ends, err := adm.ListEndOffsets(ctx, icfg.EnrichedTopic)
+				least := int64(-1)
+				ends.Each(func(o kadm.ListedOffset) {
+					if least < 0 || o.Offset < least {
+						least = o.Offset
+					}
+				})
+				if err == nil && least >= 5 {
+					produceBad()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	} else {
+		close(badDone)
+	}
 	st, err := loadgen.Run(ctx, lcfg, prod, reg, loadgen.Options{RunID: id, Manifest: &buf})
+	<-badDone
+	bad := badAt.Load()
+	if bad == nil {
+		t.Fatal("the undecodable record was not produced")
+	}
+	t.Logf("undecodable record at %s/%d/%d", bad.Topic, bad.Partition, bad.Offset)
 	prod.Close()
 	if err != nil || st.Failed != 0 {
 		t.Fatalf("loadgen: %v (%v)", err, st)
@@ -519,6 +557,9 @@ func runE2E(t *testing.T, outage time.Duration) {
 		time.Sleep(outage)
 		sampler.stop(t)
 		p := proc.Load()
+		if n := p.Stats.Undecoded.Load(); n != 1 {
+			t.Fatalf("the sink dead-lettered %d records during the outage, want the 1 undecodable one (behind records waiting for Redis)", n)
+		}
 		if p.RedisRetries() == 0 {
 			t.Fatalf("no Redis retries during a %v outage", outage)
 		}
@@ -711,10 +752,10 @@ func heapInuse(gc bool) uint64 {
 }
 
 // startOutageSampler starts sampling right after Redis went away and before any traffic: nothing
-// the sink will read can be acknowledged by Redis until it is back. The only record it may
-// commit meanwhile is bad, the undecodable record at the start of its partition, which goes to
-// the DLQ and needs no Redis write.
-func startOutageSampler(ctx context.Context, adm *kadm.Client, p *features.Processor, fcfg features.SinkConfig, bad *kgo.Record) *outageSampler {
+// the sink will read can be acknowledged by Redis until it is back, so it may commit nothing.
+// The undecodable record bad (nil until produced) needs no Redis write, but it sits behind
+// records that do, so it may not be committed either (only if it were first in its partition).
+func startOutageSampler(ctx context.Context, adm *kadm.Client, p *features.Processor, fcfg features.SinkConfig, bad func() *kgo.Record) *outageSampler {
 	s := &outageSampler{p: p, stopc: make(chan struct{}), done: make(chan struct{}), queueSize: int64(fcfg.Writer.QueueSize),
 		written0: p.RedisWritten(), committed: map[string]map[int32]int64{}}
 	// The heap bound, as in the ClickHouse sink's outage test: the sink holds at most PendingCap
@@ -725,7 +766,7 @@ func startOutageSampler(ctx context.Context, adm *kadm.Client, p *features.Proce
 	s.liveBound = s.liveBase + uint64(p.PendingCap())*16<<10 + 96<<20
 	s.heapBound = 2 * s.liveBound
 	allowed := func(topic string, partition int32) int64 {
-		if topic == fcfg.EnrichedTopic && partition == bad.Partition && bad.Offset == 0 {
+		if b := bad(); b != nil && topic == fcfg.EnrichedTopic && partition == b.Partition && b.Offset == 0 {
 			return 1
 		}
 		return 0
