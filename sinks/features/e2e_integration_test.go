@@ -282,10 +282,16 @@ func runE2E(t *testing.T, outage time.Duration) {
 	stopSink, sinkDone := startSink()
 
 	var sampler *outageSampler
-	if px != nil {
-		for proc.Load() == nil {
-			time.Sleep(100 * time.Millisecond)
+	for proc.Load() == nil { // a sink that fails to start says why instead of leaving the test waiting
+		select {
+		case err := <-sinkDone:
+			t.Fatalf("sink-features stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			t.Fatal("sink-features never became ready")
+		case <-time.After(100 * time.Millisecond):
 		}
+	}
+	if px != nil {
 		px.down()
 		t.Logf("redis down for the sink")
 	}
