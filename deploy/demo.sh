@@ -45,6 +45,11 @@ if bin/backflow ingest --help 2>/dev/null | grep -q -- '--metrics-addr'; then
 fi
 
 say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log), and the dashboard"
+# ingest reads the source topics and loadgen writes them; on a fresh stack neither exists yet
+# (the brokers do not create topics), so create them first, 3 partitions each as loadgen would.
+for topic in model-inference-result gateway-log; do
+  $KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 1 >/dev/null
+done
 $BF ingest "${ingest_metrics[@]}" >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
 # ingest creates backflow.enriched and the DLQ on a fresh cluster; the sinks need them to exist.
 for _ in $(seq 1 300); do grep -q 'msg="ingest ready"' "$LOGS/demo-ingest.log" 2>/dev/null && break
@@ -94,12 +99,20 @@ echo "   dead letters per class (ClickHouse mirror of backflow.dlq):"
 $CH --format PrettyCompactNoEscapes -q "SELECT class, stage, count() AS entries FROM v_dlq_entries GROUP BY class, stage ORDER BY entries DESC" | sed 's/^/   /'
 echo "   latency per model (top 5 by requests):"
 $CH --format PrettyCompactNoEscapes -q "SELECT model, count() AS requests, round(quantile(0.5)(latency_ms)) AS p50_ms, round(quantile(0.95)(latency_ms)) AS p95_ms FROM v_inference_results GROUP BY model ORDER BY requests DESC LIMIT 5" | sed 's/^/   /'
-echo "   features read back through Feast's own SDK (3 busiest tenants):"
+echo "   features read back through Feast's own SDK (3 busiest tenants, then the busiest model;"
+echo "   _1h/_24h are event-time windows as of last_seen, the entity's newest event):"
 if deploy/feast/setup.sh >"$LOGS/demo-feast.log" 2>&1; then
   rows=$($CH -q "SELECT tenant_id FROM v_gateway_logs WHERE phase = 'RESPONSE' GROUP BY tenant_id ORDER BY count() DESC LIMIT 3" |
     python3 -c 'import json,sys; print(json.dumps([{"tenant_id": t.strip()} for t in sys.stdin if t.strip()]))')
-  echo "{\"features\": [\"tenant_features:request_count\", \"tenant_features:flagged_count\", \"tenant_features:tokens\"], \"entity_rows\": $rows}" |
+  echo "{\"features\": [\"tenant_features:request_count\", \"tenant_features:flagged_count\", \"tenant_features:tokens\",
+    \"tenant_features:request_count_1h\", \"tenant_features:flagged_ratio_1h\", \"tenant_features:last_seen\"], \"entity_rows\": $rows}" |
     .stack/feast-venv/bin/python deploy/feast/read_online.py .stack/feast-repo | sed 's/^/   /'
+  echo
+  model=$($CH -q "SELECT model FROM v_gateway_logs WHERE phase = 'RESPONSE' GROUP BY model ORDER BY count() DESC LIMIT 1")
+  echo "{\"features\": [\"model_features:request_count\", \"model_features:error_count\", \"model_features:request_count_1h\",
+    \"model_features:latency_avg_ms_1h\", \"model_features:latency_p95_ms_1h\", \"model_features:latency_max_ms_1h\"], \"entity_rows\": [{\"model\": \"$model\"}]}" |
+    .stack/feast-venv/bin/python deploy/feast/read_online.py .stack/feast-repo | sed 's/^/   /'
+  echo
 else
   echo "   (Feast could not be set up; see $LOGS/demo-feast.log)"
 fi

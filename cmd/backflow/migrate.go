@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,11 @@ built into the binary; each is applied once, in order, and recorded in the backf
 table, so running migrate again applies only what is new (usually nothing). With --dry-run it
 only lists the pending migrations.
 
+The DDL is rendered for the server's version (SELECT version()): where the server has them,
+text columns such as model and tenant_id are LowCardinality(String) and event times
+DateTime64(3); on ClickHouse 18.16 they are String and DateTime. 0010_ttl (retention) waits
+until the server has TTL (19.6 and later) and is applied on the first migrate after an upgrade.
+
 The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.`,
 		Example: `  backflow migrate --env-file .stack/env --dry-run
   backflow migrate --env-file .stack/env`,
@@ -44,6 +50,19 @@ The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.
 			}
 			defer conn.Close()
 			out := cmd.OutOrStdout()
+			server, err := clickhouse.Server(ctx, conn)
+			if err != nil {
+				return err
+			}
+			caps := server.Capabilities()
+			fmt.Fprintf(out, "ClickHouse %s: newer features %s\n", server.Raw, caps)
+			waiting, err := clickhouse.WaitingFor(caps)
+			if err != nil {
+				return err
+			}
+			for _, m := range waiting {
+				fmt.Fprintf(out, "waiting %04d_%s: needs %s, which this server lacks\n", m.Version, m.Name, strings.Join(m.Requires, ", "))
+			}
 			if dryRun {
 				pending, err := clickhouse.Pending(ctx, conn)
 				if err != nil {

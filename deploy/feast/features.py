@@ -23,6 +23,21 @@ model = Entity(name="model", join_keys=["model"], value_type=ValueType.STRING,
                description="A model name as the gateway logs it.")
 
 
+# Event-time windows (sinks/features/window.go): the last hour in 5-minute buckets and the last
+# day in 1-hour buckets, as of the row's last_seen (the entity's newest event time). A row keeps
+# its values until the entity's next event; last_seen says how old they are.
+WINDOWS = ["1h", "24h"]
+
+
+def _windowed(features: list[tuple[str, object]]) -> list[Field]:
+    return [Field(name=f"{name}_{w}", dtype=dtype) for w in WINDOWS for name, dtype in features]
+
+
+_PARTY_WINDOWED = [("request_count", Int64), ("flagged_count", Int64), ("flagged_ratio", Float64), ("tokens", Int64)]
+_MODEL_WINDOWED = [("request_count", Int64), ("error_count", Int64), ("latency_avg_ms", Float64),
+                   ("latency_p95_ms", Int64), ("latency_max_ms", Int64)]
+
+
 def _source(name: str) -> PushSource:
     batch = FileSource(name=f"{name}_batch", path=f"data/{name}.parquet",
                        timestamp_field="event_timestamp")
@@ -47,7 +62,7 @@ request_features = FeatureView(
     source=_source("request_features"),
 )
 
-# All-time aggregates per tenant (since the sink's table first saw the tenant).
+# Aggregates per tenant: all-time (since the sink's table first saw the tenant) and windowed.
 tenant_features = FeatureView(
     name="tenant_features",
     entities=[tenant],
@@ -58,12 +73,12 @@ tenant_features = FeatureView(
         Field(name="flagged_ratio", dtype=Float64),
         Field(name="tokens", dtype=Int64),
         Field(name="last_seen", dtype=UnixTimestamp),
-    ],
+    ] + _windowed(_PARTY_WINDOWED),
     online=True,
     source=_source("tenant_features"),
 )
 
-# All-time aggregates per user of a tenant (entities tenant and user: join keys tenant_id, user_id).
+# Aggregates per user of a tenant (entities tenant and user: join keys tenant_id, user_id).
 user_features = FeatureView(
     name="user_features",
     entities=[tenant, user],
@@ -74,12 +89,13 @@ user_features = FeatureView(
         Field(name="flagged_ratio", dtype=Float64),
         Field(name="tokens", dtype=Int64),
         Field(name="last_seen", dtype=UnixTimestamp),
-    ],
+    ] + _windowed(_PARTY_WINDOWED),
     online=True,
     source=_source("user_features"),
 )
 
-# All-time aggregates per model.
+# Aggregates per model: all-time and windowed. latency_p95_ms is an upper estimate from a fixed
+# histogram (the bound of the bin holding the 95th percentile, capped at the max).
 model_features = FeatureView(
     name="model_features",
     entities=[model],
@@ -89,7 +105,9 @@ model_features = FeatureView(
         Field(name="error_count", dtype=Int64),
         Field(name="latency_avg_ms", dtype=Float64),
         Field(name="latency_max_ms", dtype=Int64),
-    ],
+        Field(name="latency_p95_ms", dtype=Int64),
+        Field(name="last_seen", dtype=UnixTimestamp),
+    ] + _windowed(_MODEL_WINDOWED),
     online=True,
     source=_source("model_features"),
 )

@@ -65,6 +65,12 @@ type Config struct {
 	MaxRecordBytes int
 	// Seed makes the traffic reproducible. Default: 1.
 	Seed uint64
+	// EventStart and EventStep replay a simulated clock instead of the wall clock: request n
+	// (from 1) is sent by the gateway at EventStart + (n-1)·EventStep, and its other records
+	// follow it by their latencies as usual. Tests use it for traffic spread over hours (event-time
+	// windows) sent in seconds. Both zero (the default): every request at the wall clock.
+	EventStart time.Time
+	EventStep  time.Duration
 	// Subjects names the registry subjects schemas are registered under. Default:
 	// avro.TopicName ("<topic>-value"; inference v1 and v2 share the subject).
 	Subjects avro.SubjectStrategy
@@ -160,6 +166,15 @@ func (c Config) Validate() error {
 		if _, ok := poisonClass[k]; !ok {
 			bad("poison kind: %q is unknown (known: %v)", k, AllPoisonKinds)
 		}
+	}
+	if c.EventStep < 0 {
+		bad("event step: %v is negative", c.EventStep)
+	}
+	if c.Backfill > 0 && !c.EventStart.IsZero() {
+		bad("backfill and event start: set one of them, not both")
+	}
+	if c.EventStep > 0 && c.EventStart.IsZero() {
+		bad("event step: %v set without an event start", c.EventStep)
 	}
 	if c.MaxRecordBytes < 1024 {
 		bad("max record bytes: %d, want at least 1024", c.MaxRecordBytes)

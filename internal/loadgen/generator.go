@@ -192,6 +192,9 @@ func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 // eventClock is the clock, set back by the part of Config.Backfill that the run has not yet
 // caught up: the whole of it at the first request, none at the last.
 func (g *Generator) eventClock() time.Time {
+	if !g.cfg.EventStart.IsZero() { // the simulated clock
+		return g.cfg.EventStart.Add(time.Duration(g.seq-1) * g.cfg.EventStep)
+	}
 	now := g.now()
 	if g.cfg.Backfill <= 0 {
 		return now

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,41 @@ func TestGeneratorIsDeterministic(t *testing.T) {
 	c := plan(t, Config{Seed: 8, PoisonRate: 0.1, DuplicateRate: 0.1}, reg, 200)
 	if bytes.Equal(a[1].Value, c[1].Value) {
 		t.Fatal("another seed gave the same inference record")
+	}
+}
+
+// With a simulated clock, request n's gateway REQUEST is at EventStart + (n-1)·EventStep and
+// its RESPONSE follows by its latency, whatever the wall clock says.
+func TestGeneratorEventClock(t *testing.T) {
+	reg := fakeRegistry(t)
+	start := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	recs := plan(t, Config{Seed: 3, EventStart: start, EventStep: 90 * time.Second, PoisonRate: none, DuplicateRate: none}, reg, 50)
+	dec, err := avro.NewDecoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.DecoderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range recs {
+		if p.Phase == "" {
+			continue
+		}
+		g, _, err := dec.Decode(context.Background(), p.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seq int
+		fmt.Sscanf(p.RequestID[len(p.RequestID)-8:], "%d", &seq)
+		want := start.Add(time.Duration(seq-1) * 90 * time.Second)
+		if p.Phase == avro.PhaseRequest && !g.EventTime.Equal(want) {
+			t.Fatalf("%s REQUEST at %v, want %v", p.RequestID, g.EventTime, want)
+		}
+		if p.Phase == avro.PhaseResponse && !g.EventTime.Equal(want.Add(time.Duration(g.LatencyMs)*time.Millisecond)) {
+			t.Fatalf("%s RESPONSE at %v, want %v + %d ms", p.RequestID, g.EventTime, want, g.LatencyMs)
+		}
+		n++
+	}
+	if n != 100 {
+		t.Fatalf("%d gateway records, want 100", n)
 	}
 }
 
@@ -179,6 +215,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zipf too small", Config{ZipfS: 0.9}, "zipf"},
 		{"unknown poison", Config{PoisonKinds: []PoisonKind{"nope"}}, "poison kind"},
 		{"negative rate", Config{Rate: -1}, "rate"},
+		{"negative event step", Config{EventStart: time.Now(), EventStep: -time.Second}, "event step"},
+		{"event step without start", Config{EventStep: time.Second}, "event start"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

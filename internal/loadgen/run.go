@@ -233,12 +233,34 @@ func (st Stats) String() string {
 	return s
 }
 
+// missingTopicGrace is how long partitionCounts looks again for a topic missing from the
+// metadata: one created a moment ago (EnsureTopics, --create-topics) can take seconds to appear
+// on a loaded machine.
+const missingTopicGrace = 5 * time.Second
+
 // partitionCounts asks the cluster how many partitions each topic has; a missing topic is an
 // error that says how to create it.
 func partitionCounts(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]int, error) {
-	td, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: topic metadata: %w", err)
+	var td kadm.TopicDetails
+	deadline := time.Now().Add(missingTopicGrace)
+	for {
+		var err error
+		td, err = kadm.NewClient(cl).ListTopics(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: topic metadata: %w", err)
+		}
+		all := true
+		for _, t := range topics {
+			all = all && len(td[t].Partitions) > 0
+		}
+		if all || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	out := map[string]int{}
 	for _, t := range topics {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -23,50 +24,127 @@ var migrationFiles embed.FS
 
 // Migration is one numbered DDL file from migrations/: NNNN_name.sql. A file holds one or more
 // statements separated by ';' at the end of a line. Every statement must be safe to run again
-// (CREATE ... IF NOT EXISTS), so a migration interrupted between its statements, or between
-// its last statement and its tracking row, converges when re-run. 18.16 has no
-// ADD COLUMN IF NOT EXISTS, so Migrate skips an "ALTER TABLE t ADD COLUMN c ..." statement (one
-// column per statement) when system.columns already lists c in t.
+// (CREATE ... IF NOT EXISTS, ALTER ... MODIFY TTL), so a migration interrupted between its
+// statements, or between its last statement and its tracking row, converges when re-run. 18.16
+// has no ADD COLUMN IF NOT EXISTS, so Migrate skips an "ALTER TABLE t ADD COLUMN c ..."
+// statement (one column per statement) when system.columns already lists c in t.
+//
+// A file is a text/template rendered for the server's Capabilities before it is split:
+//
+//	{{lowcard}}   LowCardinality(String) where the server has it, else String
+//	{{time}}      DateTime64(3) where the server has it, else DateTime
+//
+// With no capabilities (ClickHouse 18.16) every file renders to the DDL written for 18.16,
+// byte for byte (testdata/migrations-18.16.golden.sql pins that). A line
+// "-- requires: ttl[, ...]" makes the whole migration wait until the server has those
+// capabilities: it is neither applied nor recorded before, and `migrate` applies it on the first
+// run against a server that has them (after an upgrade, say).
 type Migration struct {
 	Version    uint32
 	Name       string
 	Statements []string
+	// Requires names the capabilities the migration needs (CapTTL, ...); empty for most.
+	Requires []string
 }
 
-var migrationName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.sql$`)
+var (
+	migrationName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.sql$`)
+	requiresLine  = regexp.MustCompile(`(?m)^--\s*requires:\s*(.+)$`)
+)
 
-// Migrations returns the embedded migrations in version order.
-func Migrations() ([]Migration, error) { return parseMigrations(migrationFiles, "migrations") }
+// Migrations returns the embedded migrations rendered for a server without any of the newer
+// features (ClickHouse 18.16), in version order; migrations that wait for a capability are
+// left out. MigrationsFor renders them for another server.
+func Migrations() ([]Migration, error) { return MigrationsFor(Capabilities{}) }
 
-func parseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
+// MigrationsFor returns the embedded migrations rendered for a server with caps, in version
+// order, leaving out those whose Requires caps lacks (WaitingFor lists them).
+func MigrationsFor(caps Capabilities) ([]Migration, error) {
+	ready, _, err := parseMigrations(migrationFiles, "migrations", caps)
+	return ready, err
+}
+
+// WaitingFor returns the embedded migrations a server with caps cannot run yet, because it
+// lacks a capability they require.
+func WaitingFor(caps Capabilities) ([]Migration, error) {
+	_, waiting, err := parseMigrations(migrationFiles, "migrations", caps)
+	return waiting, err
+}
+
+// templateFuncs are the functions a migration file may call, rendered for caps.
+func templateFuncs(caps Capabilities) template.FuncMap {
+	return template.FuncMap{
+		"lowcard": func() string {
+			if caps.LowCardinality {
+				return "LowCardinality(String)"
+			}
+			return "String"
+		},
+		"time": func() string {
+			if caps.DateTime64 {
+				return "DateTime64(3)"
+			}
+			return "DateTime"
+		},
+	}
+}
+
+func parseMigrations(fsys fs.FS, dir string, caps Capabilities) (ready, waiting []Migration, err error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse: migrations: %w", err)
+		return nil, nil, fmt.Errorf("clickhouse: migrations: %w", err)
 	}
-	var out []Migration
 	seen := map[uint32]string{}
 	for _, e := range entries {
 		m := migrationName.FindStringSubmatch(e.Name())
 		if m == nil {
-			return nil, fmt.Errorf("clickhouse: migrations: %q is not named NNNN_name.sql", e.Name())
+			return nil, nil, fmt.Errorf("clickhouse: migrations: %q is not named NNNN_name.sql", e.Name())
 		}
 		v, _ := strconv.ParseUint(m[1], 10, 32)
 		if prev, dup := seen[uint32(v)]; dup {
-			return nil, fmt.Errorf("clickhouse: migrations: version %d used by %s and %s", v, prev, e.Name())
+			return nil, nil, fmt.Errorf("clickhouse: migrations: version %d used by %s and %s", v, prev, e.Name())
 		}
 		seen[uint32(v)] = e.Name()
 		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("clickhouse: migrations: %w", err)
+			return nil, nil, fmt.Errorf("clickhouse: migrations: %w", err)
 		}
-		stmts := splitStatements(string(b))
+		tmpl, err := template.New(e.Name()).Funcs(templateFuncs(caps)).Option("missingkey=error").Parse(string(b))
+		if err != nil {
+			return nil, nil, fmt.Errorf("clickhouse: migrations: %w", err)
+		}
+		var src strings.Builder
+		if err := tmpl.Execute(&src, caps); err != nil {
+			return nil, nil, fmt.Errorf("clickhouse: migrations: %w", err)
+		}
+		stmts := splitStatements(src.String())
 		if len(stmts) == 0 {
-			return nil, fmt.Errorf("clickhouse: migrations: %s holds no statement", e.Name())
+			return nil, nil, fmt.Errorf("clickhouse: migrations: %s holds no statement", e.Name())
 		}
-		out = append(out, Migration{Version: uint32(v), Name: m[2], Statements: stmts})
+		mig := Migration{Version: uint32(v), Name: m[2], Statements: stmts}
+		lacks := false
+		for _, r := range requiresLine.FindAllStringSubmatch(src.String(), -1) {
+			for _, name := range strings.Split(r[1], ",") {
+				name = strings.TrimSpace(name)
+				if name != CapTTL && name != CapLowCardinality && name != CapDateTime64 {
+					return nil, nil, fmt.Errorf("clickhouse: migrations: %s requires unknown capability %q", e.Name(), name)
+				}
+				mig.Requires = append(mig.Requires, name)
+				lacks = lacks || !caps.Has(name)
+			}
+		}
+		if lacks {
+			waiting = append(waiting, mig)
+		} else {
+			ready = append(ready, mig)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
+	byVersion := func(ms []Migration) {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	}
+	byVersion(ready)
+	byVersion(waiting)
+	return ready, waiting, nil
 }
 
 // splitStatements drops '--' comment lines and splits at ';' ending a line.
@@ -132,9 +210,15 @@ func Applied(ctx context.Context, conn driver.Conn) (map[uint32]AppliedMigration
 	return out, rows.Err()
 }
 
-// Pending returns the embedded migrations not yet recorded in MigrationsTable, in order.
+// Pending returns the embedded migrations not yet recorded in MigrationsTable, in order,
+// rendered for the server's capabilities (read with Server at each call); migrations that wait
+// for a capability the server lacks are not pending.
 func Pending(ctx context.Context, conn driver.Conn) ([]Migration, error) {
-	all, err := Migrations()
+	v, err := Server(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	all, err := MigrationsFor(v.Capabilities())
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +235,8 @@ func Pending(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies the pending migrations in version order, each once, and records each in
+// Migrate applies the pending migrations (see Pending: rendered for the server's version) in
+// version order, each once, and records each in
 // MigrationsTable after all its statements succeeded. It returns what it applied (empty when
 // the database is up to date). It stops at the first failure; what was applied before it stays
 // recorded, and a re-run continues from the failed migration. Two Migrate calls must not run at

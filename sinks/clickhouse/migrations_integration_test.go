@@ -35,12 +35,25 @@ func testDBAt(t *testing.T, addr string) (clickhouse.Config, driver.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Generous: on a loaded machine 18.16 can take long to drop a database with many parts,
+		// and a server restarted by the test leaves admin's pooled connection broken, so a
+		// failed drop is tried once more on a new connection.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
+		err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+		admin.Close()
+		if err != nil {
+			t.Logf("drop database %s: %v; trying again on a new connection", db, err)
+			if again, oerr := clickhouse.Open(ctx, base); oerr != nil {
+				err = oerr
+			} else {
+				err = again.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+				again.Close()
+			}
+		}
+		if err != nil {
 			t.Errorf("drop database %s: %v", db, err)
 		}
-		admin.Close()
 	})
 	cfg := base
 	cfg.Database = db

@@ -1,6 +1,9 @@
 package clickhouse
 
 import (
+	"flag"
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ func TestMigrationsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every numbered file is a migration; numbers are unique and increasing (gaps allowed).
+	// On 18.16, 0010_ttl waits: 9 of the 10 files.
 	if len(ms) != 9 {
 		t.Fatalf("%d migrations, want 9", len(ms))
 	}
@@ -65,16 +69,127 @@ func TestAddColumnPattern(t *testing.T) {
 
 func TestParseMigrationsRejectsBadNames(t *testing.T) {
 	for name, files := range map[string]fstest.MapFS{
-		"bad name":  {"m/1_x.sql": {Data: []byte("SELECT 1")}},
-		"duplicate": {"m/0001_a.sql": {Data: []byte("SELECT 1")}, "m/0001_b.sql": {Data: []byte("SELECT 1")}},
-		"empty":     {"m/0001_a.sql": {Data: []byte("-- nothing\n")}},
+		"bad name":           {"m/1_x.sql": {Data: []byte("SELECT 1")}},
+		"duplicate":          {"m/0001_a.sql": {Data: []byte("SELECT 1")}, "m/0001_b.sql": {Data: []byte("SELECT 1")}},
+		"empty":              {"m/0001_a.sql": {Data: []byte("-- nothing\n")}},
+		"unknown capability": {"m/0001_a.sql": {Data: []byte("-- requires: map\nSELECT 1")}},
+		"bad template":       {"m/0001_a.sql": {Data: []byte("SELECT {{nosuch}}")}},
 	} {
-		if _, err := parseMigrations(files, "m"); err == nil {
+		if _, _, err := parseMigrations(files, "m", Capabilities{}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	ms, err := parseMigrations(fstest.MapFS{"m/0002_b.sql": {Data: []byte("SELECT 2;\n-- c;\nSELECT\n 3\n")}, "m/0001_a.sql": {Data: []byte("SELECT 1")}}, "m")
+	ms, _, err := parseMigrations(fstest.MapFS{"m/0002_b.sql": {Data: []byte("SELECT 2;\n-- c;\nSELECT\n 3\n")}, "m/0001_a.sql": {Data: []byte("SELECT 1")}}, "m", Capabilities{})
 	if err != nil || len(ms) != 2 || ms[0].Name != "a" || len(ms[1].Statements) != 2 || ms[1].Statements[1] != "SELECT\n 3" {
 		t.Fatalf("%+v %v", ms, err)
+	}
+}
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/migrations-18.16.golden.sql (after adding a migration)")
+
+// TestMigrationsFallbackGolden: rendered for a server without the newer features (18.16), the
+// migrations are exactly the DDL written for 18.16, statement by statement (0001-0006 as they
+// were before rendering existed; a new migration adds its DDL with -update-golden), and the
+// TTL migration waits.
+func TestMigrationsFallbackGolden(t *testing.T) {
+	want, err := os.ReadFile("testdata/migrations-18.16.golden.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ParseServerVersion("18.16.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Capabilities() != (Capabilities{}) {
+		t.Fatalf("18.16.1 has %v, want none", v.Capabilities())
+	}
+	ms, err := MigrationsFor(v.Capabilities())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateGolden {
+		if err := os.WriteFile("testdata/migrations-18.16.golden.sql", []byte(renderGolden(ms)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got := renderGolden(ms); got != string(want) {
+		t.Fatalf("18.16 rendering differs from testdata/migrations-18.16.golden.sql:\n%s", got)
+	}
+	waiting, err := WaitingFor(v.Capabilities())
+	if err != nil || len(waiting) != 1 || waiting[0].Version != 10 || fmt.Sprint(waiting[0].Requires) != "[ttl]" {
+		t.Fatalf("waiting on 18.16: %+v (%v), want 0010_ttl requiring ttl", waiting, err)
+	}
+}
+
+func renderGolden(ms []Migration) string {
+	var b strings.Builder
+	for _, m := range ms {
+		for i, s := range m.Statements {
+			fmt.Fprintf(&b, "-- %04d_%s statement %d\n%s;\n", m.Version, m.Name, i+1, s)
+		}
+	}
+	return b.String()
+}
+
+// TestMigrationsRenderPerCapability: each capability changes only what it names.
+func TestMigrationsRenderPerCapability(t *testing.T) {
+	count := func(caps Capabilities, re string) (n int, versions []uint32) {
+		ms, err := MigrationsFor(caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			versions = append(versions, m.Version)
+			for _, s := range m.Statements {
+				n += len(regexp.MustCompile(re).FindAllString(s, -1))
+			}
+		}
+		return n, versions
+	}
+	if n, _ := count(Capabilities{LowCardinality: true}, `LowCardinality\(String\)`); n != 16 {
+		t.Errorf("LowCardinality columns: %d, want 16", n)
+	}
+	if n, _ := count(Capabilities{LowCardinality: true}, `DateTime64|TTL`); n != 0 {
+		t.Errorf("LowCardinality alone brings %d DateTime64/TTL", n)
+	}
+	if n, _ := count(Capabilities{DateTime64: true}, `DateTime64\(3\)`); n != 7 {
+		t.Errorf("DateTime64 columns: %d, want 7", n)
+	}
+	n, versions := count(Capabilities{TTL: true}, `MODIFY TTL`)
+	if n != 5 || fmt.Sprint(versions) != "[1 2 3 4 5 6 7 8 9 10]" {
+		t.Errorf("TTL: %d MODIFY TTL in %v, want 5 in [1 2 3 4 5 6 7 8 9 10]", n, versions)
+	}
+	if n, _ := count(Capabilities{TTL: true}, `LowCardinality|DateTime64`); n != 0 {
+		t.Errorf("TTL alone brings %d LowCardinality/DateTime64", n)
+	}
+}
+
+func TestParseServerVersion(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    Capabilities
+		wantErr bool
+	}{
+		{in: "18.16.1", want: Capabilities{}},
+		{in: "19.5.4.22", want: Capabilities{}},
+		{in: "19.6.1.1", want: Capabilities{TTL: true}},
+		{in: "19.17.2", want: Capabilities{TTL: true}},
+		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: "", wantErr: true},
+		{in: "26", wantErr: true},
+		{in: "x.y.z", wantErr: true},
+	} {
+		v, err := ParseServerVersion(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q: err %v, wantErr %v", tc.in, err, tc.wantErr)
+			continue
+		}
+		if err == nil && v.Capabilities() != tc.want {
+			t.Errorf("%q: %v, want %v", tc.in, v.Capabilities(), tc.want)
+		}
 	}
 }

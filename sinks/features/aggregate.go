@@ -39,8 +39,25 @@ package features
 // such a request may flag its user without a count). For exact per-user totals over old
 // traffic, reset the aggregates (below) and replay.
 //
-// Windows: every aggregate is all-time, i.e. totals since this group's table first saw the
-// tenant, user or model. There is no sliding window yet.
+// Windows. Besides the all-time totals, every tenant, user and model aggregate keeps
+// event-time windows (window.go, Windows): the last hour in twelve 5-minute buckets and the last
+// day in twenty-four 1-hour buckets, kept in the aggregate's own entry (no new table keys). A
+// request falls in the bucket of its RESPONSE's event time, the time it is counted at, and so
+// does its flag (a windowed flagged count counts flagged requests by their RESPONSE time, so
+// flagged_ratio_<w> <= 1; a request flagged before its RESPONSE arrives is in the all-time
+// flagged_count at once and in the windows when it is counted). A window's value is computed
+// at write time, as of the aggregate's newest event time, which is its last_seen feature: the
+// buckets that end with the one holding last_seen. So "request_count_1h" is the requests of the
+// 12 five-minute buckets up to last_seen's, i.e. of the last 55 to 60 minutes before last_seen.
+// The values do not age by themselves: with no new events a row keeps the values it had as of
+// its last_seen, which tells a reader how old they are (a 1h value whose last_seen is more than
+// an hour old counts nothing of the last hour). Buckets are applied under the same per-partition
+// offset marks as the totals, and the value as of last_seen does not depend on the order the
+// deltas came in, so redeliveries and replays leave the windows exact too. An event older than
+// a window's start (a late record) counts in the totals only. Models also keep a latency
+// histogram (LatencyBoundsMs, 22 bins) per bucket and all-time, for latency_p95_ms: an upper
+// estimate, the bound of the bin holding the 95th percentile, capped at the largest latency.
+// Memory per aggregate is bounded: at most 36 buckets, each at most 22 bins.
 //
 // Idempotence, in two steps:
 //
@@ -133,25 +150,33 @@ type RequestState struct {
 	Counted      *Pos `json:"counted,omitempty"`
 	FlagSent     *Pos `json:"flagSent,omitempty"`
 	UserFlagSent *Pos `json:"userFlagSent,omitempty"`
+	// CountedAt is the event time the request was counted at (its RESPONSE's), CountedKeys the
+	// tenant and user table keys it was counted for, and WinFlagSent where its flag was sent to
+	// their windows (once it is both counted and flagged); see "Windows" above.
+	CountedAt   time.Time `json:"countedAt,omitzero"`
+	CountedKeys []string  `json:"countedKeys,omitempty"`
+	WinFlagSent *Pos      `json:"winFlagSent,omitempty"`
 	// Seen is when the sink last applied a record of the request (wall clock); the sweep
 	// deletes entries not seen for SinkConfig.RequestWindow.
 	Seen time.Time `json:"seen"`
 }
 
-// TenantState is a tenant's all-time aggregate.
+// TenantState is a tenant's aggregate: all-time totals and their windows.
 type TenantState struct {
 	RequestCount int64           `json:"requests"`
 	FlaggedCount int64           `json:"flagged"`
 	Tokens       int64           `json:"tokens"`
 	LastSeen     time.Time       `json:"lastSeen"`
 	Applied      map[int32]int64 `json:"applied"` // enriched partition -> highest offset applied
+	// Win holds the windows (Requests, Flagged, Tokens per bucket), as of LastSeen.
+	Win Windowed `json:"win,omitempty"`
 }
 
-// UserState is a user's (tenant-scoped) all-time aggregate: the same counters as a tenant's,
+// UserState is a user's (tenant-scoped) aggregate: the same counters as a tenant's,
 // applied by the same rule.
 type UserState TenantState
 
-// ModelState is a model's all-time aggregate.
+// ModelState is a model's aggregate: all-time totals and their windows.
 type ModelState struct {
 	RequestCount int64           `json:"requests"`
 	ErrorCount   int64           `json:"errors"`
@@ -159,6 +184,10 @@ type ModelState struct {
 	LatencyMaxMs int64           `json:"latencyMax"`
 	LastSeen     time.Time       `json:"lastSeen"`
 	Applied      map[int32]int64 `json:"applied"`
+	// LatencyHist is the all-time latency histogram (since this field exists in the entry).
+	LatencyHist Hist `json:"hist,omitempty"`
+	// Win holds the windows (Requests, Errors, latency per bucket), as of LastSeen.
+	Win Windowed `json:"win,omitempty"`
 }
 
 // Delta is what a request forwards to its tenant, user or model through the loopback topic.
@@ -170,6 +199,9 @@ type Delta struct {
 	Tokens    int64     `json:"tokens,omitempty"`
 	LatencyMs int64     `json:"latency,omitempty"`
 	EventTime time.Time `json:"time"`
+	// FlagAt, when set, counts a flagged request in the windows' bucket of that event time
+	// (the request's RESPONSE time); Flag alone counts it in the all-time total only.
+	FlagAt time.Time `json:"flagAt,omitzero"`
 }
 
 // Entry is the group table's value: exactly one field is set.
@@ -278,10 +310,16 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 	deltas := map[string]*Delta{}
 	if resp != nil && (st.Counted == nil || *st.Counted == at) {
 		st.Counted = &at
+		st.CountedAt = resp.EventTime.UTC()
+		st.CountedKeys = nil
 		if st.Tenant != "" {
-			deltas[TenantKeyPrefix+st.Tenant] = &Delta{From: at, Count: true, Tokens: st.TotalTokens, EventTime: resp.EventTime.UTC()}
+			k := TenantKeyPrefix + st.Tenant
+			deltas[k] = &Delta{From: at, Count: true, Tokens: st.TotalTokens, EventTime: st.CountedAt}
+			st.CountedKeys = append(st.CountedKeys, k)
 			if st.User != "" {
-				deltas[UserKey(st.Tenant, st.User)] = &Delta{From: at, Count: true, Tokens: st.TotalTokens, EventTime: resp.EventTime.UTC()}
+				k := UserKey(st.Tenant, st.User)
+				deltas[k] = &Delta{From: at, Count: true, Tokens: st.TotalTokens, EventTime: st.CountedAt}
+				st.CountedKeys = append(st.CountedKeys, k)
 			}
 		}
 		if resp.Model != "" {
@@ -305,6 +343,19 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 			d.Flag = true
 		} else {
 			deltas[k] = &Delta{From: at, Flag: true}
+		}
+	}
+	// The windows count a flagged request at its RESPONSE time, for the tenant and user it was
+	// counted for, once it is both counted and flagged (whichever came last sends it).
+	if st.Flagged && st.Counted != nil && len(st.CountedKeys) > 0 && (st.WinFlagSent == nil || *st.WinFlagSent == at) {
+		st.WinFlagSent = &at
+		for _, k := range st.CountedKeys {
+			d := deltas[k]
+			if d == nil {
+				d = &Delta{From: at}
+				deltas[k] = d
+			}
+			d.FlagAt = st.CountedAt
 		}
 	}
 	return st, deltas
@@ -356,9 +407,16 @@ func ApplyTenant(st *TenantState, d *Delta) (*TenantState, bool) {
 		if d.EventTime.After(st.LastSeen) {
 			st.LastSeen = d.EventTime
 		}
+		st.Win.add(st.LastSeen, d.EventTime, func(b *Bucket) {
+			b.Requests++
+			b.Tokens += d.Tokens
+		})
 	}
 	if d.Flag {
 		st.FlaggedCount++
+	}
+	if !d.FlagAt.IsZero() {
+		st.Win.add(st.LastSeen, d.FlagAt, func(b *Bucket) { b.Flagged++ })
 	}
 	return st, true
 }
@@ -386,9 +444,19 @@ func ApplyModel(st *ModelState, d *Delta) (*ModelState, bool) {
 		if d.LatencyMs > st.LatencyMaxMs {
 			st.LatencyMaxMs = d.LatencyMs
 		}
+		st.LatencyHist.add(d.LatencyMs)
 		if d.EventTime.After(st.LastSeen) {
 			st.LastSeen = d.EventTime
 		}
+		st.Win.add(st.LastSeen, d.EventTime, func(b *Bucket) {
+			b.Requests++
+			if d.Error {
+				b.Errors++
+			}
+			b.LatencySum += d.LatencyMs
+			b.LatencyMax = max(b.LatencyMax, d.LatencyMs)
+			b.Hist.add(d.LatencyMs)
+		})
 	}
 	return st, true
 }
@@ -448,36 +516,59 @@ func UserOp(project, tenant, user string, st *UserState) Op {
 		Fields: partyFields(UserView, (*TenantState)(st))}
 }
 
-// partyFields are the features tenants and users share, in view.
-func partyFields(view string, st *TenantState) map[string]any {
-	ratio := 0.0
-	if st.RequestCount > 0 {
-		ratio = float64(st.FlaggedCount) / float64(st.RequestCount)
+func ratio(n, d int64) float64 {
+	if d <= 0 {
+		return 0
 	}
-	return HashFields(view, st.LastSeen, []Feature{
-		{"request_count", Int64Value(st.RequestCount)},
-		{"flagged_count", Int64Value(st.FlaggedCount)},
-		{"flagged_ratio", DoubleValue(ratio)},
-		{"tokens", Int64Value(st.Tokens)},
-		{"last_seen", UnixTimestampValue(st.LastSeen)},
-	})
+	return float64(n) / float64(d)
 }
 
-// ModelOp is the model_features row of a model.
+// partyFields are the features tenants and users share, in view: the all-time totals, then
+// per window (Windows) request_count_<w>, flagged_count_<w>, flagged_ratio_<w> and tokens_<w>,
+// as of last_seen.
+func partyFields(view string, st *TenantState) map[string]any {
+	feats := []Feature{
+		{"request_count", Int64Value(st.RequestCount)},
+		{"flagged_count", Int64Value(st.FlaggedCount)},
+		{"flagged_ratio", DoubleValue(ratio(st.FlaggedCount, st.RequestCount))},
+		{"tokens", Int64Value(st.Tokens)},
+		{"last_seen", UnixTimestampValue(st.LastSeen)},
+	}
+	for _, w := range Windows {
+		b := st.Win.sum(w, st.LastSeen)
+		feats = append(feats,
+			Feature{windowFeature("request_count", w), Int64Value(b.Requests)},
+			Feature{windowFeature("flagged_count", w), Int64Value(b.Flagged)},
+			Feature{windowFeature("flagged_ratio", w), DoubleValue(ratio(b.Flagged, b.Requests))},
+			Feature{windowFeature("tokens", w), Int64Value(b.Tokens)},
+		)
+	}
+	return HashFields(view, st.LastSeen, feats)
+}
+
+// ModelOp is the model_features row of a model: the all-time totals, last_seen, then per
+// window (Windows) request_count_<w>, error_count_<w>, latency_avg_ms_<w>, latency_p95_ms_<w>
+// and latency_max_ms_<w>, as of last_seen.
 func ModelOp(project, model string, st *ModelState) Op {
-	avg := 0.0
-	if st.RequestCount > 0 {
-		avg = float64(st.LatencySumMs) / float64(st.RequestCount)
+	feats := []Feature{
+		{"request_count", Int64Value(st.RequestCount)},
+		{"error_count", Int64Value(st.ErrorCount)},
+		{"latency_avg_ms", DoubleValue(ratio(st.LatencySumMs, st.RequestCount))},
+		{"latency_max_ms", Int64Value(st.LatencyMaxMs)},
+		{"latency_p95_ms", Int64Value(st.LatencyHist.Quantile(0.95, st.LatencyMaxMs))},
+		{"last_seen", UnixTimestampValue(st.LastSeen)},
 	}
-	return Op{
-		Key: RedisKey(project, StringEntity(ModelEntity, model)),
-		Fields: HashFields(ModelView, st.LastSeen, []Feature{
-			{"request_count", Int64Value(st.RequestCount)},
-			{"error_count", Int64Value(st.ErrorCount)},
-			{"latency_avg_ms", DoubleValue(avg)},
-			{"latency_max_ms", Int64Value(st.LatencyMaxMs)},
-		}),
+	for _, w := range Windows {
+		b := st.Win.sum(w, st.LastSeen)
+		feats = append(feats,
+			Feature{windowFeature("request_count", w), Int64Value(b.Requests)},
+			Feature{windowFeature("error_count", w), Int64Value(b.Errors)},
+			Feature{windowFeature("latency_avg_ms", w), DoubleValue(ratio(b.LatencySum, b.Requests))},
+			Feature{windowFeature("latency_p95_ms", w), Int64Value(b.Hist.Quantile(0.95, b.LatencyMax))},
+			Feature{windowFeature("latency_max_ms", w), Int64Value(b.LatencyMax)},
+		)
 	}
+	return Op{Key: RedisKey(project, StringEntity(ModelEntity, model)), Fields: HashFields(ModelView, st.LastSeen, feats)}
 }
 
 // splitKey tells a table key's kind: "tenant", "user" (id is "<tenant>/<user>", escaped as

@@ -119,7 +119,7 @@ func TestFlagBeforeTenant(t *testing.T) {
 		t.Fatalf("tenant = %+v", ten)
 	}
 	op := TenantOp("backflow", "t9", w.tenants["t9"])
-	if len(op.Fields) != 6 {
+	if len(op.Fields) != 14 { // 5 all-time + 2 windows × 4 + _ts
 		t.Fatalf("tenant op fields = %d", len(op.Fields))
 	}
 }
@@ -237,7 +237,7 @@ func TestFlagBeforeUser(t *testing.T) {
 		t.Fatalf("request without userId: users = %v, tenant = %+v", w.users, w.tenants["t9"])
 	}
 	op := UserOp("backflow", "t9", "u9", u)
-	if len(op.Fields) != 6 {
+	if len(op.Fields) != 14 { // 5 all-time + 2 windows × 4 + _ts
 		t.Fatalf("user op fields = %d", len(op.Fields))
 	}
 	if op.Key != RedisKey("backflow", StringEntity(UserEntity, "u9"), StringEntity(TenantEntity, "t9")) ||

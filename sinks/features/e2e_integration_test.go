@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"runtime"
+	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,14 +107,91 @@ func checkDLQ(t *testing.T, ctx context.Context, kcfg kafka.Config, topic, origi
 // counted when its gateway RESPONSE record is; so each tenant's request_count must equal the
 // number of distinct requestIds whose RESPONSE original the manifest lists (duplicates and poison
 // excluded), with the tenant read from that original record; likewise each model's, and each
-// user's (per (tenant, user): user ids repeat across tenants). Then the sink's committed offsets
-// are deleted and it re-reads the whole enriched topic: the counts must not change.
+// user's (per (tenant, user): user ids repeat across tenants). The traffic's event times are
+// spread over 30 hours (loadgen's simulated clock), so the windowed features differ from the
+// totals: each entity's request_count_1h/_24h, flagged_count_<w>, tokens_24h, and per model
+// error_count_24h, latency_p95_ms_24h and latency_max_ms_1h must equal what the RESPONSE
+// originals imply (their event times, tokens, latencies and statuses), with a request flagged
+// when ingest's verdict on any of its records is REVIEW or BLOCK. Then the sink's committed
+// offsets are deleted and it re-reads the whole enriched topic: nothing may change.
 func TestFeaturesEndToEnd(t *testing.T) { runE2E(t, 0) }
 
 // TestFeaturesRedisOutage: as TestFeaturesEndToEnd, but the sink's Redis is unreachable (through
-// a proxy taken down) while all the traffic is sent and for 30 s after; the sink must retry, hold
-// up consumption, and end exact once Redis is back.
+// a proxy taken down) while all the traffic is sent and for 30 s after. Sampled every 100 ms
+// during the outage: the records the sink holds uncommitted (the writer's pending jobs) never
+// exceed its cap (QueueSize + MaxBatch; the test sets QueueSize 1024 so the traffic fills it),
+// Redis acknowledges nothing, the group's committed offsets on the enriched and loopback topics
+// never pass the records whose writes Redis acknowledged (none: not even the undecodable record
+// the DLQ took, which sits behind records waiting for Redis), and the heap stays under a bound. Then the sink must end exact once Redis is
+// back, with lag 0 on both topics.
 func TestFeaturesRedisOutage(t *testing.T) { runE2E(t, 30*time.Second) }
+
+// obs is what the oracle knows of one counted request: its RESPONSE original and ingest's verdicts.
+type obs struct {
+	at              time.Time
+	tokens, latency int64
+	flagged, err    bool
+}
+
+// expected is what an entity's features must be, from its requests.
+type expected struct {
+	n, flagged, tokens int64
+	win                map[string]expected // by window name; win of a window's value is nil
+	errs, p95, max     int64
+}
+
+// expectFor computes an entity's features from its requests: the totals, and per window the
+// requests whose RESPONSE falls in the window's buckets as of the entity's newest RESPONSE time
+// (the Step-aligned buckets ending with that time's; see features.Window).
+func expectFor(reqs []obs) expected {
+	var asOf time.Time
+	for _, o := range reqs {
+		if o.at.After(asOf) {
+			asOf = o.at
+		}
+	}
+	sum := func(in []obs) expected {
+		var e expected
+		var lat []int64
+		for _, o := range in {
+			e.n++
+			e.tokens += o.tokens
+			if o.flagged {
+				e.flagged++
+			}
+			if o.err {
+				e.errs++
+			}
+			lat = append(lat, o.latency)
+			e.max = max(e.max, o.latency)
+		}
+		if len(lat) > 0 {
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			v := lat[int(math.Ceil(0.95*float64(len(lat))))-1] // the 95th percentile (nearest rank)
+			e.p95 = e.max
+			for _, b := range features.LatencyBoundsMs { // reported as its histogram bin's upper bound
+				if b >= v {
+					e.p95 = min(b, e.max)
+					break
+				}
+			}
+		}
+		return e
+	}
+	e := sum(reqs)
+	e.win = map[string]expected{}
+	for _, w := range features.Windows {
+		from := asOf.Truncate(w.Step).Add(w.Step - w.Span)
+		var in []obs
+		for _, o := range reqs {
+			if !o.at.Truncate(w.Step).Before(from) {
+				in = append(in, o)
+			}
+		}
+		e.win[w.Name] = sum(in)
+	}
+	return e
+}
 
 func runE2E(t *testing.T, outage time.Duration) {
 	testenv.Integration(t)
@@ -125,7 +205,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a guard against hangs; the run takes 1 to 4 min
 	defer cancel()
 	rdb, err := features.Open(ctx, features.Config{Addr: testenv.Get(testenv.RedisAddr)})
 	if err != nil {
@@ -183,6 +263,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	sinkRedis := rdb
 	var px *switchProxy
 	if outage > 0 {
+		fcfg.Writer.QueueSize = 1024 // the outage's traffic (about 6,000 jobs) must fill it
 		px = newSwitchProxy(t, testenv.Get(testenv.RedisAddr))
 		sinkRedis = redis.NewClient(&redis.Options{Addr: px.addr, DialTimeout: time.Second, MaxRetries: -1})
 		defer sinkRedis.Close()
@@ -200,16 +281,37 @@ func runE2E(t *testing.T, outage time.Duration) {
 	}
 	stopSink, sinkDone := startSink()
 
-	if px != nil {
-		for proc.Load() == nil {
-			time.Sleep(100 * time.Millisecond)
+	var sampler *outageSampler
+	for proc.Load() == nil { // a sink that fails to start says why instead of leaving the test waiting
+		select {
+		case err := <-sinkDone:
+			t.Fatalf("sink-features stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			t.Fatal("sink-features never became ready")
+		case <-time.After(100 * time.Millisecond):
 		}
+	}
+	if px != nil {
 		px.down()
 		t.Logf("redis down for the sink")
 	}
 	// One record in the enriched topic that is not Avro at all: it must reach the sink's DLQ.
-	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: icfg.EnrichedTopic, Key: []byte("bad-" + id), Value: []byte("not avro")}).FirstErr(); err != nil {
-		t.Fatal(err)
+	// Without an outage it goes first. With one, it goes in among the first enriched records
+	// (at least 5 in every partition before it), so that the sink reads it, and dead-letters it,
+	// behind records still waiting for Redis: committing it must wait for them too.
+	var badAt atomic.Pointer[kgo.Record]
+	produceBad := func() {
+		res := admin.ProduceSync(ctx, &kgo.Record{Topic: icfg.EnrichedTopic, Key: []byte("bad-" + id), Value: []byte("not avro")})
+		if err := res.FirstErr(); err != nil {
+			t.Error(err)
+			return
+		}
+		badAt.Store(res[0].Record)
+	}
+	if px == nil {
+		produceBad()
+	} else {
+		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, badAt.Load)
 	}
 	// Traffic.
 	prod, err := kcfg.NewClient(loadgen.ProducerOpts()...)
@@ -217,8 +319,40 @@ func runE2E(t *testing.T, outage time.Duration) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	lcfg := loadgen.Config{Requests: 1000, DuplicateRate: 0.05, PoisonRate: 0.03, InferenceTopic: icfg.InferenceTopic, GatewayTopic: icfg.GatewayTopic}
+	// 1,000 requests over the last 30 hours of event time (one every 108 s), sent flat out.
+	const requests, span = 1000, 30 * time.Hour
+	lcfg := loadgen.Config{Requests: requests, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2, InferenceTopic: icfg.InferenceTopic, GatewayTopic: icfg.GatewayTopic,
+		EventStart: time.Now().Add(-span).UTC(), EventStep: span / requests}
+	badDone := make(chan struct{})
+	if px != nil {
+		go func() {
+			defer close(badDone)
+			adm := kadm.NewClient(admin)
+			for ctx.Err() == nil {
+				ends, err := adm.ListEndOffsets(ctx, icfg.EnrichedTopic)
+				least := int64(-1)
+				ends.Each(func(o kadm.ListedOffset) {
+					if least < 0 || o.Offset < least {
+						least = o.Offset
+					}
+				})
+				if err == nil && least >= 5 {
+					produceBad()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	} else {
+		close(badDone)
+	}
 	st, err := loadgen.Run(ctx, lcfg, prod, reg, loadgen.Options{RunID: id, Manifest: &buf})
+	<-badDone
+	bad := badAt.Load()
+	if bad == nil {
+		t.Fatal("the undecodable record was not produced")
+	}
+	t.Logf("undecodable record at %s/%d/%d", bad.Topic, bad.Partition, bad.Offset)
 	prod.Close()
 	if err != nil || st.Failed != 0 {
 		t.Fatalf("loadgen: %v (%v)", err, st)
@@ -247,6 +381,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	tenantReqs := map[string]map[string]bool{}
 	modelReqs := map[string]map[string]bool{}
 	userReqs := map[[2]string]map[string]bool{} // (tenant, user) -> requestIds
+	respOf := map[string]obs{}                  // requestId -> its RESPONSE original
 	found := 0
 	for found < len(want) {
 		fs := cons.PollFetches(ctx)
@@ -263,6 +398,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 			if err != nil || g.RequestID != rid {
 				t.Fatalf("RESPONSE original at %d/%d: %v (%s vs %s)", r.Partition, r.Offset, err, g.RequestID, rid)
 			}
+			respOf[rid] = obs{at: g.EventTime.UTC(), tokens: int64(g.PromptTokens) + int64(g.CompletionTokens), latency: int64(g.LatencyMs), err: g.StatusCode >= 500}
 			if tenantReqs[g.TenantID] == nil {
 				tenantReqs[g.TenantID] = map[string]bool{}
 			}
@@ -302,44 +438,119 @@ func runE2E(t *testing.T, outage time.Duration) {
 	t.Logf("oracle: %d requests over %d tenants, %d (tenant, user) pairs (%d user ids in more than one tenant) and %d models",
 		total, len(tenantReqs), len(userReqs), shared, len(modelReqs))
 
-	// compare polls Redis until every tenant's, user's and model's request_count equals the oracle.
+	// Flags: ingest's verdicts, from every record it emitted (one per original).
+	originals := map[string]bool{} // topic/requestId/phase of every original
+	for _, e := range m.Entries {
+		if e.Kind == loadgen.KindOriginal {
+			originals[e.Topic+"/"+e.RequestID+"/"+e.Phase] = true
+		}
+	}
+	edec, err := avro.NewDecoder[avro.EnrichedRecord](reg, avro.EnrichedSchema, avro.DecoderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	econs, err := kcfg.NewClient(kgo.ConsumeTopics(icfg.EnrichedTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagged := map[string]bool{}
+	emitted := map[string]bool{}
+	for len(emitted) < len(originals) {
+		fs := econs.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d enriched originals", len(emitted), len(originals))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			e, _, err := edec.Decode(ctx, r.Value)
+			if err != nil {
+				return // the undecodable record planted above
+			}
+			phase := ""
+			if e.Gateway != nil {
+				phase = e.Gateway.Phase
+			}
+			emitted[e.SourceTopic+"/"+e.RequestID+"/"+phase] = true
+			if e.Moderation.Verdict == "REVIEW" || e.Moderation.Verdict == "BLOCK" {
+				flagged[e.RequestID] = true
+			}
+		})
+	}
+	econs.Close()
+	expectOf := func(reqs map[string]bool) expected {
+		var os []obs
+		for rid := range reqs {
+			o := respOf[rid]
+			o.flagged = flagged[rid]
+			os = append(os, o)
+		}
+		return expectFor(os)
+	}
+	tenantExp, userExp, modelExp := map[string]expected{}, map[[2]string]expected{}, map[string]expected{}
+	var in1h, in24h, flagged24h int64
+	for k, r := range tenantReqs {
+		tenantExp[k] = expectOf(r)
+		in1h, in24h, flagged24h = in1h+tenantExp[k].win["1h"].n, in24h+tenantExp[k].win["24h"].n, flagged24h+tenantExp[k].win["24h"].flagged
+	}
+	for k, r := range userReqs {
+		userExp[k] = expectOf(r)
+	}
+	for k, r := range modelReqs {
+		modelExp[k] = expectOf(r)
+	}
+	t.Logf("oracle windows: of %d requests (%d flagged) over %v of event time, the tenants' 24h windows hold %d (%d flagged), their 1h windows %d",
+		total, len(flagged), span, in24h, flagged24h, in1h)
+	if in1h == 0 || in24h == int64(total) || flagged24h == 0 {
+		t.Fatalf("the windows do not discriminate: 1h %d, 24h %d of %d, flagged in 24h %d", in1h, in24h, total, flagged24h)
+	}
+
+	// compare polls Redis until every tenant's, user's and model's features equal the oracle.
+	type check struct {
+		feat string
+		want func(e expected) int64
+	}
+	win := func(w string, f func(e expected) int64) func(e expected) int64 {
+		return func(e expected) int64 { return f(e.win[w]) }
+	}
+	n := func(e expected) int64 { return e.n }
+	fl := func(e expected) int64 { return e.flagged }
+	tok := func(e expected) int64 { return e.tokens }
+	partyChecks := []check{{"request_count", n}, {"flagged_count", fl}, {"tokens", tok},
+		{"request_count_1h", win("1h", n)}, {"flagged_count_1h", win("1h", fl)}, {"tokens_1h", win("1h", tok)},
+		{"request_count_24h", win("24h", n)}, {"flagged_count_24h", win("24h", fl)}, {"tokens_24h", win("24h", tok)}}
+	modelChecks := []check{{"request_count", n}, {"error_count", func(e expected) int64 { return e.errs }},
+		{"latency_max_ms", func(e expected) int64 { return e.max }}, {"latency_p95_ms", func(e expected) int64 { return e.p95 }},
+		{"request_count_1h", win("1h", n)}, {"latency_max_ms_1h", win("1h", func(e expected) int64 { return e.max })},
+		{"request_count_24h", win("24h", n)}, {"error_count_24h", win("24h", func(e expected) int64 { return e.errs })},
+		{"latency_p95_ms_24h", win("24h", func(e expected) int64 { return e.p95 })}}
 	compare := func(label string) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for {
 			var diffs []string
-			for tenant, reqs := range tenantReqs {
-				key := features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, tenant))
-				n, _, err := int64Feature(ctx, rdb, key, features.TenantView, "request_count")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n != int64(len(reqs)) {
-					diffs = append(diffs, fmt.Sprintf("tenant %s: %d, want %d", tenant, n, len(reqs)))
-				}
-			}
-			for u, reqs := range userReqs {
-				key := features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, u[0]), features.StringEntity(features.UserEntity, u[1]))
-				n, _, err := int64Feature(ctx, rdb, key, features.UserView, "request_count")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n != int64(len(reqs)) {
-					diffs = append(diffs, fmt.Sprintf("user %s/%s: %d, want %d", u[0], u[1], n, len(reqs)))
+			diff := func(what, key, view string, e expected, checks []check) {
+				for _, c := range checks {
+					got, _, err := int64Feature(ctx, rdb, key, view, c.feat)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := c.want(e); got != want {
+						diffs = append(diffs, fmt.Sprintf("%s %s: %d, want %d", what, c.feat, got, want))
+					}
 				}
 			}
-			for model, reqs := range modelReqs {
-				key := features.RedisKey(fcfg.Project, features.StringEntity(features.ModelEntity, model))
-				n, _, err := int64Feature(ctx, rdb, key, features.ModelView, "request_count")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n != int64(len(reqs)) {
-					diffs = append(diffs, fmt.Sprintf("model %s: %d, want %d", model, n, len(reqs)))
-				}
+			for tenant, e := range tenantExp {
+				diff("tenant "+tenant, features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, tenant)), features.TenantView, e, partyChecks)
+			}
+			for u, e := range userExp {
+				diff("user "+u[0]+"/"+u[1], features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, u[0]), features.StringEntity(features.UserEntity, u[1])),
+					features.UserView, e, partyChecks)
+			}
+			for model, e := range modelExp {
+				diff("model "+model, features.RedisKey(fcfg.Project, features.StringEntity(features.ModelEntity, model)), features.ModelView, e, modelChecks)
 			}
 			if len(diffs) == 0 {
-				t.Logf("%s: all %d tenants, %d users and %d models equal the manifest", label, len(tenantReqs), len(userReqs), len(modelReqs))
+				t.Logf("%s: all %d tenants, %d users and %d models equal the manifest (%d features each, totals and windows)",
+					label, len(tenantReqs), len(userReqs), len(modelReqs), len(partyChecks))
 				return
 			}
 			if time.Now().After(deadline) {
@@ -350,7 +561,11 @@ func runE2E(t *testing.T, outage time.Duration) {
 	}
 	if px != nil {
 		time.Sleep(outage)
+		sampler.stop(t)
 		p := proc.Load()
+		if n := p.Stats.Undecoded.Load(); n != 1 {
+			t.Fatalf("the sink dead-lettered %d records during the outage, want the 1 undecodable one (behind records waiting for Redis)", n)
+		}
 		if p.RedisRetries() == 0 {
 			t.Fatalf("no Redis retries during a %v outage", outage)
 		}
@@ -358,6 +573,10 @@ func runE2E(t *testing.T, outage time.Duration) {
 		px.up()
 		compare("after redis outage")
 		waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.EnrichedTopic)
+		waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.LoopTopic())
+		if n := p.Pending(); n != 0 {
+			t.Fatalf("%d records still pending after lag 0", n)
+		}
 		checkDLQ(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
 		stopSink()
 		if err := <-sinkDone; err != nil {
@@ -371,6 +590,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	}
 	compare("first pass")
 	waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.EnrichedTopic)
+	waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.LoopTopic())
 	checkDLQ(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
 
 	// A sample read through Feast's own SDK (a private Feast project named like the test's).
@@ -384,11 +604,24 @@ func runE2E(t *testing.T, outage time.Duration) {
 		sample = append(sample, tenant)
 		rows = append(rows, map[string]any{"tenant_id": tenant})
 	}
-	got := readOnline(t, python, repo, []string{"tenant_features:request_count", "tenant_features:flagged_count", "tenant_features:tokens"}, rows)
-	for i, tenant := range sample {
-		if n, _ := got["request_count"][i].(float64); int(n) != len(tenantReqs[tenant]) {
-			t.Fatalf("Feast SDK: tenant %s request_count = %v, want %d", tenant, got["request_count"][i], len(tenantReqs[tenant]))
+	feastChecks := func(view string, checks []check) []string {
+		var out []string
+		for _, c := range checks {
+			out = append(out, view+":"+c.feat)
 		}
+		return out
+	}
+	assertFeast := func(what string, got map[string][]any, i int, e expected, checks []check) {
+		t.Helper()
+		for _, c := range checks {
+			if v, ok := got[c.feat][i].(float64); !ok || int64(v) != c.want(e) {
+				t.Fatalf("Feast SDK: %s %s = %v, want %d", what, c.feat, got[c.feat][i], c.want(e))
+			}
+		}
+	}
+	got := readOnline(t, python, repo, feastChecks(features.TenantView, partyChecks), rows)
+	for i, tenant := range sample {
+		assertFeast("tenant "+tenant, got, i, tenantExp[tenant], partyChecks)
 	}
 	t.Logf("Feast SDK read %d tenants equal to the manifest: %v", len(sample), got)
 	// A few users the same way, by (tenant_id, user_id): first every tenant of two user ids
@@ -420,13 +653,22 @@ func runE2E(t *testing.T, outage time.Duration) {
 	for _, u := range usample {
 		rows = append(rows, map[string]any{"tenant_id": u[0], "user_id": u[1]})
 	}
-	got = readOnline(t, python, repo, []string{"user_features:request_count", "user_features:flagged_count", "user_features:tokens"}, rows)
+	got = readOnline(t, python, repo, feastChecks(features.UserView, partyChecks), rows)
 	for i, u := range usample {
-		if n, _ := got["request_count"][i].(float64); int(n) != len(userReqs[u]) {
-			t.Fatalf("Feast SDK: user %s/%s request_count = %v, want %d", u[0], u[1], got["request_count"][i], len(userReqs[u]))
-		}
+		assertFeast("user "+u[0]+"/"+u[1], got, i, userExp[u], partyChecks)
 	}
 	t.Logf("Feast SDK read %d users %v equal to the manifest: %v", len(usample), usample, got)
+	rows = nil
+	var msample []string
+	for model := range modelExp {
+		msample = append(msample, model)
+		rows = append(rows, map[string]any{"model": model})
+	}
+	got = readOnline(t, python, repo, feastChecks(features.ModelView, modelChecks), rows)
+	for i, model := range msample {
+		assertFeast("model "+model, got, i, modelExp[model], modelChecks)
+	}
+	t.Logf("Feast SDK read all %d models equal to the manifest: %v", len(msample), got)
 	// Every request's row is there too, with its TTL.
 	for _, rid := range want {
 		key := features.RedisKey(fcfg.Project, features.StringEntity(features.RequestEntity, rid))
@@ -486,5 +728,118 @@ func runE2E(t *testing.T, outage time.Duration) {
 	stopAll()
 	if err := <-ingestDone; err != nil {
 		t.Fatalf("ingest: %v", err)
+	}
+}
+
+// outageSampler watches the sink every 100 ms while its Redis is away (see
+// TestFeaturesRedisOutage) and reports what it saw when stopped.
+type outageSampler struct {
+	p                   *features.Processor
+	stopc, done         chan struct{}
+	queueSize           int64
+	written0            int64
+	liveBase, liveBound uint64
+	heapBound           uint64
+
+	samples    int
+	maxPending int64
+	maxHeap    uint64
+	committed  map[string]map[int32]int64 // highest committed offset seen, by topic and partition
+	violations []string
+}
+
+func heapInuse(gc bool) uint64 {
+	if gc {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// startOutageSampler starts sampling right after Redis went away and before any traffic: nothing
+// the sink will read can be acknowledged by Redis until it is back, so it may commit nothing.
+// The undecodable record bad (nil until produced) needs no Redis write, but it sits behind
+// records that do, so it may not be committed either (only if it were first in its partition).
+func startOutageSampler(ctx context.Context, adm *kadm.Client, p *features.Processor, fcfg features.SinkConfig, bad func() *kgo.Record) *outageSampler {
+	s := &outageSampler{p: p, stopc: make(chan struct{}), done: make(chan struct{}), queueSize: int64(fcfg.Writer.QueueSize),
+		written0: p.RedisWritten(), committed: map[string]map[int32]int64{}}
+	// The heap bound, as in the ClickHouse sink's outage test: the sink holds at most PendingCap
+	// jobs (a record's or delta's Redis ops: a hash of up to 17 small fields, well under 16 KiB
+	// each), and the rest of the process (ingest, loadgen's producer, the test's consumers) gets
+	// 96 MiB; between GCs the heap in use may reach twice the live heap.
+	s.liveBase = heapInuse(true)
+	s.liveBound = s.liveBase + uint64(p.PendingCap())*16<<10 + 96<<20
+	s.heapBound = 2 * s.liveBound
+	allowed := func(topic string, partition int32) int64 {
+		if b := bad(); b != nil && topic == fcfg.EnrichedTopic && partition == b.Partition && b.Offset == 0 {
+			return 1
+		}
+		return 0
+	}
+	go func() {
+		defer close(s.done)
+		start := time.Now()
+		for {
+			select {
+			case <-s.stopc:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			at := time.Since(start).Round(time.Millisecond)
+			s.samples++
+			pending, h := p.Pending(), heapInuse(false)
+			s.maxPending, s.maxHeap = max(s.maxPending, pending), max(s.maxHeap, h)
+			if pending > p.PendingCap() {
+				s.violations = append(s.violations, fmt.Sprintf("%v: %d records pending, cap %d", at, pending, p.PendingCap()))
+			}
+			if h > s.heapBound {
+				s.violations = append(s.violations, fmt.Sprintf("%v: heap in use %.1f MiB, bound %.1f MiB", at, float64(h)/(1<<20), float64(s.heapBound)/(1<<20)))
+			}
+			if w := p.RedisWritten(); w != s.written0 {
+				s.violations = append(s.violations, fmt.Sprintf("%v: Redis acknowledged %d ops while unreachable", at, w-s.written0))
+			}
+			offs, err := adm.FetchOffsets(ctx, fcfg.Group)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.violations = append(s.violations, fmt.Sprintf("%v: fetch committed offsets: %v", at, err))
+				}
+				continue
+			}
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Topic != fcfg.EnrichedTopic && o.Topic != fcfg.LoopTopic() {
+					return
+				}
+				if s.committed[o.Topic] == nil {
+					s.committed[o.Topic] = map[int32]int64{}
+				}
+				s.committed[o.Topic][o.Partition] = max(s.committed[o.Topic][o.Partition], o.At)
+				if o.At > allowed(o.Topic, o.Partition) {
+					s.violations = append(s.violations, fmt.Sprintf("%v: %s/%d committed at %d while Redis acknowledged nothing", at, o.Topic, o.Partition, o.At))
+				}
+			})
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling (Redis still away) and fails t on anything it saw.
+func (s *outageSampler) stop(t *testing.T) {
+	t.Helper()
+	close(s.stopc)
+	<-s.done
+	liveEnd := heapInuse(true)
+	t.Logf("during the outage (%d samples): at most %d records pending (cap %d, queue %d); heap in use peaked at %.1f MiB (bound %.1f MiB); "+
+		"live heap %.1f MiB before, %.1f MiB at the end (bound %.1f MiB); Redis acknowledged %d ops; committed %v",
+		s.samples, s.maxPending, s.p.PendingCap(), s.queueSize, float64(s.maxHeap)/(1<<20), float64(s.heapBound)/(1<<20),
+		float64(s.liveBase)/(1<<20), float64(liveEnd)/(1<<20), float64(s.liveBound)/(1<<20), s.p.RedisWritten()-s.written0, s.committed)
+	if len(s.violations) > 0 {
+		t.Fatalf("%d violations during the outage, e.g. %v", len(s.violations), s.violations[:min(5, len(s.violations))])
+	}
+	if liveEnd > s.liveBound {
+		t.Fatalf("live heap at the end of the outage %.1f MiB, bound %.1f MiB", float64(liveEnd)/(1<<20), float64(s.liveBound)/(1<<20))
+	}
+	if s.maxPending < s.queueSize {
+		t.Fatalf("at most %d records pending: the outage's traffic never filled the writer's queue of %d, so the cap was not tested", s.maxPending, s.queueSize)
 	}
 }

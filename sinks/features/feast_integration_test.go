@@ -109,9 +109,25 @@ func TestFeastReadsOurLayout(t *testing.T) {
 		ops = append(ops, op)
 		keys = append(keys, op.Key)
 	}
+	// tenant-a is built from deltas, so it has windows: 10 requests of 100 tokens, 3 of them
+	// flagged (at 0, 2 h and 30 h before ts). The 1h window as of ts holds the 3 requests of the
+	// last 50 minutes (1 flagged), the 24h window the 7 of the last 23 hours (2 flagged).
+	var tenantA *features.TenantState
+	for i, ago := range []time.Duration{0, 10 * time.Minute, 50 * time.Minute, 2 * time.Hour, 5 * time.Hour, 20 * time.Hour, 23 * time.Hour, 26 * time.Hour, 30 * time.Hour, 40 * time.Hour} {
+		at := ts.Add(-ago)
+		d := &features.Delta{From: features.Pos{Partition: 0, Offset: int64(i)}, Count: true, Tokens: 100, EventTime: at}
+		if i == 0 || i == 3 || i == 8 {
+			d.Flag, d.FlagAt = true, at
+		}
+		tenantA, _ = features.ApplyTenant(tenantA, d)
+	}
 	tenants := map[string]*features.TenantState{
-		run + "-tenant-a": {RequestCount: 10, FlaggedCount: 3, Tokens: 12345, LastSeen: ts},
+		run + "-tenant-a": tenantA,
 		run + "-tenant-b": {RequestCount: 0, LastSeen: ts},
+	}
+	wantWin := map[string][]float64{ // tenant -> request_count_1h, flagged_count_1h, flagged_ratio_1h, tokens_1h, then _24h
+		run + "-tenant-a": {3, 1, 1.0 / 3, 300, 7, 2, 2.0 / 7, 700},
+		run + "-tenant-b": {0, 0, 0, 0, 0, 0, 0, 0},
 	}
 	for id, st := range tenants {
 		op := features.TenantOp("backflow", id, st)
@@ -132,8 +148,17 @@ func TestFeastReadsOurLayout(t *testing.T) {
 		ops = append(ops, op)
 		keys = append(keys, op.Key)
 	}
+	// The model from deltas too: latencies 100, 200, 300, 5000 ms at 0, 20 min, 3 h and 30 h
+	// before ts, errors at 20 min and 30 h.
 	mid := run + "-model"
-	mst := &features.ModelState{RequestCount: 4, ErrorCount: 1, LatencySumMs: 410, LatencyMaxMs: 200, LastSeen: ts}
+	var mst *features.ModelState
+	for i, c := range []struct {
+		ago     time.Duration
+		latency int64
+		err     bool
+	}{{0, 100, false}, {20 * time.Minute, 200, true}, {3 * time.Hour, 300, false}, {30 * time.Hour, 5000, true}} {
+		mst, _ = features.ApplyModel(mst, &features.Delta{From: features.Pos{Partition: 0, Offset: int64(i)}, Count: true, Error: c.err, LatencyMs: c.latency, EventTime: ts.Add(-c.ago)})
+	}
 	op := features.ModelOp("backflow", mid, mst)
 	ops = append(ops, op)
 	keys = append(keys, op.Key)
@@ -180,9 +205,22 @@ func TestFeastReadsOurLayout(t *testing.T) {
 	for _, id := range ids {
 		rows = append(rows, map[string]any{"tenant_id": id})
 	}
-	got = readOnline(t, python, repo, []string{"tenant_features:request_count", "tenant_features:flagged_count",
-		"tenant_features:flagged_ratio", "tenant_features:tokens", "tenant_features:last_seen"}, rows)
+	windowed := []string{"request_count_1h", "flagged_count_1h", "flagged_ratio_1h", "tokens_1h",
+		"request_count_24h", "flagged_count_24h", "flagged_ratio_24h", "tokens_24h"}
+	feats := []string{"tenant_features:request_count", "tenant_features:flagged_count",
+		"tenant_features:flagged_ratio", "tenant_features:tokens", "tenant_features:last_seen"}
+	for _, f := range windowed {
+		feats = append(feats, "tenant_features:"+f)
+	}
+	got = readOnline(t, python, repo, feats, rows)
 	t.Logf("tenant_features via Feast: %v", got)
+	for i, id := range ids[:2] {
+		for j, f := range windowed {
+			if v, ok := got[f][i].(float64); !ok || math.Abs(v-wantWin[id][j]) > 1e-12 {
+				t.Errorf("%s %s = %v, want %v", id, f, got[f][i], wantWin[id][j])
+			}
+		}
+	}
 	for i, id := range ids[:2] {
 		st := tenants[id]
 		ratio := 0.0
@@ -224,10 +262,19 @@ func TestFeastReadsOurLayout(t *testing.T) {
 	}
 
 	// Model.
-	got = readOnline(t, python, repo, []string{"model_features:request_count", "model_features:error_count",
-		"model_features:latency_avg_ms", "model_features:latency_max_ms"}, []map[string]any{{"model": mid}})
+	mwant := map[string]float64{"request_count": 4, "error_count": 2, "latency_avg_ms": 1400, "latency_max_ms": 5000, "latency_p95_ms": 5000,
+		"last_seen":        float64(ts.Unix()),
+		"request_count_1h": 2, "error_count_1h": 1, "latency_avg_ms_1h": 150, "latency_p95_ms_1h": 200, "latency_max_ms_1h": 200,
+		"request_count_24h": 3, "error_count_24h": 1, "latency_avg_ms_24h": 200, "latency_p95_ms_24h": 300, "latency_max_ms_24h": 300}
+	feats = nil
+	for f := range mwant {
+		feats = append(feats, "model_features:"+f)
+	}
+	got = readOnline(t, python, repo, feats, []map[string]any{{"model": mid}})
 	t.Logf("model_features via Feast: %v", got)
-	if got["request_count"][0].(float64) != 4 || got["error_count"][0].(float64) != 1 || got["latency_avg_ms"][0].(float64) != 102.5 || got["latency_max_ms"][0].(float64) != 200 {
-		t.Errorf("model row = %v", got)
+	for f, want := range mwant {
+		if v, ok := got[f][0].(float64); !ok || v != want {
+			t.Errorf("model %s = %v, want %v", f, got[f][0], want)
+		}
 	}
 }

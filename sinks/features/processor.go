@@ -126,6 +126,16 @@ func NewProcessor(runCtx context.Context, cfg SinkConfig, reg avro.Registry, dea
 // RedisRetries is how many Redis pipelines failed and were retried so far.
 func (p *Processor) RedisRetries() int64 { return p.w.Retries() }
 
+// RedisWritten is how many ops Redis acknowledged so far.
+func (p *Processor) RedisWritten() int64 { return p.w.Written() }
+
+// Pending is how many records' Redis writes are not acknowledged yet (their offsets are not
+// committed); at most PendingCap.
+func (p *Processor) Pending() int64 { return p.w.Pending() }
+
+// PendingCap is the most records the processor holds uncommitted: the writer's Cap.
+func (p *Processor) PendingCap() int64 { return p.w.Cap() }
+
 // Graph is the goka group: the enriched topic in, deltas through the loopback, one table.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(p.cfg.Group),
@@ -157,6 +167,10 @@ func (p *Processor) entry(gctx goka.Context) *Entry {
 	return &Entry{}
 }
 
+// submit hands ops to the writer and commits the record once they are written. Every record
+// goes through here, even one that writes nothing (ops nil): goka marks a partition's offset
+// forward when a record is done, so a record done ahead of an earlier one still waiting for
+// Redis would commit past it. The writer finishes jobs in submission order.
 func (p *Processor) submit(gctx goka.Context, ops []Op) {
 	done := gctx.DeferCommit()
 	if err := p.w.Submit(p.runCtx, ops, done); err != nil {
@@ -167,7 +181,8 @@ func (p *Processor) submit(gctx goka.Context, ops []Op) {
 func (p *Processor) consume(gctx goka.Context, msg any) {
 	raw, _ := msg.([]byte)
 	if raw == nil {
-		return // tombstone: nothing to apply
+		p.submit(gctx, nil) // tombstone: nothing to apply
+		return
 	}
 	var rec avro.EnrichedRecord
 	backoff := 100 * time.Millisecond
@@ -179,6 +194,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		}
 		if !avro.IsRetryable(err) {
 			p.deadLetter(gctx, raw, err)
+			p.submit(gctx, nil) // committed in order behind the records before it
 			return
 		}
 		if p.runCtx.Err() != nil {
@@ -242,6 +258,7 @@ func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
 func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	d, ok := msg.(*Delta)
 	if !ok || d == nil {
+		p.submit(gctx, nil)
 		return
 	}
 	e := p.entry(gctx)
@@ -256,6 +273,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		tenant, user, ok := splitUser(id)
 		if !ok {
 			p.log.Error("delta for a malformed user key", "key", gctx.Key())
+			p.submit(gctx, nil)
 			return
 		}
 		e.User, changed = ApplyUser(e.User, d)
@@ -265,6 +283,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		op = ModelOp(p.cfg.Project, id, e.Model)
 	default:
 		p.log.Error("delta for an unknown key kind", "key", gctx.Key())
+		p.submit(gctx, nil)
 		return
 	}
 	if changed {
@@ -289,8 +308,11 @@ type RunConfig struct {
 	OnReady func(*Processor)
 }
 
-// Prepare checks the enriched topic exists and creates the loopback topic with its partition
-// count. It returns that count.
+// missingTopicGrace is how long Prepare waits for the enriched topic to appear.
+const missingTopicGrace = 20 * time.Second
+
+// Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
+// loopback topic with its partition count. It returns that count.
 func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) {
 	cfg = cfg.withDefaults()
 	cl, err := kc.NewClient()
@@ -299,9 +321,23 @@ func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, cfg.EnrichedTopic)
-	if err != nil {
-		return 0, fmt.Errorf("features: topic metadata: %w", err)
+	// The enriched topic is ingest's output, created when ingest starts: a sink started with it
+	// (make demo starts all stages at once) looks again for a while before calling it missing.
+	var td kadm.TopicDetails
+	deadline := time.Now().Add(missingTopicGrace)
+	for {
+		td, err = adm.ListTopics(ctx, cfg.EnrichedTopic)
+		if err != nil {
+			return 0, fmt.Errorf("features: topic metadata: %w", err)
+		}
+		if len(td[cfg.EnrichedTopic].Partitions) > 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	d, ok := td[cfg.EnrichedTopic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {

@@ -18,7 +18,9 @@ type WriterConfig struct {
 	// Linger is the longest a partial batch waits. Default 20ms.
 	Linger time.Duration
 	// QueueSize bounds the jobs waiting to be written; Submit blocks when full (backpressure).
-	// Default 4096.
+	// Default 4096. With the pipeline being written (at most MaxBatch jobs, since a job holds at
+	// least one op), a writer holds at most QueueSize + MaxBatch jobs (Cap), however long Redis
+	// is away: the processor submits one job per record and blocks on a full queue.
 	QueueSize int
 	// MinBackoff and MaxBackoff bound the retry delay after a failed pipeline. Defaults 100ms, 5s.
 	MinBackoff, MaxBackoff time.Duration
@@ -64,6 +66,7 @@ type Writer struct {
 	stopped chan struct{}
 	retries atomic.Int64
 	written atomic.Int64
+	pending atomic.Int64 // jobs submitted whose done has not been called yet
 }
 
 // NewWriter returns a writer; start it with Run.
@@ -78,15 +81,31 @@ var ErrWriterStopped = errors.New("features: redis writer stopped")
 // Submit queues ops; done (may be nil) is called when they are written, or with an error when
 // the writer stops first. It blocks while the queue is full.
 func (w *Writer) Submit(ctx context.Context, ops []Op, done func(error)) error {
+	w.pending.Add(1)
+	finish := func(err error) {
+		w.pending.Add(-1)
+		if done != nil {
+			done(err)
+		}
+	}
 	select {
-	case w.q <- job{ops: ops, done: done}:
+	case w.q <- job{ops: ops, done: finish}:
 		return nil
 	case <-w.stopped:
+		w.pending.Add(-1)
 		return ErrWriterStopped
 	case <-ctx.Done():
+		w.pending.Add(-1)
 		return ctx.Err()
 	}
 }
+
+// Pending is how many submitted jobs are not done yet: queued, or in the pipeline being
+// written (or retried). It never exceeds Cap.
+func (w *Writer) Pending() int64 { return w.pending.Load() }
+
+// Cap is the most jobs the writer holds: QueueSize + MaxBatch.
+func (w *Writer) Cap() int64 { return int64(w.cfg.QueueSize + w.cfg.MaxBatch) }
 
 // Write submits ops and waits until they are written.
 func (w *Writer) Write(ctx context.Context, ops ...Op) error {

@@ -1,6 +1,6 @@
 -- One row per dictionary match: (source_topic, request_id, phase, start). phase is '' for
 -- inference results. start/end are rune offsets into the text. Versioned like the others.
--- Newer servers only (not here, 18.16): TTL, LowCardinality(String) for category.
+-- Rendered per server like inference_results (LowCardinality, DateTime64 where available).
 CREATE TABLE IF NOT EXISTS moderation_hits (
     source_topic     String,
     request_id       String,
@@ -8,8 +8,8 @@ CREATE TABLE IF NOT EXISTS moderation_hits (
     start            UInt32,
     end              UInt32,
     word             String,
-    category         String,
-    event_time       DateTime,
+    category         {{lowcard}},
+    event_time       {{time}},
     epoch            Int32,
     source_partition Int32,
     source_offset    Int64,

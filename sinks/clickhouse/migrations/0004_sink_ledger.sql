@@ -4,7 +4,7 @@
 -- its rows in the raw (non-FINAL) tables.
 -- rows: rows written to inference_results + gateway_logs (one per enriched record);
 -- hit_rows: rows written to moderation_hits.
--- Newer servers only (not here, 18.16): TTL flushed_at + INTERVAL 90 DAY.
+-- The same on every server; 0010_ttl adds a 90-day TTL where the server has TTL.
 CREATE TABLE IF NOT EXISTS sink_ledger (
     batch_id   String,
     group      String,

@@ -2,8 +2,8 @@
 -- sits in the DLQ, so re-reading the DLQ collapses (version = dlq_offset). The raw key and
 -- value stay in Kafka (re-drive reads them there); the mirror keeps the key as text and the
 -- value's size.
--- Newer servers only (not here, 18.16): TTL error_time + INTERVAL 90 DAY, LowCardinality for
--- stage and class.
+-- Rendered per server: LowCardinality for stage and class, DateTime64(3) for the times where
+-- available; 0010_ttl adds a 90-day TTL where the server has TTL.
 CREATE TABLE IF NOT EXISTS dlq_entries (
     dlq_topic        String,
     dlq_partition    Int32,
@@ -11,11 +11,11 @@ CREATE TABLE IF NOT EXISTS dlq_entries (
     origin_topic     String,
     origin_partition Int32,
     origin_offset    Int64,
-    origin_time      DateTime,
-    stage            String,
-    class            String,
+    origin_time      {{time}},
+    stage            {{lowcard}},
+    class            {{lowcard}},
     message          String,
-    error_time       DateTime,
+    error_time       {{time}},
     record_key       String,
     value_bytes      UInt32,
     truncated_from   UInt32,

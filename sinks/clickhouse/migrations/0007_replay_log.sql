@@ -4,18 +4,18 @@
 -- topic under replay/<group>/<replay_id>. Plain MergeTree: an audit log, never collapsed.
 -- from_offset is -1 when the group had no committed offset there; epoch_from/epoch_to are -1
 -- when the replay did not bump the epoch.
--- Newer servers only (not here, 18.16): LowCardinality for consumer_group and topic.
+-- {{lowcard}} is LowCardinality(String) where the server has it (not 18.16), else String.
 CREATE TABLE IF NOT EXISTS replay_log (
     replay_id      String,
     replayed_at    DateTime,
     who            String,
-    consumer_group String,
+    consumer_group {{lowcard}},
     spec           String,
     reason         String,
     actions        Array(String),
     epoch_from     Int32,
     epoch_to       Int32,
-    topic          String,
+    topic          {{lowcard}},
     partition      Int32,
     from_offset    Int64,
     to_offset      Int64

@@ -1,0 +1,251 @@
+package clickhouse
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	chproto "github.com/ClickHouse/ch-go/proto"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/testenv"
+)
+
+// currentEngine is a current ClickHouse (chDB, in-process, from PyPI) reached through
+// deploy/clickhouse-current/run.py, with its data in a folder of the test's own.
+type currentEngine struct {
+	t       *testing.T
+	python  string
+	script  string
+	session string
+}
+
+func newCurrentEngine(t *testing.T) *currentEngine {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy", "clickhouse-current", "setup.sh"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("deploy/clickhouse-current/setup.sh failed (%v) after %v: a current ClickHouse is needed for this test\n%s", err, time.Since(start), stderr.String())
+	}
+	t.Logf("setup.sh took %v", time.Since(start).Round(time.Millisecond))
+	return &currentEngine{t: t, python: string(bytes.TrimSpace(out)),
+		script: filepath.Join(root, "deploy", "clickhouse-current", "run.py"), session: t.TempDir()}
+}
+
+// run executes stmts in order and returns the server version and each statement's rows.
+func (e *currentEngine) run(stmts ...string) (string, [][][]any) {
+	e.t.Helper()
+	req, _ := json.Marshal(map[string]any{"session": e.session, "statements": stmts})
+	cmd := exec.Command(e.python, e.script)
+	cmd.Stdin = bytes.NewReader(req)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var res struct {
+		Version   string    `json:"version"`
+		Results   [][][]any `json:"results"`
+		Error     string    `json:"error"`
+		Statement int       `json:"statement"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber() // keep 64-bit integers exact and printed as ClickHouse printed them
+	if jerr := dec.Decode(&res); jerr != nil || err != nil || res.Error != "" {
+		stmt := ""
+		if res.Error != "" {
+			stmt = stmts[res.Statement]
+		}
+		e.t.Fatalf("run.py: %v %v %s\nstatement: %s\n%s", err, jerr, res.Error, stmt, stderr.String())
+	}
+	return res.Version, res.Results
+}
+
+// TestMigrationsOnCurrentClickHouse renders every migration for the version a current ClickHouse
+// reports (chDB 26.9), runs them there twice (the second run must change nothing), checks that
+// the newer features took effect, then writes the sink's own rows through clickhouse-go's column
+// encoders in the Native format and reads them back deduplicated, with millisecond times.
+// It fails, not skips, when chDB cannot be installed.
+func TestMigrationsOnCurrentClickHouse(t *testing.T) {
+	testenv.Integration(t)
+	eng := newCurrentEngine(t)
+	raw, _ := eng.run("SELECT 1")
+	v, err := ParseServerVersion(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := v.Capabilities()
+	if caps != (Capabilities{TTL: true, LowCardinality: true, DateTime64: true}) {
+		t.Fatalf("ClickHouse %s has %v; this test needs a server with every capability", v.Raw, caps)
+	}
+	ms, err := MigrationsFor(caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting, _ := WaitingFor(caps); len(waiting) != 0 {
+		t.Fatalf("%d migrations wait on a server with every capability", len(waiting))
+	}
+	var stmts []string
+	for _, m := range ms {
+		stmts = append(stmts, m.Statements...)
+	}
+	eng.run(stmts...)
+	eng.run(stmts...) // every statement is safe to run again
+	t.Logf("ClickHouse %s (%v): %d migrations, %d statements, applied twice", v.Raw, caps, len(ms), len(stmts))
+
+	_, res := eng.run(
+		"SELECT table, name, type FROM system.columns WHERE database = currentDatabase() ORDER BY table, position",
+		"SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' ORDER BY name",
+	)
+	types := map[string]map[string]string{} // table -> column -> type
+	for _, r := range res[0] {
+		tbl, col, typ := r[0].(string), r[1].(string), r[2].(string)
+		if types[tbl] == nil {
+			types[tbl] = map[string]string{}
+		}
+		types[tbl][col] = typ
+	}
+	for tbl, cols := range map[string]map[string]string{
+		TableInference: {"model": "LowCardinality(String)", "verdict": "LowCardinality(String)", "event_time": "DateTime64(3)", "ingest_time": "DateTime64(3)", "request_id": "String", "error": "Nullable(String)"},
+		TableGateway:   {"tenant_id": "LowCardinality(String)", "event_time": "DateTime64(3)", "phase": "String"},
+		TableHits:      {"category": "LowCardinality(String)", "event_time": "DateTime64(3)"},
+		TableLedger:    {"group": "String", "flushed_at": "DateTime"},
+		"dlq_entries":  {"class": "LowCardinality(String)", "error_time": "DateTime64(3)", "origin_time": "DateTime64(3)"},
+	} {
+		for col, want := range cols {
+			if got := types[tbl][col]; got != want {
+				t.Errorf("%s.%s is %q, want %q", tbl, col, got, want)
+			}
+		}
+	}
+	ttls := 0
+	for _, r := range res[1] {
+		if strings.Contains(r[1].(string), " TTL ") {
+			ttls++
+		}
+	}
+	if ttls != 5 {
+		t.Errorf("%d of %d MergeTree tables have a TTL, want 5: %v", ttls, len(res[1]), res[1])
+	}
+
+	// The sink's rows, through the driver's encoders for the server's column types. Two writes
+	// of one request (a redelivery and a replay in epoch 2) must collapse to the replay's row.
+	evt := time.Date(2026, 11, 30, 12, 34, 56, 789_000_000, time.UTC)
+	errText := "upstream model error"
+	base := avro.EnrichedRecord{RequestID: "req-1", SourceTopic: avro.TopicInferenceResult, SourcePartition: 2, SourceOffset: 41,
+		SchemaID: 3, Epoch: 1, IngestTime: evt.Add(1500 * time.Millisecond),
+		Inference: &avro.InferenceResult{RequestID: "req-1", Model: "model-01", ModelVersion: "v2", EventTime: evt, LatencyMs: 420,
+			Status: "ERROR", Error: &errText, Labels: []avro.Label{{Name: "toxicity", Score: 0.25}}},
+		Moderation: avro.Moderation{Status: "CHECKED", Verdict: "REVIEW", RiskScore: 0.5, Categories: []string{"codename"},
+			Hits: []avro.Hit{{Word: "bluefin", Category: "codename", Start: 3, End: 10}}}}
+	replay := base
+	replay.Epoch, replay.SourceOffset = 2, 7
+	gw := avro.EnrichedRecord{RequestID: "req-1", SourceTopic: avro.TopicGatewayLog, SourcePartition: 0, SourceOffset: 9, Epoch: 1,
+		IngestTime: evt, Gateway: &avro.GatewayLog{RequestID: "req-1", Phase: avro.PhaseResponse, EventTime: evt.Add(3 * time.Millisecond),
+			TenantID: "tenant-007", UserID: "user-00001", Model: "model-01", StatusCode: 500, LatencyMs: 423}}
+	var inf []InferenceRow
+	var gws []GatewayRow
+	var hits []HitRow
+	for _, rec := range []*avro.EnrichedRecord{&base, &base, &gw, &replay} {
+		rows, err := MapRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows.Inference != nil {
+			inf = append(inf, *rows.Inference)
+		}
+		if rows.Gateway != nil {
+			gws = append(gws, *rows.Gateway)
+		}
+		hits = append(hits, rows.Hits...)
+	}
+	ledger := []LedgerRow{{BatchID: "b1", Group: "g", Topic: "backflow.enriched", Partition: 1, MinOffset: 0, MaxOffset: 3, Rows: 4, HitRows: 3, Epoch: 2, FlushedAt: evt.Truncate(time.Second)}}
+	dlqRows := []DLQRow{{DLQTopic: "backflow.dlq", DLQPartition: 0, DLQOffset: 5, OriginTopic: avro.TopicGatewayLog, OriginTime: evt,
+		Stage: "ingest", Class: "corrupt", Message: "body ends early", ErrorTime: evt.Add(time.Second), RecordKey: "req-9", ValueBytes: 17, Version: 5}}
+	dir := t.TempDir()
+	var loads []string
+	for _, tbl := range []struct {
+		name string
+		rows any
+	}{{TableInference, inf[:2]}, {TableInference, inf[2:]}, {TableGateway, gws}, {TableHits, hits[:2]}, {TableHits, hits[2:]},
+		{TableLedger, ledger}, {"dlq_entries", dlqRows}} {
+		file := filepath.Join(dir, fmt.Sprintf("%d.native", len(loads)))
+		sql := nativeBlock(t, file, tbl.rows, types[tbl.name])
+		loads = append(loads, strings.Replace(insertSQL(tbl.name, reflect.ValueOf(tbl.rows).Index(0).Interface()), " VALUES",
+			fmt.Sprintf(" SELECT %s FROM file('%s', 'Native')", sql, file), 1))
+	}
+	eng.run(loads...)
+	_, res = eng.run(
+		"SELECT count() BETWEEN 1 AND 3 FROM "+TableInference, // three writes in two parts; merges may have run
+		"SELECT count(), any(epoch), any(source_offset), any(toUnixTimestamp64Milli(event_time)), any(toUnixTimestamp64Milli(ingest_time)), any(model), any(error), any(labels) FROM "+ViewInference,
+		"SELECT count(), any(toUnixTimestamp64Milli(event_time)), any(tenant_id), any(status_code) FROM "+ViewGateway,
+		"SELECT count() FROM "+ViewModerations,
+		"SELECT count(), sum(rows) FROM "+TableLedger,
+		"SELECT count(), any(class), any(toUnixTimestamp64Milli(origin_time)) FROM v_dlq_entries",
+	)
+	got := fmt.Sprint(res[0][0], res[1][0], res[2][0], res[3][0], res[4][0], res[5][0])
+	want := fmt.Sprint([]any{1},
+		[]any{1, 2, 7, evt.UnixMilli(), evt.Add(1500 * time.Millisecond).UnixMilli(), "model-01", errText, []any{"toxicity"}},
+		[]any{1, evt.Add(3 * time.Millisecond).UnixMilli(), "tenant-007", 500},
+		[]any{1}, []any{1, 4}, []any{1, "corrupt", evt.UnixMilli()})
+	if got != want {
+		t.Fatalf("read back from ClickHouse %s:\n got %s\nwant %s", v.Raw, got, want)
+	}
+	t.Logf("rows written with the sink's columns and read back deduplicated with ms times: %s", got)
+}
+
+// nativeBlock writes rows (a slice of a ch-tagged row struct) to file in ClickHouse's Native
+// format, using clickhouse-go's column encoders for the server's types (what PrepareBatch +
+// AppendStruct would send), and returns the column list to select from it.
+func nativeBlock(t *testing.T, file string, rows any, types map[string]string) string {
+	t.Helper()
+	rv := reflect.ValueOf(rows)
+	rt := rv.Type().Elem()
+	block := proto.NewBlock()
+	var names []string
+	for i := 0; i < rt.NumField(); i++ {
+		name := rt.Field(i).Tag.Get("ch")
+		typ, ok := types[name]
+		if !ok {
+			t.Fatalf("column %s of %s is not in the table", name, rt.Name())
+		}
+		if err := block.AddColumn(name, column.Type(typ)); err != nil {
+			t.Fatalf("column %s %s: %v", name, typ, err)
+		}
+		names = append(names, "`"+name+"`")
+	}
+	for r := 0; r < rv.Len(); r++ {
+		vals := make([]any, rt.NumField())
+		for i := range vals {
+			vals[i] = rv.Index(r).Field(i).Interface()
+		}
+		if err := block.Append(vals...); err != nil {
+			t.Fatalf("append %s row %d: %v", rt.Name(), r, err)
+		}
+	}
+	var buf chproto.Buffer
+	if err := block.Encode(&buf, 0); err != nil { // revision 0: no block info, i.e. the Native format
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, buf.Buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(names, ", ")
+}
