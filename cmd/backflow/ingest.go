@@ -9,6 +9,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/processors/ingest"
 )
 
@@ -54,6 +55,9 @@ token, if any, comes from BACKFLOW_SENSITIVE_TOKEN.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := preflight(cmd.Context(), conn, log, pipelines.SystemKafka, pipelines.SystemRegistry, pipelines.SystemModeration); err != nil {
+				return err
+			}
 			return ingest.Run(cmd.Context(), cfg, ingest.RunConfig{Kafka: conn.Kafka, Registry: reg, Checker: checker, StorageDir: storageDir, Logger: log})
 		},
 	}

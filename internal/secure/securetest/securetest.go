@@ -84,7 +84,7 @@ func write(t testing.TB, path, typ string, der []byte) {
 // SecretFile writes secret into a 0600 file of t and returns its path.
 func SecretFile(t testing.TB, secret string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "secret")
+	path := filepath.Join(t.TempDir(), "cred")
 	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
