@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
@@ -155,6 +156,10 @@ func checkRegistry(ctx context.Context, c Config) (string, error) {
 	}
 	subjects, err := cl.Subjects(ctx)
 	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) {
+			return "", fmt.Errorf("avro: registry: HTTP %d: %w", re.StatusCode, err)
+		}
 		return "", fmt.Errorf("avro: registry: %w", err)
 	}
 	return fmt.Sprintf("%d subject(s)", len(subjects)), nil
