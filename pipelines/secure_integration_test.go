@@ -200,7 +200,8 @@ func (s *secured) checkProcs(procs ...*proc) {
 // on its TLS port with a password user, Redis over TLS with an ACL user, and the sensitive-word
 // service over HTTPS with its token. loadgen's manifest is the oracle: the ClickHouse views
 // hold exactly one row per valid original per slot, every tenant's and model's request_count
-// in Redis equals the manifest's, and the DLQ holds exactly the poison. No secret appears in
+// in Redis equals the manifest's, and the DLQ (and its ClickHouse mirror) holds exactly the
+// poison. No secret appears in
 // the processes' command lines or environments, in their output, or in the DLQ's headers.
 func TestSecuredPipelineEndToEnd(t *testing.T) {
 	s := newSecured(t)
@@ -240,7 +241,7 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		adm.DeleteTopics(ctx, inf, gw, enriched, dlqTopic, control, ingestGroup+"-loop", ingestGroup+"-table",
-			featGroup+"-loop", featGroup+"-table", "fdlq-"+id, "chdlq-"+id)
+			featGroup+"-loop", featGroup+"-table", "fdlq-"+id)
 		for _, g := range []string{ingestGroup, chGroup, mirrorGroup, featGroup} {
 			adm.DeleteGroup(ctx, g)
 		}
@@ -278,11 +279,13 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 	ing := s.start(ctx, "ingest", nil, "ingest", "--group", ingestGroup, "--inference-topic", inf, "--gateway-topic", gw,
 		"--enriched-topic", enriched, "--dlq-topic", dlqTopic, "--control-topic", control, "--storage-dir", filepath.Join(storage, "ingest"))
 	waitCommitted(t, ctx, adm, ingestGroup, ing, inf, gw)
+	// The ClickHouse sink shares ingest's DLQ, as in production, and mirrors it into dlq_entries.
 	chs := s.start(ctx, "sink-clickhouse", map[string]string{"BACKFLOW_CLICKHOUSE_DATABASE": db}, "sink-clickhouse", "--migrate",
-		"--group", chGroup, "--topic", enriched, "--dlq-topic", "chdlq-"+id, "--mirror-dlq=false", "--batch-interval", "200ms")
+		"--group", chGroup, "--topic", enriched, "--dlq-topic", dlqTopic, "--mirror-dlq-group", mirrorGroup, "--batch-interval", "200ms")
 	fs := s.start(ctx, "sink-features", nil, "sink-features", "--group", featGroup, "--enriched-topic", enriched,
 		"--dlq-topic", "fdlq-"+id, "--project", project, "--storage-dir", filepath.Join(storage, "features"), "--request-ttl", "1h")
 	waitCommitted(t, ctx, adm, chGroup, chs, enriched)
+	waitCommitted(t, ctx, adm, mirrorGroup, chs, dlqTopic)
 	waitCommitted(t, ctx, adm, featGroup, fs, enriched)
 	s.checkProcs(ing, chs, fs)
 
@@ -318,6 +321,28 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 	}
 	defer conn.Close()
 	checkClickHouse(t, ctx, conn, origIDs)
+	rows, err := conn.Query(ctx, `SELECT origin_topic, origin_partition, origin_offset, class FROM v_dlq_entries`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrored := 0
+	for rows.Next() {
+		var topic, class string
+		var p int32
+		var off int64
+		if err := rows.Scan(&topic, &p, &off, &class); err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := poison[fmt.Sprintf("%s/%d/%d", topic, p, off)]; !ok || c != class {
+			t.Fatalf("v_dlq_entries holds %s/%d/%d class %s; manifest: poison %v class %s", topic, p, off, class, ok, c)
+		}
+		mirrored++
+	}
+	rows.Close()
+	if mirrored != len(poison) {
+		t.Fatalf("v_dlq_entries holds %d entries, the manifest %d poison records", mirrored, len(poison))
+	}
+	t.Logf("ClickHouse DLQ mirror: %d entries = the manifest's poison", mirrored)
 
 	// Redis: every tenant's and model's request_count, from the RESPONSE originals' own fields.
 	tenants, models := responseOwners(t, ctx, kcfg, reg, gw, respAt)

@@ -33,7 +33,7 @@ with backoff; they never send records to the DLQ. With --policy block (default) 
 outage pauses consumption; with --policy pass records go through flagged moderation=UNAVAILABLE.
 
 The sensitive-word service is at BACKFLOW_SENSITIVE_URL (default http://127.0.0.1:18090); its bearer
-token, if any, comes from BACKFLOW_SENSITIVE_TOKEN.`,
+token, if any, comes from BACKFLOW_SENSITIVE_TOKEN or the file BACKFLOW_SENSITIVE_TOKEN_FILE names.`,
 		Example: `  backflow ingest --env-file .stack/env
   backflow ingest --group backflow-ingest --batch-size 200 --policy pass`,
 		Args: usageArgs(cobra.NoArgs),

@@ -44,6 +44,11 @@ or from the file the *_FILE twin names, never from flags, so they do not show in
 The defaults are the local stack started by deploy/local/stack; --env-file .stack/env reads the
 file that stack writes.
 
+Every stage first asks each system it needs for one answer. If one refuses our credentials or
+the TLS handshake fails, the stage exits 1 at once, naming the system and the variables to check;
+a system that is only down is waited for. Once running, a refused request is retried like an
+outage: credentials may be rotated, and records are never dead-lettered for it.
+
 Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

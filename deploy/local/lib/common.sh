@@ -45,8 +45,9 @@ if [ "$SECURE" = 1 ]; then
   SENSITIVE_PORT=$SECURE_SENSITIVE_PORT
 fi
 
-# How long a service may take to answer its readiness probe, in seconds.
-READY_TIMEOUT=${BACKFLOW_READY_TIMEOUT:-120}
+# How long a service may take to answer its readiness probe, in seconds. The secured stack
+# gets twice as long by default: it is a second set of JVMs, and TLS on every internal link.
+READY_TIMEOUT=${BACKFLOW_READY_TIMEOUT:-$([ "$SECURE" = 1 ] && echo 240 || echo 120)}
 
 log() { printf '%s stack: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
