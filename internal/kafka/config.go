@@ -5,7 +5,9 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -152,8 +154,9 @@ func ParseBrokers(s string) []string {
 }
 
 // Opts returns franz-go client options for the cluster; callers append their own
-// (topics, groups, producer settings). Call Validate first (NewClient does): a TLS file that
-// cannot be read here leaves TLS out, and the brokers then refuse the connection.
+// (topics, groups, producer settings). Call Validate first (NewClient does): should a TLS
+// file fail to load here all the same, every dial fails with that error, so a connection
+// never falls back to plaintext.
 func (c Config) Opts() []kgo.Opt {
 	c = c.withDefaults()
 	opts := []kgo.Opt{
@@ -161,9 +164,14 @@ func (c Config) Opts() []kgo.Opt {
 		kgo.ClientID(c.ClientID),
 		kgo.DialTimeout(c.DialTimeout),
 	}
-	if tc, err := c.TLS.Config("kafka: tls"); err == nil && tc != nil {
-		// DialTLSConfig sets ServerName per broker from its address when tc has none.
-		opts = append(opts, kgo.DialTLSConfig(tc))
+	if c.TLS.On() {
+		tc, err := c.TLS.Config("kafka: tls")
+		if err != nil {
+			opts = append(opts, kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err }))
+		} else {
+			// DialTLSConfig sets ServerName per broker from its address when tc has none.
+			opts = append(opts, kgo.DialTLSConfig(tc))
+		}
 	}
 	if m := c.SASL.franz(); m != nil {
 		opts = append(opts, kgo.SASL(m))
@@ -222,10 +230,15 @@ func (c Config) Sarama() *sarama.Config {
 	// and loopback emits of one partition are acknowledged in the order they were made, which
 	// the in-order commits of ingest and the offset marks of the feature aggregates rely on.
 	sc.Net.MaxOpenRequests = 1
-	if tc, err := c.TLS.Config("kafka: tls"); err == nil && tc != nil {
+	if c.TLS.On() {
 		// With no ServerName, sarama checks each broker against the host of its address.
+		// Should the files fail to load here (Validate has loaded them), TLS stays on with
+		// the system roots: the handshake fails rather than falling back to plaintext.
 		sc.Net.TLS.Enable = true
-		sc.Net.TLS.Config = tc
+		sc.Net.TLS.Config = &tls.Config{MinVersion: tls.VersionTLS12}
+		if tc, err := c.TLS.Config("kafka: tls"); err == nil {
+			sc.Net.TLS.Config = tc
+		}
 	}
 	if c.SASL.On() {
 		pw, _ := c.SASL.password() // Validate has read it

@@ -165,6 +165,31 @@ func TestIsAuthError(t *testing.T) {
 	}
 }
 
+// TestTLSNeverFallsBackToPlaintext: a client built without Validate from a TLS setting whose
+// CA cannot be read fails to dial with that error; it does not talk plaintext to the broker.
+func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1)) // a plaintext broker: a fallback would succeed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := Config{Brokers: c.ListenAddrs(), TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}
+	cl, err := kgo.NewClient(append(cfg.Opts(), kgo.RequestRetries(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err == nil || !strings.Contains(err.Error(), "kafka: tls ca file") {
+		t.Fatalf("metadata over a TLS setting that does not load: %v, want the CA error", err)
+	}
+	if sc := cfg.Sarama(); !sc.Net.TLS.Enable {
+		t.Fatal("sarama: TLS turned off when its files do not load")
+	}
+}
+
 func TestConfigValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
 	tests := []struct {
