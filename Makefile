@@ -5,15 +5,15 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
+.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-demo: check-go build stack-up ## the main job: every stage on ~30 s of generated traffic, then what landed where
+demo: check-go build stack-plain-up ## the main job: every stage on ~30 s of generated traffic, then what landed where
 	deploy/demo.sh
 
-test: check-go stack-up chromium fmt-check vet ## everything: stack up (reused if running), Chromium, gofmt, vet, all tests with -race
+test: check-go stack-up chromium fmt-check vet ## everything: both stacks up (reused if running), Chromium, gofmt, vet, all tests with -race
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 test-short: check-go fmt-check vet ## unit tests only, no stack needed
@@ -32,14 +32,19 @@ vet:
 build: ## build bin/backflow
 	$(GO) build -o bin/backflow ./cmd/backflow
 
-stack-up: ## start (or reuse) the local stack
+stack-plain-up:
 	$(STACK) up
 
-stack-down: ## stop the local stack, leaving no process behind
+stack-up: ## start (or reuse) the local stack and its secured twin (deploy/local/stack --secure)
+	$(STACK) up
+	$(STACK) --secure up
+
+stack-down: ## stop both stacks, leaving no process behind
 	$(STACK) down
 
 stack-status:
 	$(STACK) status
+	$(STACK) --secure status
 
 chromium: ## install Debian's Chromium (for the dashboard's browser test) unless it is there
 	deploy/local/chromium >/dev/null

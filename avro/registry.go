@@ -6,12 +6,15 @@ package avro
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // DefaultRegistryURL is the local stack's registry (Apicurio's Confluent-compatible API).
@@ -21,12 +24,19 @@ const DefaultRegistryURL = "http://127.0.0.1:18081/apis/ccompat/v7"
 type RegistryConfig struct {
 	// URL is the base of the Confluent-compatible API. Default: DefaultRegistryURL.
 	URL string
-	// Username and Password enable HTTP basic auth; Password comes from env or a file,
-	// never a flag. Default: none.
+	// Username and Password enable HTTP basic auth. Password comes from the environment
+	// (BACKFLOW_REGISTRY_PASSWORD) or PasswordFile, never a flag or a config file. Default: none.
 	Username string
-	Password string
+	Password string `yaml:"-"`
+	// PasswordFile is a file holding the basic-auth password (trailing newline ignored), read
+	// when the client is built. Set Password or PasswordFile, not both. Default: none.
+	PasswordFile string `yaml:"password_file"`
 	// Timeout bounds one HTTP request. Default: 10s.
 	Timeout time.Duration
+	// TLS checks the registry's certificate (CAFile, ServerName) and can present a client
+	// certificate. It applies to an https URL, which uses the system roots when TLS is unset.
+	// Default: unset.
+	TLS secure.TLS `yaml:"tls"`
 }
 
 func (c RegistryConfig) withDefaults() RegistryConfig {
@@ -46,13 +56,20 @@ func (c RegistryConfig) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("avro: registry url: %q is not an http(s) URL", c.URL)
 	}
-	if c.Password != "" && c.Username == "" {
+	pw, err := secure.ReadSecret("avro: registry password", c.Password, c.PasswordFile)
+	if err != nil {
+		return err
+	}
+	if pw != "" && c.Username == "" {
 		return fmt.Errorf("avro: registry username: empty while a password is set")
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("avro: registry timeout: %v is negative", c.Timeout)
 	}
-	return nil
+	if c.TLS.On() && u.Scheme != "https" {
+		return fmt.Errorf("avro: registry tls: set, but the url %q is not https", c.URL)
+	}
+	return c.TLS.Validate("avro: registry tls")
 }
 
 // NewRegistryClient validates c and returns a registry client. It does not contact the
@@ -62,13 +79,25 @@ func NewRegistryClient(c RegistryConfig) (*sr.Client, error) {
 		return nil, err
 	}
 	c = c.withDefaults()
+	tc, err := c.TLS.Config("avro: registry tls")
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tc != nil {
+		tr.TLSClientConfig = tc
+	}
 	opts := []sr.ClientOpt{
 		sr.URLs(c.URL),
-		sr.HTTPClient(&http.Client{Timeout: c.Timeout}),
+		sr.HTTPClient(&http.Client{Timeout: c.Timeout, Transport: tr}),
 		sr.UserAgent("backflow"),
 	}
 	if c.Username != "" {
-		opts = append(opts, sr.BasicAuth(c.Username, c.Password))
+		pw, err := secure.ReadSecret("avro: registry password", c.Password, c.PasswordFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, sr.BasicAuth(c.Username, pw))
 	}
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
@@ -83,6 +112,18 @@ func PingRegistry(ctx context.Context, cl *sr.Client) error {
 		return fmt.Errorf("avro: registry: %w", err)
 	}
 	return nil
+}
+
+// IsAuthError reports whether err means the registry refused our credentials (HTTP 401 or
+// 403) or the TLS handshake failed. While records are decoded these are retried like an
+// outage (IsRetryable: an operator fixes the credentials, the records wait); at start-up a
+// stage checks the registry once and stops on them instead, with the settings to check.
+func IsAuthError(err error) bool {
+	var re *sr.ResponseError
+	if errors.As(err, &re) && (re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden) {
+		return true
+	}
+	return secure.IsTLSError(err)
 }
 
 // Endpoint says where c points, defaults applied.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // Verdicts a Result carries.
@@ -63,8 +65,20 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	tok, err := secure.ReadSecret("moderation: token", cfg.Token, cfg.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Token = tok
+	tc, err := cfg.TLS.Config("moderation: tls")
+	if err != nil {
+		return nil, err
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 32 // one ingest instance calls from many partitions at once
+	if tc != nil {
+		tr.TLSClientConfig = tc
+	}
 	return &Client{
 		cfg:      cfg,
 		endpoint: strings.TrimRight(cfg.URL, "/") + "/v1/check",

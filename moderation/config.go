@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // Defaults of Config.
@@ -19,9 +21,16 @@ type Config struct {
 	// credentials: use Token.
 	URL string
 	// Token is the bearer token the service was started with (--token-file), or "" when it
-	// runs without one. Take it from the environment or a file, never from a flag: flags show
-	// in ps. Default: none.
-	Token string
+	// runs without one. Take it from the environment (BACKFLOW_SENSITIVE_TOKEN) or TokenFile,
+	// never from a flag (flags show in ps) or a config file. Default: none.
+	Token string `yaml:"-"`
+	// TokenFile is a file holding the token (trailing newline ignored), read when the client
+	// is built. Set Token or TokenFile, not both. Default: none.
+	TokenFile string `yaml:"token_file"`
+	// TLS checks the service's certificate (CAFile, ServerName) and can present a client
+	// certificate. It applies to an https URL, which uses the system roots when TLS is unset.
+	// Default: unset.
+	TLS secure.TLS `yaml:"tls"`
 	// Timeout bounds one Check call, from sending to the last byte of the reply; a call that
 	// takes longer fails with ErrUnavailable. Default: DefaultTimeout (5 s).
 	Timeout time.Duration
@@ -64,6 +73,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("moderation: timeout: %v, want > 0", c.Timeout)
 	case c.MaxItems < 1:
 		return fmt.Errorf("moderation: max items: %d, want at least 1", c.MaxItems)
+	case c.TLS.On() && u.Scheme != "https":
+		return fmt.Errorf("moderation: tls: set, but the url %q is not https", u.Redacted())
 	}
-	return nil
+	if _, err := secure.ReadSecret("moderation: token", c.Token, c.TokenFile); err != nil {
+		return err
+	}
+	return c.TLS.Validate("moderation: tls")
 }

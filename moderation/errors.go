@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // Every error Check returns wraps exactly one of these sentinels (or a context error when
@@ -121,7 +123,9 @@ func IsRetryable(err error) bool {
 		return true
 	case errors.Is(err, ErrUnauthorized):
 		// 401/403: the token is missing, wrong or rotated. An operator fixes credentials; the
-		// records are fine and must never go to the DLQ for it.
+		// records are fine and must never go to the DLQ for it. This is the mid-run rule: at
+		// start-up a stage asks the service once and stops on IsAuthError instead, so a wrong
+		// token fails fast rather than holding up the stream without a word.
 		return true
 	case errors.Is(err, ErrMismatch):
 		// Wrong item count or order: a fault of the service (or of something between us). A
@@ -149,6 +153,13 @@ func IsRetryable(err error) bool {
 		// Not an error of Check.
 		return false
 	}
+}
+
+// IsAuthError reports whether err means the service refused our token (401/403) or the TLS
+// handshake failed (untrusted certificate, a plaintext port). See IsRetryable for what the
+// pipeline does with it mid-run, and pipelines.Preflight for start-up.
+func IsAuthError(err error) bool {
+	return errors.Is(err, ErrUnauthorized) || secure.IsTLSError(err)
 }
 
 // classifyStatus maps a non-200 HTTP status to its sentinel (see IsRetryable).

@@ -2,14 +2,17 @@ package pipelines
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/moderation"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"
@@ -24,32 +27,113 @@ type CheckResult struct {
 	Took    time.Duration // round trip of the check
 }
 
+// The systems Check asks, by the names CheckResult.System carries.
+const (
+	SystemKafka      = "kafka"
+	SystemRegistry   = "registry"
+	SystemClickHouse = "clickhouse"
+	SystemRedis      = "redis"
+	SystemModeration = "sensitive-words"
+)
+
 // Check asks every system in c for a real answer, concurrently, and returns one result per
 // system in a fixed order. Each check is bounded by ctx.
 func Check(ctx context.Context, c Config) []CheckResult {
-	checks := []struct {
-		system, addr string
-		run          func(context.Context) (string, error)
-	}{
-		{"kafka", c.Kafka.Endpoint(), func(ctx context.Context) (string, error) { return checkKafka(ctx, c) }},
-		{"registry", c.Registry.Endpoint(), func(ctx context.Context) (string, error) { return checkRegistry(ctx, c) }},
-		{"clickhouse", c.ClickHouse.Endpoint(), func(ctx context.Context) (string, error) { return checkClickHouse(ctx, c) }},
-		{"redis", c.Redis.Endpoint(), func(ctx context.Context) (string, error) { return checkRedis(ctx, c) }},
-		{"sensitive-words", c.Moderation.URL, func(ctx context.Context) (string, error) { return checkModeration(ctx, c) }},
+	return CheckSystems(ctx, c, SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemModeration)
+}
+
+// CheckSystems is Check for the named systems only, in the order given. An unknown name gets a
+// result with an error.
+func CheckSystems(ctx context.Context, c Config, systems ...string) []CheckResult {
+	type check struct {
+		addr string
+		run  func(context.Context) (string, error)
 	}
-	out := make([]CheckResult, len(checks))
+	all := map[string]check{
+		SystemKafka:      {c.Kafka.Endpoint(), func(ctx context.Context) (string, error) { return checkKafka(ctx, c) }},
+		SystemRegistry:   {c.Registry.Endpoint(), func(ctx context.Context) (string, error) { return checkRegistry(ctx, c) }},
+		SystemClickHouse: {c.ClickHouse.Endpoint(), func(ctx context.Context) (string, error) { return checkClickHouse(ctx, c) }},
+		SystemRedis:      {c.Redis.Endpoint(), func(ctx context.Context) (string, error) { return checkRedis(ctx, c) }},
+		SystemModeration: {c.Moderation.URL, func(ctx context.Context) (string, error) { return checkModeration(ctx, c) }},
+	}
+	out := make([]CheckResult, len(systems))
 	var wg sync.WaitGroup
-	for i, ch := range checks {
+	for i, name := range systems {
+		ch, ok := all[name]
+		if !ok {
+			out[i] = CheckResult{System: name, Err: fmt.Errorf("pipelines: unknown system %q", name)}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
 			detail, err := ch.run(ctx)
-			out[i] = CheckResult{System: ch.system, Address: ch.addr, Detail: detail, Err: err, Took: time.Since(start)}
+			out[i] = CheckResult{System: name, Address: ch.addr, Detail: detail, Err: err, Took: time.Since(start)}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// ErrRefused marks a Preflight failure: a system refused our credentials, or the TLS
+// handshake with it failed. No retry fixes that; the operator does.
+var ErrRefused = errors.New("pipelines: refused at start-up")
+
+// DefaultPreflightTimeout bounds Preflight when the caller gives no timeout.
+const DefaultPreflightTimeout = 15 * time.Second
+
+// Preflight is how a stage starts: it asks each of the named systems once, concurrently,
+// within timeout (DefaultPreflightTimeout when 0), and fails with ErrRefused when one of them
+// refused our credentials (Kafka SASL, registry or service 401/403, ClickHouse or Redis
+// authentication) or the TLS handshake failed. The error names the system, its address and
+// the settings to check, and never the secret.
+//
+// This is the fail-fast half of the rule for authentication errors. The other half is that
+// once a stage runs, a 401 or a refused connection is retried like an outage (credentials
+// may be rotated under it; records wait and are never dead-lettered for it). A system that is
+// merely down at start-up is not an error here either: it is returned in the results, and
+// the stage waits for it as it always does.
+func Preflight(ctx context.Context, c Config, timeout time.Duration, systems ...string) ([]CheckResult, error) {
+	if timeout <= 0 {
+		timeout = DefaultPreflightTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	results := CheckSystems(ctx, c, systems...)
+	var errs []error
+	for _, r := range results {
+		if r.Err != nil && isRefusal(r.System, r.Err) {
+			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, settingsOf[r.System]))
+		}
+	}
+	return results, errors.Join(errs...)
+}
+
+// isRefusal asks the system's own package whether err is an authentication or TLS failure.
+func isRefusal(system string, err error) bool {
+	switch system {
+	case SystemKafka:
+		return kafka.IsAuthError(err)
+	case SystemRegistry:
+		return avro.IsAuthError(err)
+	case SystemClickHouse:
+		return clickhouse.IsAuthError(err)
+	case SystemRedis:
+		return features.IsAuthError(err)
+	case SystemModeration:
+		return moderation.IsAuthError(err)
+	}
+	return false
+}
+
+// settingsOf names, per system, the variables an operator checks after a refusal.
+var settingsOf = map[string]string{
+	SystemKafka:      "BACKFLOW_KAFKA_SASL_MECHANISM, BACKFLOW_KAFKA_SASL_USERNAME, BACKFLOW_KAFKA_SASL_PASSWORD[_FILE], BACKFLOW_KAFKA_TLS_CA_FILE",
+	SystemRegistry:   "BACKFLOW_REGISTRY_USERNAME, BACKFLOW_REGISTRY_PASSWORD[_FILE], BACKFLOW_REGISTRY_TLS_CA_FILE",
+	SystemClickHouse: "BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD[_FILE], BACKFLOW_CLICKHOUSE_TLS_CA_FILE",
+	SystemRedis:      "BACKFLOW_REDIS_USERNAME, BACKFLOW_REDIS_PASSWORD[_FILE], BACKFLOW_REDIS_TLS_CA_FILE",
+	SystemModeration: "BACKFLOW_SENSITIVE_TOKEN[_FILE], BACKFLOW_SENSITIVE_TLS_CA_FILE",
 }
 
 func checkKafka(ctx context.Context, c Config) (string, error) {
@@ -72,6 +156,10 @@ func checkRegistry(ctx context.Context, c Config) (string, error) {
 	}
 	subjects, err := cl.Subjects(ctx)
 	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) {
+			return "", fmt.Errorf("avro: registry: HTTP %d: %w", re.StatusCode, err)
+		}
 		return "", fmt.Errorf("avro: registry: %w", err)
 	}
 	return fmt.Sprintf("%d subject(s)", len(subjects)), nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/processors/ingest"
 )
 
@@ -32,7 +33,7 @@ with backoff; they never send records to the DLQ. With --policy block (default) 
 outage pauses consumption; with --policy pass records go through flagged moderation=UNAVAILABLE.
 
 The sensitive-word service is at BACKFLOW_SENSITIVE_URL (default http://127.0.0.1:18090); its bearer
-token, if any, comes from BACKFLOW_SENSITIVE_TOKEN.`,
+token, if any, comes from BACKFLOW_SENSITIVE_TOKEN or the file BACKFLOW_SENSITIVE_TOKEN_FILE names.`,
 		Example: `  backflow ingest --env-file .stack/env
   backflow ingest --group backflow-ingest --batch-size 200 --policy pass`,
 		Args: usageArgs(cobra.NoArgs),
@@ -54,6 +55,9 @@ token, if any, comes from BACKFLOW_SENSITIVE_TOKEN.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := preflight(cmd.Context(), conn, log, pipelines.SystemKafka, pipelines.SystemRegistry, pipelines.SystemModeration); err != nil {
+				return err
+			}
 			return ingest.Run(cmd.Context(), cfg, ingest.RunConfig{Kafka: conn.Kafka, Registry: reg, Checker: checker, StorageDir: storageDir, Logger: log})
 		},
 	}

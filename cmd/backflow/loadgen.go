@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/loadgen"
+	"github.com/backflowhq/backflow/pipelines"
 )
 
 func newLoadgenCmd() *cobra.Command {
@@ -73,6 +75,9 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			}
 			if runID == "" {
 				runID = time.Now().UTC().Format("20060102T150405")
+			}
+			if err := preflight(cmd.Context(), conn, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), pipelines.SystemKafka, pipelines.SystemRegistry); err != nil {
+				return err
 			}
 			reg, err := avro.NewRegistryClient(conn.Registry)
 			if err != nil {

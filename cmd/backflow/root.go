@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -37,18 +38,16 @@ Confluent wire format), dedupes by requestId, screens text with the sensitive-wo
 sinks the results to ClickHouse and to Redis in Feast's online-store layout. Bad records go to a
 dead-letter topic; outages of a dependency are retried, never dropped.
 
-Connection settings come from environment variables (secrets only from there, never flags):
-  BACKFLOW_KAFKA_BROKERS        comma-separated host:port      (default 127.0.0.1:19092)
-  BACKFLOW_REGISTRY_URL         Confluent-API registry base    (default http://127.0.0.1:18081/apis/ccompat/v7)
-  BACKFLOW_REGISTRY_USERNAME, BACKFLOW_REGISTRY_PASSWORD       basic auth (optional)
-  BACKFLOW_CLICKHOUSE_ADDR      native protocol host:port      (default 127.0.0.1:19000)
-  BACKFLOW_CLICKHOUSE_DATABASE, BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD
-  BACKFLOW_REDIS_ADDR           host:port                      (default 127.0.0.1:16379)
-  BACKFLOW_REDIS_DB, BACKFLOW_REDIS_USERNAME, BACKFLOW_REDIS_PASSWORD
-  BACKFLOW_SENSITIVE_URL        sensitive-word service         (default http://127.0.0.1:18090)
-  BACKFLOW_SENSITIVE_TOKEN      its bearer token (optional)
+Connection settings come from environment variables. Secrets (marked *) come only from there
+or from the file the *_FILE twin names, never from flags, so they do not show in ps.
+` + envHelp() + `
 The defaults are the local stack started by deploy/local/stack; --env-file .stack/env reads the
 file that stack writes.
+
+Every stage first asks each system it needs for one answer. If one refuses our credentials or
+the TLS handshake fails, the stage exits 1 at once, naming the system and the variables to check;
+a system that is only down is waited for. Once running, a refused request is retried like an
+outage: credentials may be rotated, and records are never dead-lettered for it.
 
 Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration.`,
 		SilenceUsage:  true,
@@ -65,6 +64,19 @@ Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configurati
 	return root
 }
 
+// envHelp lists the connection variables with their defaults, from pipelines.EnvVars.
+func envHelp() string {
+	var b strings.Builder
+	for _, v := range pipelines.EnvVars {
+		name := v.Name
+		if v.Secret {
+			name += " *"
+		}
+		fmt.Fprintf(&b, "  %s\n      %s (default: %s)\n", name, v.Doc, v.Default)
+	}
+	return b.String()
+}
+
 // applyEnvFile copies the file's settings into the environment where not already set.
 func (o *rootOptions) applyEnvFile() error {
 	if o.envFile == "" {
@@ -77,6 +89,22 @@ func (o *rootOptions) applyEnvFile() error {
 	for k, v := range vals {
 		if _, set := os.LookupEnv(k); !set {
 			os.Setenv(k, v)
+		}
+	}
+	return nil
+}
+
+// preflight asks the systems a stage needs once before it starts, and stops it (exit 1) when
+// one refuses our credentials or the TLS handshake (pipelines.Preflight). A system that is
+// only down is logged, and the stage waits for it as it does mid-run.
+func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger, systems ...string) error {
+	results, err := pipelines.Preflight(ctx, conn, 0, systems...)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			log.Warn("not answering at start-up; the stage waits for it", "system", r.System, "address", r.Address, "error", r.Err)
 		}
 	}
 	return nil

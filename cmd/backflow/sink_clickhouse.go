@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 )
 
@@ -57,6 +58,9 @@ views v_inference_results, v_gateway_logs and v_moderation_hits. Tables must exi
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := preflight(cmd.Context(), conn, log, pipelines.SystemKafka, pipelines.SystemRegistry, pipelines.SystemClickHouse); err != nil {
+				return err
+			}
 			if migrate {
 				ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 				db, err := clickhouse.Open(ctx, conn.ClickHouse)

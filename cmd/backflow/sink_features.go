@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/features"
 )
 
@@ -39,6 +40,10 @@ record that cannot be decoded goes to the DLQ (stage sink-features).`,
 			if err != nil {
 				return err
 			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := preflight(cmd.Context(), conn, log, pipelines.SystemKafka, pipelines.SystemRegistry, pipelines.SystemRedis); err != nil {
+				return err
+			}
 			reg, err := avro.NewRegistryClient(conn.Registry)
 			if err != nil {
 				return err
@@ -48,7 +53,6 @@ record that cannot be decoded goes to the DLQ (stage sink-features).`,
 				return err
 			}
 			defer rdb.Close()
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			return features.Run(cmd.Context(), cfg, features.RunConfig{Kafka: conn.Kafka, Registry: reg, Redis: rdb, StorageDir: storageDir, Logger: log})
 		},
 	}

@@ -3,10 +3,12 @@
 // SIGHUP and when the file changes, and shuts down gracefully on SIGINT or SIGTERM.
 //
 //	sensitive-words --dictionary deploy/sensitive-words/sample.tsv [--addr 127.0.0.1:18090]
+//	  [--token-file FILE] [--tls-cert-file server.crt --tls-key-file server.key]
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg             sensitive.Config
 		addr            = fs.String("addr", "127.0.0.1:18090", "listen address")
 		tokenFile       = fs.String("token-file", "", "file holding the bearer token clients must send (default: no token)")
+		tlsCertFile     = fs.String("tls-cert-file", "", "PEM server certificate; with --tls-key-file serves HTTPS (default: plain HTTP)")
+		tlsKeyFile      = fs.String("tls-key-file", "", "PEM key of --tls-cert-file")
 		logLevel        = fs.String("log-level", "info", "debug, info, warn or error")
 		shutdownTimeout = fs.Duration("shutdown-timeout", 15*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
 	)
@@ -91,6 +95,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--token-file: %s is empty", *tokenFile)
 		}
 	}
+	if (*tlsCertFile == "") != (*tlsKeyFile == "") {
+		return fmt.Errorf("--tls-cert-file and --tls-key-file go together")
+	}
+	var tlsCert tls.Certificate
+	if *tlsCertFile != "" {
+		c, err := tls.LoadX509KeyPair(*tlsCertFile, *tlsKeyFile)
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		tlsCert = c
+	}
 	poll := cfg.ReloadInterval > 0 // 0: only SIGHUP reloads (a negative value fails in New)
 
 	s, err := sensitive.New(cfg)
@@ -125,13 +140,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if *tlsCertFile != "" {
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{tlsCert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	logger.Info("serving", "addr", ln.Addr().String(), "token", cfg.Token != "", "test_faults", cfg.TestFaults)
+	useTLS := srv.TLSConfig != nil // Serve writes TLSConfig: decide before it starts
+	go func() {
+		if useTLS {
+			served <- srv.ServeTLS(ln, "", "")
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	logger.Info("serving", "addr", ln.Addr().String(), "tls", useTLS, "token", cfg.Token != "", "test_faults", cfg.TestFaults)
 
 	select {
 	case err := <-served:

@@ -16,6 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/secure"
+	"github.com/backflowhq/backflow/internal/secure/securetest"
+	"github.com/backflowhq/backflow/moderation"
 )
 
 // lockedBuffer collects the service's log output.
@@ -243,6 +247,8 @@ func TestRunRefusesBadStarts(t *testing.T) {
 		{"missing token file", []string{"--dictionary", dict, "--token-file", filepath.Join(dir, "nope")}, "--token-file"},
 		{"empty token file", []string{"--dictionary", dict, "--token-file", empty}, "is empty"},
 		{"bad log level", []string{"--dictionary", dict, "--log-level", "loud"}, "--log-level"},
+		{"cert without key", []string{"--dictionary", dict, "--tls-cert-file", dict}, "go together"},
+		{"cert not pem", []string{"--dictionary", dict, "--tls-cert-file", dict, "--tls-key-file", dict}, "--tls-cert-file"},
 		{"review above block", []string{"--dictionary", dict, "--review-threshold", "0.95"}, "review threshold"},
 		{"port taken", []string{"--dictionary", dict, "--addr", busy.Addr().String()}, "address already in use"},
 		{"unknown flag", []string{"--bogus"}, "usage"},
@@ -260,5 +266,52 @@ func TestRunRefusesBadStarts(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+}
+
+// TestRunServesTLS: with a certificate the service answers only over TLS, still wanting its
+// token; a plain HTTP request gets no answer from it.
+func TestRunServesTLS(t *testing.T) {
+	pki := securetest.New(t)
+	dir := t.TempDir()
+	dict := filepath.Join(dir, "dict.tsv")
+	writeFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
+	tokenFile := filepath.Join(dir, "token")
+	writeFile(t, tokenFile, "tok-tls\n")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", addr, "--dictionary", dict, "--token-file", tokenFile,
+			"--tls-cert-file", pki.CertFile, "--tls-key-file", pki.KeyFile}, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	c, err := moderation.New(moderation.Config{URL: "https://" + addr, TokenFile: tokenFile, TLS: secure.TLS{CAFile: pki.CAFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var res []moderation.Result
+	for i := 0; ; i++ {
+		res, err = c.Check(t.Context(), []moderation.Item{{ID: "a", Text: "B-L-U-E-F-I-N"}})
+		if err == nil || i == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // still starting
+	}
+	if err != nil || len(res) != 1 || len(res[0].Hits) != 1 {
+		t.Fatalf("check over TLS: %+v %v", res, err)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP answered 200")
+		}
 	}
 }

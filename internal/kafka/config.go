@@ -4,13 +4,21 @@
 package kafka
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // DefaultBrokers is the local stack's single broker (deploy/local/stack).
@@ -33,6 +41,67 @@ type Config struct {
 	// their changelogs). It must not exceed the broker count. Default: 1, the local stack;
 	// use 3 on a production cluster.
 	TableReplication int
+	// SASL authenticates every connection, for both clients. Default: none.
+	SASL SASL `yaml:"sasl"`
+	// TLS encrypts every connection, for both clients (a SASL_SSL or SSL listener). Default:
+	// off (plaintext).
+	TLS secure.TLS `yaml:"tls"`
+}
+
+// SASL mechanisms Config.SASL accepts.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL says how to authenticate to the brokers. The zero value means no authentication.
+type SASL struct {
+	// Mechanism is MechanismPlain, MechanismSCRAMSHA256 or MechanismSCRAMSHA512, in any case;
+	// "" turns SASL off. PLAIN sends the password as is: use it only with TLS. Default: "".
+	Mechanism string `yaml:"mechanism"`
+	// Username is the SASL user. Required with a mechanism. Default: none.
+	Username string `yaml:"username"`
+	// Password is the user's password, from the environment (BACKFLOW_KAFKA_SASL_PASSWORD);
+	// a config file never carries it inline. Default: none.
+	Password string `yaml:"-"`
+	// PasswordFile is a file holding the password (trailing newline ignored), read when a
+	// client is built. Set Password or PasswordFile, not both. Default: none.
+	PasswordFile string `yaml:"password_file"`
+}
+
+// On reports whether SASL is used.
+func (s SASL) On() bool { return s.Mechanism != "" }
+
+// password returns the inline password or the file's content.
+func (s SASL) password() (string, error) {
+	return secure.ReadSecret("kafka: sasl password", s.Password, s.PasswordFile)
+}
+
+func (s SASL) validate() error {
+	if !s.On() {
+		if s.Username != "" || s.Password != "" || s.PasswordFile != "" {
+			return fmt.Errorf("kafka: sasl mechanism: empty while a username or password is set; want %s, %s or %s",
+				MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
+		}
+		return nil
+	}
+	switch s.Mechanism {
+	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+	default:
+		return fmt.Errorf("kafka: sasl mechanism: %q, want %s, %s or %s", s.Mechanism, MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
+	}
+	if s.Username == "" {
+		return fmt.Errorf("kafka: sasl username: empty with mechanism %s", s.Mechanism)
+	}
+	pw, err := s.password()
+	if err != nil {
+		return err
+	}
+	if pw == "" {
+		return fmt.Errorf("kafka: sasl password: empty with mechanism %s; set it or its file", s.Mechanism)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -48,6 +117,7 @@ func (c Config) withDefaults() Config {
 	if c.TableReplication == 0 {
 		c.TableReplication = 1
 	}
+	c.SASL.Mechanism = strings.ToUpper(strings.TrimSpace(c.SASL.Mechanism))
 	return c
 }
 
@@ -66,7 +136,10 @@ func (c Config) Validate() error {
 	if c.TableReplication < 1 {
 		return fmt.Errorf("kafka: table replication: %d, want 1 or more", c.TableReplication)
 	}
-	return nil
+	if err := c.SASL.validate(); err != nil {
+		return err
+	}
+	return c.TLS.Validate("kafka: tls")
 }
 
 // ParseBrokers splits a comma-separated broker list, dropping blanks.
@@ -81,14 +154,52 @@ func ParseBrokers(s string) []string {
 }
 
 // Opts returns franz-go client options for the cluster; callers append their own
-// (topics, groups, producer settings).
+// (topics, groups, producer settings). Call Validate first (NewClient does): should a TLS
+// file fail to load here all the same, every dial fails with that error, so a connection
+// never falls back to plaintext.
 func (c Config) Opts() []kgo.Opt {
 	c = c.withDefaults()
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(c.ClientID),
 		kgo.DialTimeout(c.DialTimeout),
 	}
+	if c.TLS.On() {
+		tc, err := c.TLS.Config("kafka: tls")
+		if err != nil {
+			opts = append(opts, kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err }))
+		} else {
+			// DialTLSConfig sets ServerName per broker from its address when tc has none.
+			opts = append(opts, kgo.DialTLSConfig(tc))
+		}
+	}
+	if m := c.SASL.franz(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
+}
+
+// franz returns the franz-go SASL mechanism, or nil without SASL. The password is read on
+// every new connection, so a rotated password file is picked up without a restart.
+func (s SASL) franz() sasl.Mechanism {
+	user := s.Username
+	switch s.Mechanism {
+	case MechanismPlain:
+		return plain.Plain(func(context.Context) (plain.Auth, error) {
+			pw, err := s.password()
+			return plain.Auth{User: user, Pass: pw}, err
+		})
+	case MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+		auth := func(context.Context) (scram.Auth, error) {
+			pw, err := s.password()
+			return scram.Auth{User: user, Pass: pw}, err
+		}
+		if s.Mechanism == MechanismSCRAMSHA256 {
+			return scram.Sha256(auth)
+		}
+		return scram.Sha512(auth)
+	}
+	return nil
 }
 
 // NewClient validates c and returns a franz-go client. It does not contact the cluster;
@@ -119,6 +230,33 @@ func (c Config) Sarama() *sarama.Config {
 	// and loopback emits of one partition are acknowledged in the order they were made, which
 	// the in-order commits of ingest and the offset marks of the feature aggregates rely on.
 	sc.Net.MaxOpenRequests = 1
+	if c.TLS.On() {
+		// With no ServerName, sarama checks each broker against the host of its address.
+		// Should the files fail to load here (Validate has loaded them), TLS stays on with
+		// the system roots: the handshake fails rather than falling back to plaintext.
+		sc.Net.TLS.Enable = true
+		sc.Net.TLS.Config = &tls.Config{MinVersion: tls.VersionTLS12}
+		if tc, err := c.TLS.Config("kafka: tls"); err == nil {
+			sc.Net.TLS.Config = tc
+		}
+	}
+	if c.SASL.On() {
+		pw, _ := c.SASL.password() // Validate has read it
+		sc.Net.SASL.Enable = true
+		sc.Net.SASL.Handshake = true
+		sc.Net.SASL.User = c.SASL.Username
+		sc.Net.SASL.Password = pw
+		switch c.SASL.Mechanism {
+		case MechanismPlain:
+			sc.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		case MechanismSCRAMSHA256:
+			sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
+			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAMClient(scramSHA256) }
+		case MechanismSCRAMSHA512:
+			sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAMClient(scramSHA512) }
+		}
+	}
 	return sc
 }
 

@@ -19,6 +19,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // DefaultAddr is the local stack's ClickHouse native-protocol address.
@@ -30,12 +32,19 @@ type Config struct {
 	Addr string
 	// Database is the database backflow's tables live in. Default: "default".
 	Database string
-	// User and Password authenticate; Password comes from env or a file, never a flag.
+	// User and Password authenticate. Password comes from the environment
+	// (BACKFLOW_CLICKHOUSE_PASSWORD) or PasswordFile, never a flag or a config file.
 	// Default user: "default" with no password.
 	User     string
-	Password string
+	Password string `yaml:"-"`
+	// PasswordFile is a file holding the password (trailing newline ignored), read when the
+	// connection is opened. Set Password or PasswordFile, not both. Default: none.
+	PasswordFile string `yaml:"password_file"`
 	// DialTimeout bounds one connection attempt. Default: 5s.
 	DialTimeout time.Duration
+	// TLS encrypts the native protocol; point Addr at the server's secure native port
+	// (tcp_port_secure, 9440 on a stock server). Default: off.
+	TLS secure.TLS `yaml:"tls"`
 }
 
 func (c Config) withDefaults() Config {
@@ -63,7 +72,10 @@ func (c Config) Validate() error {
 	if c.DialTimeout < 0 {
 		return fmt.Errorf("clickhouse: dial timeout: %v is negative", c.DialTimeout)
 	}
-	return nil
+	if _, err := secure.ReadSecret("clickhouse: password", c.Password, c.PasswordFile); err != nil {
+		return err
+	}
+	return c.TLS.Validate("clickhouse: tls")
 }
 
 // Open validates c, connects over the native protocol and pings the server, so a wrong
@@ -74,11 +86,20 @@ func Open(ctx context.Context, c Config) (driver.Conn, error) {
 		return nil, err
 	}
 	c = c.withDefaults()
+	pw, err := secure.ReadSecret("clickhouse: password", c.Password, c.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := c.TLS.Config("clickhouse: tls")
+	if err != nil {
+		return nil, err
+	}
 	conn, err := ch.Open(&ch.Options{
 		Protocol:    ch.Native,
 		Addr:        []string{c.Addr},
-		Auth:        ch.Auth{Database: c.Database, Username: c.User, Password: c.Password},
+		Auth:        ch.Auth{Database: c.Database, Username: c.User, Password: pw},
 		DialTimeout: c.DialTimeout,
+		TLS:         tc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: open %s: %w", c.Addr, err)

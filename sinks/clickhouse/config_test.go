@@ -1,9 +1,16 @@
 package clickhouse
 
 import (
+	"crypto/x509"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/backflowhq/backflow/internal/secure"
+	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
 
 func TestSinkConfigValidate(t *testing.T) {
@@ -55,6 +62,54 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
 			t.Errorf("%+v: err %v, want error %v", tt.cfg, err, tt.wantErr)
+		}
+	}
+}
+
+func TestConfigValidateSecurity(t *testing.T) {
+	pki := securetest.New(t)
+	for _, tt := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"tls with ca", Config{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
+		{"password file", Config{User: "backflow", PasswordFile: securetest.SecretFile(t, "pw")}, ""},
+		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "clickhouse: password: set inline and as a file"},
+		{"missing password file", Config{PasswordFile: "/nonexistent/pw"}, "clickhouse: password file: open /nonexistent/pw"},
+		{"missing ca", Config{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, "clickhouse: tls ca file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestIsAuthError(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&ch.Exception{Code: codeWrongPassword}, true},
+		{&ch.Exception{Code: codeAuthenticationFailed}, true},
+		{&ch.Exception{Code: codeUnknownUser}, true},
+		{&ch.Exception{Code: codeAccessDenied}, true},
+		{&ch.Exception{Code: codeUnknownTable}, false},
+		{&ch.Exception{Code: codeTooManyParts}, false},
+		{x509.UnknownAuthorityError{}, true},
+		{io.EOF, false},
+	} {
+		if got := IsAuthError(tt.err); got != tt.want {
+			t.Errorf("IsAuthError(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 var (
@@ -137,6 +139,23 @@ func IsRejected(err error) bool {
 		}
 	}
 	return false
+}
+
+// IsAuthError reports whether err means ClickHouse refused who we are, or our TLS setup: 192
+// UNKNOWN_USER, 193 WRONG_PASSWORD, 194 REQUIRED_PASSWORD, 516 AUTHENTICATION_FAILED, 497
+// ACCESS_DENIED, or a failed TLS handshake (untrusted certificate, a plaintext port). At
+// start-up a stage stops on these with the settings to check (mid-run, IsFatal stops the sink
+// on the codes; a TLS failure mid-run is retried like the network error it arrives as).
+func IsAuthError(err error) bool {
+	var ex *ch.Exception
+	if errors.As(err, &ex) {
+		switch ex.Code {
+		case codeUnknownUser, codeWrongPassword, codeRequiredPassword, codeAuthenticationFailed, codeAccessDenied:
+			return true
+		}
+		return false
+	}
+	return secure.IsTLSError(err)
 }
 
 // IsFatal reports whether err is a deployment error that no retry and no DLQ fixes: 60

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backflowhq/backflow/internal/secure"
 )
 
 // DefaultAddr is the local stack's Redis address.
@@ -20,12 +22,19 @@ type Config struct {
 	Addr string
 	// DB is the Redis database number. Default: 0.
 	DB int
-	// Username and Password authenticate (Redis ACL); Password comes from env or a file,
-	// never a flag. Default: none.
+	// Username and Password authenticate (Redis 6+ ACL user; a password alone authenticates
+	// as the default user). Password comes from the environment (BACKFLOW_REDIS_PASSWORD) or
+	// PasswordFile, never a flag or a config file. Default: none.
 	Username string
-	Password string
+	Password string `yaml:"-"`
+	// PasswordFile is a file holding the password (trailing newline ignored), read on every
+	// new connection, so a rotated file is picked up. Set Password or PasswordFile, not both.
+	// Default: none.
+	PasswordFile string `yaml:"password_file"`
 	// DialTimeout bounds one connection attempt. Default: 5s.
 	DialTimeout time.Duration
+	// TLS encrypts the connection (Redis's tls-port). Default: off.
+	TLS secure.TLS `yaml:"tls"`
 }
 
 func (c Config) withDefaults() Config {
@@ -47,7 +56,10 @@ func (c Config) Validate() error {
 	if c.DB < 0 {
 		return fmt.Errorf("features: db: %d is negative", c.DB)
 	}
-	return nil
+	if _, err := secure.ReadSecret("features: redis password", c.Password, c.PasswordFile); err != nil {
+		return err
+	}
+	return c.TLS.Validate("features: redis tls")
 }
 
 // Open validates c, connects and pings Redis. The caller closes the returned client.
@@ -55,20 +67,56 @@ func Open(ctx context.Context, c Config) (*redis.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	c = c.withDefaults()
-	cl := redis.NewClient(&redis.Options{
-		Addr:        c.Addr,
-		DB:          c.DB,
-		Username:    c.Username,
-		Password:    c.Password,
-		DialTimeout: c.DialTimeout,
-		MaxRetries:  1,
-	})
+	opts, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	cl := redis.NewClient(opts)
 	if err := cl.Ping(ctx).Err(); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("features: ping redis %s: %w", c.Addr, err)
+		return nil, fmt.Errorf("features: ping redis %s: %w", c.Endpoint(), err)
 	}
 	return cl, nil
+}
+
+// Options validates c and returns the go-redis options for it, for callers that build their
+// own client (tests, tools). Open is the usual way in.
+func (c Config) Options() (*redis.Options, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+	tc, err := c.TLS.Config("features: redis tls")
+	if err != nil {
+		return nil, err
+	}
+	opts := &redis.Options{
+		Addr:        c.Addr,
+		DB:          c.DB,
+		DialTimeout: c.DialTimeout,
+		MaxRetries:  1,
+		TLSConfig:   tc,
+	}
+	if c.PasswordFile == "" {
+		opts.Username, opts.Password = c.Username, c.Password
+	} else {
+		user, file := c.Username, c.PasswordFile
+		opts.CredentialsProvider = func() (string, string) {
+			// Validate has read the file; if it vanished since, an empty password fails AUTH
+			// with WRONGPASS, which names the problem.
+			pw, _ := secure.ReadSecret("features: redis password", "", file)
+			return user, pw
+		}
+	}
+	return opts, nil
+}
+
+// IsAuthError reports whether err means Redis refused who we are (WRONGPASS, NOAUTH, NOPERM)
+// or the TLS handshake failed. At start-up a stage stops on these with the settings to check;
+// mid-run the writer retries them like an outage (an operator fixes the ACL, nothing is
+// dropped).
+func IsAuthError(err error) bool {
+	return redis.IsAuthError(err) || redis.HasErrorPrefix(err, "NOPERM") || secure.IsTLSError(err)
 }
 
 // Endpoint says where c points, defaults applied.

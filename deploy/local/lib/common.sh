@@ -5,9 +5,14 @@
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 LOCAL_DIR="$REPO_DIR/deploy/local"
 STACK_DIR=${BACKFLOW_STACK_DIR:-"$REPO_DIR/.stack"}
-LOG_DIR="$STACK_DIR/logs"
-RUN_DIR="$STACK_DIR/run"
-ENV_FILE="$STACK_DIR/env"
+# SECURE=1 (deploy/local/stack --secure) selects the secured stack: the same installs (jars,
+# binaries) under $STACK_DIR, but its own state, logs, pids, ports and env file under
+# $STACK_DIR/secure (lib/secure.sh).
+SECURE=${SECURE:-0}
+if [ "$SECURE" = 1 ]; then STATE_DIR="$STACK_DIR/secure"; else STATE_DIR="$STACK_DIR"; fi
+LOG_DIR="$STATE_DIR/logs"
+RUN_DIR="$STATE_DIR/run"
+ENV_FILE="$STATE_DIR/env"
 
 # Ports: chosen away from each system's default so a system-wide install never collides.
 # Broker i (1-based) of a multi-broker cluster uses BASE + (i-1)*100.
@@ -18,10 +23,31 @@ CLICKHOUSE_PORT=${BACKFLOW_CLICKHOUSE_PORT:-19000}
 CLICKHOUSE_HTTP_PORT=${BACKFLOW_CLICKHOUSE_HTTP_PORT:-18123}
 CLICKHOUSE_INTERSERVER_PORT=${BACKFLOW_CLICKHOUSE_INTERSERVER_PORT:-19009}
 REDIS_PORT=${BACKFLOW_REDIS_PORT:-16379}
+SENSITIVE_PORT=${BACKFLOW_SENSITIVE_PORT:-18090}
 HOST=127.0.0.1
 
-# How long a service may take to answer its readiness probe, in seconds.
-READY_TIMEOUT=${BACKFLOW_READY_TIMEOUT:-120}
+# The secured stack's ports. Each defaults to a fixed offset from the plain port of the same
+# system, so shifting the plain ports by a multiple of 1000 shifts these too, and their last
+# three digits differ from every other port's (no collision under such shifts).
+SECURE_KAFKA_PORT=${BACKFLOW_SECURE_KAFKA_PORT:-$((KAFKA_PORT + 4))}                        # 19096, SASL_SSL
+SECURE_KAFKA_CONTROLLER_PORT=${BACKFLOW_SECURE_KAFKA_CONTROLLER_PORT:-$((KAFKA_CONTROLLER_PORT + 4))} # 19097, SSL
+SECURE_REGISTRY_PORT=${BACKFLOW_SECURE_REGISTRY_PORT:-$((REGISTRY_PORT + 2))}               # 18083, the TLS + basic-auth proxy
+SECURE_REGISTRY_BACKEND_PORT=${BACKFLOW_SECURE_REGISTRY_BACKEND_PORT:-$((REGISTRY_PORT + 3))} # 18084, Apicurio behind it
+SECURE_CLICKHOUSE_PORT=${BACKFLOW_SECURE_CLICKHOUSE_PORT:-$((CLICKHOUSE_PORT + 440))}       # 19440, secure native
+SECURE_REDIS_PORT=${BACKFLOW_SECURE_REDIS_PORT:-$((REDIS_PORT + 1))}                        # 16380, tls-port
+SECURE_SENSITIVE_PORT=${BACKFLOW_SECURE_SENSITIVE_PORT:-$((SENSITIVE_PORT + 5))}            # 18095, https
+if [ "$SECURE" = 1 ]; then
+  KAFKA_PORT=$SECURE_KAFKA_PORT
+  KAFKA_CONTROLLER_PORT=$SECURE_KAFKA_CONTROLLER_PORT
+  REGISTRY_PORT=$SECURE_REGISTRY_PORT
+  CLICKHOUSE_PORT=$SECURE_CLICKHOUSE_PORT
+  REDIS_PORT=$SECURE_REDIS_PORT
+  SENSITIVE_PORT=$SECURE_SENSITIVE_PORT
+fi
+
+# How long a service may take to answer its readiness probe, in seconds. The secured stack
+# gets twice as long by default: it is a second set of JVMs, and TLS on every internal link.
+READY_TIMEOUT=${BACKFLOW_READY_TIMEOUT:-$([ "$SECURE" = 1 ] && echo 240 || echo 120)}
 
 log() { printf '%s stack: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }

@@ -3,11 +3,24 @@
 # into $STACK_DIR/bin and run on the harmless sample dictionary deploy/sensitive-words/sample.tsv.
 # The stack's service name is sensitive-words; its functions are sensitive_words_*.
 
-SENSITIVE_PORT=${BACKFLOW_SENSITIVE_PORT:-18090}
 SENSITIVE_BIN="$STACK_DIR/bin/sensitive-words"
 SENSITIVE_DICT="$REPO_DIR/deploy/sensitive-words/sample.tsv"
 
-sensitive_words_url() { echo "http://$HOST:$SENSITIVE_PORT"; }
+sensitive_words_url() {
+  if [ "$SECURE" = 1 ]; then echo "https://$HOST:$SENSITIVE_PORT"; else echo "http://$HOST:$SENSITIVE_PORT"; fi
+}
+
+# sensitive_words_curl ARGS... runs curl against the service; in secured mode with the stack's
+# CA and the bearer token from a curl config file (-K), so the token is not on the command line.
+sensitive_words_curl() {
+  if [ "$SECURE" = 1 ]; then
+    local k="$SECRETS_DIR/sensitive-words.curlrc"
+    [ -f "$k" ] || printf 'header = "Authorization: Bearer %s"\n' "$(secret sensitive-token)" | private_file "$k"
+    curl --cacert "$TLS_DIR/ca.crt" -K "$k" "$@"
+  else
+    curl "$@"
+  fi
+}
 
 # sensitive_words_stamp hashes what the binary is built from: the service's Go sources (found
 # with find, so new files count before they are committed) and go.mod/go.sum.
@@ -36,7 +49,7 @@ sensitive_words_install() {
 
 # sensitive_words_probe checks a real batch: a spaced-out sample word must come back as a hit.
 sensitive_words_probe() {
-  curl -fsS --max-time 3 -H 'Content-Type: application/json' \
+  sensitive_words_curl -fsS --max-time 3 -H 'Content-Type: application/json' \
     -d '{"items":[{"id":"stack-probe","text":"stack probe: b l u e f i n"}]}' \
     "$(sensitive_words_url)/v1/check" | grep -q '"word":"bluefin"'
 }
@@ -52,9 +65,14 @@ sensitive_words_up() {
   [ -f "$SENSITIVE_DICT" ] || die "sample dictionary $SENSITIVE_DICT not found"
   require_port_free sensitive-words "$SENSITIVE_PORT"
   log "starting sensitive-words on $HOST:$SENSITIVE_PORT (dictionary $SENSITIVE_DICT)"
-  start_bg sensitive-words "$SENSITIVE_BIN" --addr "$HOST:$SENSITIVE_PORT" --dictionary "$SENSITIVE_DICT"
+  if [ "$SECURE" = 1 ]; then
+    start_bg sensitive-words "$SENSITIVE_BIN" --addr "$HOST:$SENSITIVE_PORT" --dictionary "$SENSITIVE_DICT" \
+      --token-file "$(secret_file sensitive-token)" --tls-cert-file "$TLS_DIR/server.crt" --tls-key-file "$TLS_DIR/server.key"
+  else
+    start_bg sensitive-words "$SENSITIVE_BIN" --addr "$HOST:$SENSITIVE_PORT" --dictionary "$SENSITIVE_DICT"
+  fi
   wait_ready sensitive-words sensitive_words_probe
-  log "sensitive-words ready: $(sensitive_words_url) $(curl -fsS --max-time 3 "$(sensitive_words_url)/healthz")"
+  log "sensitive-words ready: $(sensitive_words_url) $(sensitive_words_curl -fsS --max-time 3 "$(sensitive_words_url)/healthz")"
 }
 
 sensitive_words_down() { stop_pid sensitive-words; }

@@ -1,0 +1,649 @@
+package pipelines_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/IBM/sarama"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/loadgen"
+	"github.com/backflowhq/backflow/internal/secure/securetest"
+	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/features"
+)
+
+// secured is one test's view of the secured stack: its settings, its secrets (to look for
+// where they must not be), and the backflow binary it runs the stages with.
+type secured struct {
+	t       *testing.T
+	envFile string
+	vals    map[string]string
+	cfg     pipelines.Config
+	secrets []string // every secret of the stack, as the files hold them
+	bin     string
+}
+
+func newSecured(t *testing.T) *secured {
+	t.Helper()
+	s := &secured{t: t, vals: testenv.Secure(t), envFile: testenv.SecureEnvFile()}
+	cfg, err := pipelines.FromEnv(func(k string) string { return s.vals[k] })
+	if err != nil {
+		t.Fatalf("secured stack's env file: %v", err)
+	}
+	s.cfg = cfg
+	dir := filepath.Join(filepath.Dir(s.envFile), "secrets")
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.Contains(f.Name(), ".") { // configs that embed a secret, not a secret
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := strings.TrimSpace(string(b)); len(v) >= 16 {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+	if len(s.secrets) < 6 {
+		t.Fatalf("found %d secrets in %s, want the stack's 6 or more", len(s.secrets), dir)
+	}
+	s.bin = filepath.Join(t.TempDir(), "backflow")
+	if out, err := exec.Command("go", "build", "-o", s.bin, "github.com/backflowhq/backflow/cmd/backflow").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return s
+}
+
+// leaks returns the secrets (and extra strings) that appear in b.
+func (s *secured) leaks(b []byte, extra ...string) []string {
+	var found []string
+	for _, sec := range append(append([]string{}, s.secrets...), extra...) {
+		if sec != "" && bytes.Contains(b, []byte(sec)) {
+			found = append(found, sec[:4]+"…")
+		}
+	}
+	return found
+}
+
+// proc is a backflow child process with its output captured.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) Bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]byte(nil), w.b.Bytes()...)
+}
+
+// start runs `backflow ARGS... --env-file <secured env>` with env on top of this process's
+// environment, less every BACKFLOW_* variable (those of the plain stack would win over the file).
+func (s *secured) start(ctx context.Context, name string, env map[string]string, args ...string) *proc {
+	s.t.Helper()
+	cmd := exec.CommandContext(ctx, s.bin, append(args, "--env-file", s.envFile)...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BACKFLOW_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	return p
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("%s: %v\n%s", p.name, err, p.out.Bytes())
+		}
+	case <-time.After(60 * time.Second):
+		p.cmd.Process.Kill()
+		t.Errorf("%s did not stop within 60 s of SIGINT", p.name)
+	}
+}
+
+// checkProcs asserts that no secret is in the command line or the environment of the given
+// processes, nor in the command line of the secured stack's own services.
+func (s *secured) checkProcs(procs ...*proc) {
+	s.t.Helper()
+	pids := map[string]int{}
+	for _, p := range procs {
+		pids[p.name] = p.cmd.Process.Pid
+	}
+	runDir := filepath.Join(filepath.Dir(s.envFile), "run")
+	files, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
+	for _, f := range files {
+		var pid int
+		if b, err := os.ReadFile(f); err == nil {
+			if _, err := fmt.Sscan(string(b), &pid); err != nil {
+				continue
+			}
+			pids["stack "+strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+		}
+	}
+	checked := 0
+	for name, pid := range pids {
+		for _, what := range []string{"cmdline", "environ"} {
+			if what == "environ" && strings.HasPrefix(name, "stack ") {
+				continue // started by the stack's scripts, checked by their own design (files, not env)
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, what))
+			if err != nil {
+				s.t.Fatalf("%s (pid %d): %v", name, pid, err)
+			}
+			if l := s.leaks(b); len(l) > 0 {
+				s.t.Errorf("%s (pid %d): /proc/%s shows secrets %v", name, pid, what, l)
+			}
+			checked++
+		}
+	}
+	if len(files) < 6 {
+		s.t.Fatalf("found %d pid files of the secured stack in %s, want 6 (5 services and the registry proxy)", len(files), runDir)
+	}
+	s.t.Logf("no secret in /proc/*/cmdline of %d processes (and in /proc/*/environ of the %d the test started)", len(pids), len(procs))
+}
+
+// TestSecuredPipelineEndToEnd runs the whole pipeline on the secured stack (deploy/local/stack
+// --secure up) as the binary an operator runs, configured only by the stack's env file:
+// Kafka over SASL_SSL with SCRAM-SHA-512 (franz-go for loadgen and the ClickHouse sink, goka's
+// sarama for ingest and the feature sink), the registry over HTTPS with basic auth, ClickHouse
+// on its TLS port with a password user, Redis over TLS with an ACL user, and the sensitive-word
+// service over HTTPS with its token. loadgen's manifest is the oracle: the ClickHouse views
+// hold exactly one row per valid original per slot, every tenant's and model's request_count
+// in Redis equals the manifest's, and the DLQ (and its ClickHouse mirror) holds exactly the
+// poison. No secret appears in
+// the processes' command lines or environments, in their output, or in the DLQ's headers.
+func TestSecuredPipelineEndToEnd(t *testing.T) {
+	s := newSecured(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	kcfg := s.cfg.Kafka
+	kcfg.ClientID = "secure-e2e"
+	admin, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	reg, err := avro.NewRegistryClient(s.cfg.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chAdmin, err := clickhouse.Open(ctx, s.cfg.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chAdmin.Close()
+	rdb, err := features.Open(ctx, s.cfg.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+
+	id := fmt.Sprintf("sec%d", time.Now().UnixNano())
+	inf, gw, enriched, dlqTopic, control := "inf-"+id, "gw-"+id, "enriched-"+id, "dlq-"+id, "control-"+id
+	ingestGroup, chGroup, mirrorGroup, featGroup := "ingest-"+id, "chsink-"+id, "chmirror-"+id, "features-"+id
+	db, project := "sec_"+id, "p"+id
+	if err := chAdmin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm.DeleteTopics(ctx, inf, gw, enriched, dlqTopic, control, ingestGroup+"-loop", ingestGroup+"-table",
+			featGroup+"-loop", featGroup+"-table", "fdlq-"+id)
+		for _, g := range []string{ingestGroup, chGroup, mirrorGroup, featGroup} {
+			adm.DeleteGroup(ctx, g)
+		}
+		for _, sub := range []string{inf + "-value", gw + "-value", enriched + "-value"} {
+			reg.DeleteSubject(ctx, sub, sr.SoftDelete)
+		}
+		chAdmin.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+		if keys, err := rdb.Keys(ctx, "*"+project).Result(); err == nil && len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
+	if err := loadgen.EnsureTopics(ctx, admin, 3, 1, inf, gw); err != nil {
+		t.Fatal(err)
+	}
+
+	// Traffic first, through `backflow loadgen` on the secured listener and registry.
+	manifest := filepath.Join(t.TempDir(), "manifest.jsonl")
+	lg := s.start(ctx, "loadgen", nil, "loadgen", "--requests", "1000", "--dup-rate", "0.05", "--poison-rate", "0.03",
+		"--sensitive-share", "0.2", "--inference-topic", inf, "--gateway-topic", gw, "--run-id", id, "--manifest", manifest, "--no-progress")
+	if err := <-lg.done; err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, lg.out.Bytes())
+	}
+	mf, err := os.Open(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := loadgen.ParseManifest(mf)
+	mf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The three stages, each its own process.
+	storage := t.TempDir()
+	ing := s.start(ctx, "ingest", nil, "ingest", "--group", ingestGroup, "--inference-topic", inf, "--gateway-topic", gw,
+		"--enriched-topic", enriched, "--dlq-topic", dlqTopic, "--control-topic", control, "--storage-dir", filepath.Join(storage, "ingest"))
+	waitCommitted(t, ctx, adm, ingestGroup, ing, inf, gw)
+	// The ClickHouse sink shares ingest's DLQ, as in production, and mirrors it into dlq_entries.
+	chs := s.start(ctx, "sink-clickhouse", map[string]string{"BACKFLOW_CLICKHOUSE_DATABASE": db}, "sink-clickhouse", "--migrate",
+		"--group", chGroup, "--topic", enriched, "--dlq-topic", dlqTopic, "--mirror-dlq-group", mirrorGroup, "--batch-interval", "200ms")
+	fs := s.start(ctx, "sink-features", nil, "sink-features", "--group", featGroup, "--enriched-topic", enriched,
+		"--dlq-topic", "fdlq-"+id, "--project", project, "--storage-dir", filepath.Join(storage, "features"), "--request-ttl", "1h")
+	waitCommitted(t, ctx, adm, chGroup, chs, enriched)
+	waitCommitted(t, ctx, adm, mirrorGroup, chs, dlqTopic)
+	waitCommitted(t, ctx, adm, featGroup, fs, enriched)
+	s.checkProcs(ing, chs, fs)
+
+	// The oracle.
+	origIDs := map[[2]string]map[string]bool{} // (topic, phase) -> request ids of valid originals
+	poison := map[string]string{}              // "topic/partition/offset" -> class
+	respAt := map[loadgen.Location]string{}    // RESPONSE originals -> request id
+	for _, e := range m.Entries {
+		switch e.Kind {
+		case loadgen.KindOriginal:
+			k := [2]string{e.Topic, e.Phase}
+			if origIDs[k] == nil {
+				origIDs[k] = map[string]bool{}
+			}
+			origIDs[k][e.RequestID] = true
+			if e.Topic == gw && e.Phase == avro.PhaseResponse {
+				respAt[loadgen.Location{Topic: e.Topic, Partition: e.Partition, Offset: e.Offset}] = e.RequestID
+			}
+		case loadgen.KindPoison:
+			poison[fmt.Sprintf("%s/%d/%d", e.Topic, e.Partition, e.Offset)] = e.Class
+		}
+	}
+	if len(origIDs) != 3 || len(poison) == 0 {
+		t.Fatalf("manifest: %d slots, %d poison records", len(origIDs), len(poison))
+	}
+
+	// ClickHouse: through the deduplicating views, exactly the originals per slot.
+	chcfg := s.cfg.ClickHouse
+	chcfg.Database = db
+	conn, err := clickhouse.Open(ctx, chcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	checkClickHouse(t, ctx, conn, origIDs)
+	rows, err := conn.Query(ctx, `SELECT origin_topic, origin_partition, origin_offset, class FROM v_dlq_entries`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrored := 0
+	for rows.Next() {
+		var topic, class string
+		var p int32
+		var off int64
+		if err := rows.Scan(&topic, &p, &off, &class); err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := poison[fmt.Sprintf("%s/%d/%d", topic, p, off)]; !ok || c != class {
+			t.Fatalf("v_dlq_entries holds %s/%d/%d class %s; manifest: poison %v class %s", topic, p, off, class, ok, c)
+		}
+		mirrored++
+	}
+	rows.Close()
+	if mirrored != len(poison) {
+		t.Fatalf("v_dlq_entries holds %d entries, the manifest %d poison records", mirrored, len(poison))
+	}
+	t.Logf("ClickHouse DLQ mirror: %d entries = the manifest's poison", mirrored)
+
+	// Redis: every tenant's and model's request_count, from the RESPONSE originals' own fields.
+	tenants, models := responseOwners(t, ctx, kcfg, reg, gw, respAt)
+	checkFeatures(t, ctx, rdb, project, tenants, models)
+
+	// The DLQ: exactly the poison, with its classes; no header carries a secret.
+	var entries int
+	if err := dlq.Scan(ctx, kcfg, dlqTopic, func(r *kgo.Record) error {
+		e, err := dlq.Decode(r)
+		if err != nil {
+			return err
+		}
+		loc := fmt.Sprintf("%s/%d/%d", e.Origin.Topic, e.Origin.Partition, e.Origin.Offset)
+		if c, ok := poison[loc]; !ok || c != e.Class {
+			return fmt.Errorf("DLQ entry %s class %s; manifest: poison %v class %s", loc, e.Class, ok, c)
+		}
+		for _, h := range r.Headers {
+			if l := s.leaks([]byte(h.Key + "=" + string(h.Value))); len(l) > 0 {
+				return fmt.Errorf("DLQ header %s shows secrets %v", h.Key, l)
+			}
+		}
+		entries++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if entries != len(poison) {
+		t.Fatalf("DLQ holds %d entries, the manifest %d poison records", entries, len(poison))
+	}
+	t.Logf("DLQ: %d entries = the manifest's poison, classes equal, no secret in any header", entries)
+
+	for _, p := range []*proc{fs, chs, ing} {
+		p.stop(t)
+	}
+	for _, p := range []*proc{lg, ing, chs, fs} {
+		out := p.out.Bytes()
+		if l := s.leaks(out); len(l) > 0 {
+			t.Errorf("%s's output shows secrets %v", p.name, l)
+		}
+		if len(out) == 0 && p.name != "loadgen" {
+			t.Errorf("%s wrote no log at all: nothing was checked", p.name)
+		}
+	}
+	t.Logf("no secret in the output of loadgen, ingest, sink-clickhouse, sink-features (%d, %d, %d, %d bytes)",
+		len(lg.out.Bytes()), len(ing.out.Bytes()), len(chs.out.Bytes()), len(fs.out.Bytes()))
+}
+
+// waitCommitted waits until group has committed every partition of the topics to its end; p is
+// the process doing it, reported if it dies first.
+func waitCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group string, p *proc, topics ...string) {
+	t.Helper()
+	for {
+		select {
+		case err := <-p.done:
+			t.Fatalf("%s exited while %s was consuming: %v\n%s", p.name, group, err, p.out.Bytes())
+		default:
+		}
+		ends, err := adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			var committed kadm.OffsetResponses
+			if committed, err = adm.FetchOffsets(ctx, group); err == nil {
+				behind := 0
+				ends.Each(func(o kadm.ListedOffset) {
+					if c, ok := committed.Lookup(o.Topic, o.Partition); !ok || c.At < o.Offset {
+						behind++
+					}
+				})
+				if behind == 0 {
+					t.Logf("%s committed %v to the end", group, topics)
+					return
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s did not commit %v to the end: %v\n%s", group, topics, err, p.out.Bytes())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func checkClickHouse(t *testing.T, ctx context.Context, conn driver.Conn, want map[[2]string]map[string]bool) {
+	t.Helper()
+	got := map[[2]string][2]uint64{}
+	for _, q := range []string{
+		`SELECT source_topic, '', count(), uniqExact(request_id) FROM v_inference_results GROUP BY source_topic`,
+		`SELECT source_topic, phase, count(), uniqExact(request_id) FROM v_gateway_logs GROUP BY source_topic, phase`,
+	} {
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var topic, phase string
+			var n, u uint64
+			if err := rows.Scan(&topic, &phase, &n, &u); err != nil {
+				t.Fatal(err)
+			}
+			got[[2]string{topic, phase}] = [2]uint64{n, u}
+		}
+		rows.Close()
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ClickHouse has slots %v, the manifest %d slots", got, len(want))
+	}
+	for k, ids := range want {
+		if g := got[k]; g[0] != uint64(len(ids)) || g[1] != uint64(len(ids)) {
+			t.Fatalf("ClickHouse %v: FINAL count %d, uniqExact %d, manifest originals %d", k, g[0], g[1], len(ids))
+		}
+		t.Logf("ClickHouse %s %-8s FINAL %d = uniqExact = manifest originals", k[0], k[1], len(ids))
+	}
+}
+
+// responseOwners decodes the RESPONSE originals to find each one's tenant and model.
+func responseOwners(t *testing.T, ctx context.Context, kcfg kafka.Config, reg *sr.Client, topic string, at map[loadgen.Location]string) (tenants, models map[string]int) {
+	t.Helper()
+	dec, err := avro.NewDecoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.DecoderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kcfg.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	tenants, models = map[string]int{}, map[string]int{}
+	found := 0
+	for found < len(at) {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d RESPONSE originals", found, len(at))
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			rid, ok := at[loadgen.Location{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}]
+			if !ok {
+				return
+			}
+			g, _, err := dec.Decode(ctx, r.Value)
+			if err != nil || g.RequestID != rid {
+				t.Fatalf("RESPONSE original %s: %v", rid, err)
+			}
+			tenants[g.TenantID]++
+			models[g.Model]++
+			found++
+		})
+	}
+	return tenants, models
+}
+
+func checkFeatures(t *testing.T, ctx context.Context, rdb *redis.Client, project string, tenants, models map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var diffs []string
+		check := func(entity string, view string, want map[string]int) {
+			for name, n := range want {
+				key := features.RedisKey(project, features.StringEntity(entity, name))
+				got, err := int64Feature(ctx, rdb, key, view, "request_count")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != int64(n) {
+					diffs = append(diffs, fmt.Sprintf("%s %s: %d, want %d", entity, name, got, n))
+				}
+			}
+		}
+		check(features.TenantEntity, features.TenantView, tenants)
+		check(features.ModelEntity, features.ModelView, models)
+		if len(diffs) == 0 {
+			total := 0
+			for _, n := range tenants {
+				total += n
+			}
+			t.Logf("Redis: request_count of all %d tenants and %d models equals the manifest (%d requests)", len(tenants), len(models), total)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis: %d mismatches, e.g. %v", len(diffs), diffs[:min(5, len(diffs))])
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// int64Feature reads an Int64 feast Value from an entity's hash (0 when absent).
+func int64Feature(ctx context.Context, rdb *redis.Client, key, view, feat string) (int64, error) {
+	b, err := rdb.HGet(ctx, key, features.FieldKey(view, feat)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != 4 || typ != protowire.VarintType {
+		return 0, fmt.Errorf("%s: not an int64 Value: %x", feat, b)
+	}
+	v, m := protowire.ConsumeVarint(b[n:])
+	if m < 0 {
+		return 0, fmt.Errorf("%s: bad varint %x", feat, b)
+	}
+	return int64(v), nil
+}
+
+// TestSecuredWrongSecretsFailFast: each stage, started with one wrong secret (or a CA that did
+// not sign the server's certificate), stops by itself with exit code 1 and a message naming
+// the system, its address and the settings to check: it does not retry. Neither the wrong nor
+// the right secret appears in what it prints. The deadline only catches a stage that would
+// wait forever; it is not a timing assertion.
+func TestSecuredWrongSecretsFailFast(t *testing.T) {
+	s := newSecured(t)
+	wrong := securetest.SecretFile(t, "wrong-secret-0123456789")
+	otherCA := securetest.New(t).CAFile
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // in the output, all of them
+	}{
+		{"kafka SCRAM password", map[string]string{"BACKFLOW_KAFKA_SASL_PASSWORD_FILE": wrong}, []string{"ingest"},
+			[]string{"refused at start-up: kafka at " + s.vals["BACKFLOW_KAFKA_BROKERS"], "SASL_AUTHENTICATION_FAILED", "BACKFLOW_KAFKA_SASL_PASSWORD[_FILE]"}},
+		{"kafka CA", map[string]string{"BACKFLOW_KAFKA_TLS_CA_FILE": otherCA}, []string{"sink-features"},
+			[]string{"refused at start-up: kafka", "x509", "BACKFLOW_KAFKA_TLS_CA_FILE"}},
+		{"registry password", map[string]string{"BACKFLOW_REGISTRY_PASSWORD_FILE": wrong}, []string{"ingest"},
+			[]string{"refused at start-up: registry at " + s.vals["BACKFLOW_REGISTRY_URL"], "HTTP 401", "BACKFLOW_REGISTRY_PASSWORD[_FILE]"}},
+		{"sensitive-word token", map[string]string{"BACKFLOW_SENSITIVE_TOKEN_FILE": wrong}, []string{"ingest"},
+			[]string{"refused at start-up: sensitive-words at " + s.vals["BACKFLOW_SENSITIVE_URL"], "HTTP 401", "BACKFLOW_SENSITIVE_TOKEN[_FILE]"}},
+		{"clickhouse password", map[string]string{"BACKFLOW_CLICKHOUSE_PASSWORD_FILE": wrong}, []string{"sink-clickhouse"},
+			[]string{"refused at start-up: clickhouse at " + s.vals["BACKFLOW_CLICKHOUSE_ADDR"], "BACKFLOW_CLICKHOUSE_PASSWORD[_FILE]"}},
+		{"redis password", map[string]string{"BACKFLOW_REDIS_PASSWORD_FILE": wrong}, []string{"sink-features"},
+			[]string{"refused at start-up: redis at " + s.vals["BACKFLOW_REDIS_ADDR"], "WRONGPASS", "BACKFLOW_REDIS_PASSWORD[_FILE]"}},
+		{"loadgen kafka password", map[string]string{"BACKFLOW_KAFKA_SASL_PASSWORD_FILE": wrong}, []string{"loadgen", "--requests", "10", "--no-progress"},
+			[]string{"refused at start-up: kafka", "SASL_AUTHENTICATION_FAILED"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			args := tt.args
+			if args[0] != "loadgen" { // a group of its own, should it get that far
+				args = append(args, "--group", "never-"+strings.ReplaceAll(tt.name, " ", "-"))
+			}
+			p := s.start(ctx, tt.name, tt.env, args...)
+			err := <-p.done
+			out := p.out.Bytes()
+			if ctx.Err() != nil {
+				t.Fatalf("still running after 2 minutes: it retries instead of failing\n%s", out)
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want code 1\n%s", err, out)
+			}
+			for _, w := range tt.want {
+				if !bytes.Contains(out, []byte(w)) {
+					t.Errorf("output does not mention %q:\n%s", w, out)
+				}
+			}
+			if l := s.leaks(out, "wrong-secret-0123456789"); len(l) > 0 {
+				t.Errorf("output shows secrets %v:\n%s", l, out)
+			}
+			t.Logf("exit 1: %s", strings.TrimSpace(lastLine(out)))
+		})
+	}
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestSecuredKafkaBothMechanismsBothClients: the secured broker knows the stack's user under
+// SCRAM-SHA-256 and SCRAM-SHA-512; franz-go and sarama (goka's client) built from the same
+// kafka.Config authenticate with each and read the cluster's metadata.
+func TestSecuredKafkaBothMechanismsBothClients(t *testing.T) {
+	vals := testenv.Secure(t)
+	cfg, err := pipelines.FromEnv(func(k string) string { return vals[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mech := range []string{kafka.MechanismSCRAMSHA256, kafka.MechanismSCRAMSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			k := cfg.Kafka
+			k.SASL.Mechanism = mech
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cl, err := k.NewClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			meta, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+			if err != nil || len(meta.Brokers) != 1 {
+				t.Fatalf("franz-go with %s: %v %v", mech, meta.Brokers, err)
+			}
+			sc := k.Sarama()
+			scl, err := sarama.NewClient(k.Brokers, sc)
+			if err != nil {
+				t.Fatalf("sarama with %s: %v", mech, err)
+			}
+			defer scl.Close()
+			if bs := scl.Brokers(); len(bs) != 1 {
+				t.Fatalf("sarama with %s sees %d brokers", mech, len(bs))
+			}
+			t.Logf("%s: franz-go and sarama authenticated over TLS; cluster %s", mech, meta.Cluster)
+		})
+	}
+}
