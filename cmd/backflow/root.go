@@ -15,9 +15,10 @@ import (
 
 // Exit codes.
 const (
-	exitOK      = 0
-	exitFailure = 1 // the command ran and found a problem (a service down, a check failed)
-	exitUsage   = 2 // bad flags, arguments or configuration
+	exitOK              = 0
+	exitFailure         = 1 // the command ran and found a problem (a service down, a check failed, a stage failed)
+	exitUsage           = 2 // bad flags, arguments or configuration
+	exitShutdownTimeout = 3 // run and the stage commands: the stages did not stop within shutdown_timeout
 )
 
 // errUsage marks errors that are the caller's to fix; they exit with exitUsage.
@@ -48,9 +49,11 @@ Connection settings come from environment variables (secrets only from there, ne
   BACKFLOW_SENSITIVE_URL        sensitive-word service         (default http://127.0.0.1:18090)
   BACKFLOW_SENSITIVE_TOKEN      its bearer token (optional)
 The defaults are the local stack started by deploy/local/stack; --env-file .stack/env reads the
-file that stack writes.
+file that stack writes. 'backflow run' and the stage commands also read a YAML config file
+(--config); 'backflow check-config --print-example' lists every key with its default.
 
-Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration.`,
+Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration, 3 a stage
+command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,7 +63,8 @@ Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configurati
 	root.PersistentFlags().StringVar(&opts.envFile, "env-file", "",
 		"read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
-	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd())
+	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
+		newRunCmd(), newCheckConfigCmd())
 	return root
 }
 
@@ -105,8 +109,10 @@ func classify(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errUsage) || strings.HasPrefix(err.Error(), "unknown command"):
+	case errors.Is(err, errUsage) || errors.Is(err, pipelines.ErrConfig) || strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage
+	case errors.Is(err, pipelines.ErrShutdownTimeout):
+		return exitShutdownTimeout
 	default:
 		return exitFailure
 	}

@@ -398,6 +398,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
 		goka.WithStorageBuilder(storage.DefaultBuilder(dir)),
+		goka.WithLogger(kafka.GokaLogger(log)),
 	)
 	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
