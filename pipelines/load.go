@@ -391,12 +391,12 @@ func resolveSecrets(f File, getenv func(string) string, sources map[string]strin
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			errs = append(errs, &ConfigError{Path: l.path, Source: sourceOf(sources, l.path), Msg: fmt.Sprintf("cannot read the secret: %v", err)})
+			errs = append(errs, &ConfigError{Path: l.path, Source: sourceOf(sources, l.path), Line: lineOf(sources, l.path), Msg: fmt.Sprintf("cannot read the secret: %v", err)})
 			continue
 		}
 		s := strings.TrimRight(string(data), "\r\n")
 		if s == "" {
-			errs = append(errs, &ConfigError{Path: l.path, Source: sourceOf(sources, l.path), Msg: fmt.Sprintf("%s is empty", path)})
+			errs = append(errs, &ConfigError{Path: l.path, Source: sourceOf(sources, l.path), Line: lineOf(sources, l.path), Msg: fmt.Sprintf("%s is empty", path)})
 			continue
 		}
 		out[l.secretEnv] = s
@@ -576,12 +576,14 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 		}
 	}
 
-	// Each key on its own against the package's rules (no variables, and only the key's own
-	// secret), then the whole.
+	// Each key against the package's rules, so that an error names its key: first each key
+	// alone on the defaults (no variables, only its own secret); then each key that failed
+	// alone again, on the whole configuration with every failing key put back to its default,
+	// which drops what only failed for want of another key (a password without its user).
 	noenv := func(string) string { return "" }
 	def := Defaults()
 	defLeaves := fileLeaves(&def)
-	seenMsg := map[string]bool{}
+	candidates := map[int][]error{}
 	for i, l := range leaves {
 		g, ok := groupOf(l.path)
 		if !ok || bad[l.path] || reflect.DeepEqual(l.v.Interface(), defLeaves[i].v.Interface()) {
@@ -595,19 +597,44 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 			own[l.secretEnv] = v
 		}
 		if err := g.check(one, own, noenv); err != nil {
-			for _, e := range split(err) {
-				if !seenMsg[l.path+e.Error()] {
-					add(l.path, e.Error())
-					seenMsg[e.Error()] = true
-					seenMsg[l.path+e.Error()] = true
-				}
+			candidates[i] = split(err)
+		}
+	}
+	// whole is f with every key that failed (before or alone) at its default.
+	whole := f
+	wholeLeaves := fileLeaves(&whole)
+	for i, l := range wholeLeaves {
+		if _, failed := candidates[i]; failed || bad[l.path] {
+			l.v.Set(defLeaves[i].v)
+		}
+	}
+	seenMsg := map[string]bool{}
+	for i, l := range leaves {
+		errsAlone, ok := candidates[i]
+		if !ok {
+			continue
+		}
+		g, _ := groupOf(l.path)
+		again := whole
+		againLeaves := fileLeaves(&again)
+		againLeaves[i].v.Set(l.v)
+		err := g.check(again, secrets, noenv)
+		if err == nil {
+			continue
+		}
+		msgs := map[string]bool{}
+		for _, e := range split(err) {
+			msgs[e.Error()] = true
+		}
+		for _, e := range errsAlone {
+			if msgs[e.Error()] && !seenMsg[e.Error()] {
+				add(l.path, e.Error())
+				seenMsg[e.Error()] = true
 			}
 		}
 	}
-	// The whole, with the keys already reported put back to their defaults (so their errors
-	// are not repeated and do not hide the rest).
-	whole := f
-	wholeLeaves := fileLeaves(&whole)
+	// The whole, with the keys already reported at their defaults (so their errors are not
+	// repeated and do not hide the rest): rules between keys.
 	for i, l := range wholeLeaves {
 		if bad[l.path] {
 			l.v.Set(defLeaves[i].v)

@@ -112,6 +112,8 @@ func GokaLogger(log *slog.Logger) goka.Logger {
 
 type gokaLogger struct{ log *slog.Logger }
 
-func (g gokaLogger) Print(v ...any)                 { g.log.Info(strings.TrimSpace(fmt.Sprint(v...))) }
-func (g gokaLogger) Println(v ...any)               { g.log.Info(strings.TrimSpace(fmt.Sprintln(v...))) }
-func (g gokaLogger) Printf(format string, v ...any) { g.log.Info(strings.TrimSpace(fmt.Sprintf(format, v...))) }
+func (g gokaLogger) Print(v ...any)   { g.log.Info(strings.TrimSpace(fmt.Sprint(v...))) }
+func (g gokaLogger) Println(v ...any) { g.log.Info(strings.TrimSpace(fmt.Sprintln(v...))) }
+func (g gokaLogger) Printf(format string, v ...any) {
+	g.log.Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
