@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# deploy/demo.sh — the main job on the local stack: every stage running, generated traffic for
-# about 30 s, then what landed where. Run by `make demo` once the stack is up and bin/backflow
-# is built. DEMO_SECONDS and DEMO_RATE (requests/s) change the traffic.
+# deploy/demo.sh — the main job on the local stack: every stage running in one `backflow run`
+# process (config deploy/demo.yaml), generated traffic for about 30 s, then what landed where.
+# Run by `make demo` once the stack is up and bin/backflow is built. DEMO_SECONDS and DEMO_RATE
+# (requests/s) change the traffic; BACKFLOW_METRICS_PORT (default 19464) moves /metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.stack/env
@@ -12,17 +13,21 @@ BOOT=${BACKFLOW_KAFKA_BROKERS%%,*}
 CH="clickhouse-client --host ${BACKFLOW_CLICKHOUSE_ADDR%%:*} --port ${BACKFLOW_CLICKHOUSE_ADDR##*:}"
 SECS=${DEMO_SECONDS:-30}
 RATE=${DEMO_RATE:-1000}
-GROUPS_RE='^(backflow-ingest|backflow-sink-clickhouse|backflow-features)$'
 LOGS=.stack/logs
+METRICS="127.0.0.1:${BACKFLOW_METRICS_PORT:-19464}"
+GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-features)"'
 
 say() { printf '\n== %s ==\n' "$*"; }
-pids=()
-stop_stages() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
+pid=
+stop_run() {
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  code=0; wait "$pid" || code=$?
+  pid=
+  echo "   backflow run stopped on SIGTERM with exit code $code (0: flushed and committed)"
 }
-trap stop_stages EXIT
+trap stop_run EXIT
+metric() { curl -sf "http://$METRICS/metrics" | grep -E "^$1" || true; }
 
 say "1. backflow ping: one real request to each service"
 $BF ping
@@ -30,28 +35,33 @@ $BF ping
 say "2. backflow migrate: ClickHouse tables and views"
 $BF migrate
 
-say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log)"
-$BF ingest >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
-$BF sink-clickhouse >"$LOGS/demo-sink-clickhouse.log" 2>&1 & pids+=($!)
-$BF sink-features >"$LOGS/demo-sink-features.log" 2>&1 & pids+=($!)
-echo "   started pids ${pids[*]}"
+say "3. backflow run: ingest, sink-clickhouse and sink-features in one process (log: $LOGS/demo-run.log)"
+bin/backflow check-config --config deploy/demo.yaml | sed 's/^/   /'
+$BF run --config deploy/demo.yaml --metrics-addr "$METRICS" >"$LOGS/demo-run.log" 2>&1 & pid=$!
+for _ in $(seq 100); do curl -sf "http://$METRICS/healthz" >/dev/null && break; kill -0 "$pid" 2>/dev/null || { tail -5 "$LOGS/demo-run.log"; exit 1; }; sleep 0.2; done
+echo "   pid $pid; metrics http://$METRICS/metrics, health http://$METRICS/healthz, readiness http://$METRICS/readyz"
 
 say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison → .stack/demo-manifest.jsonl"
 $BF loadgen --duration "${SECS}s" --rate "$RATE" --manifest .stack/demo-manifest.jsonl
 
-say "5. waiting until every group's lag is 0"
+say "5. waiting until every group's lag is 0 (backflow_consumer_lag on /metrics)"
 start=$SECONDS
 while :; do
-  lags=$($KT consumer-groups --bootstrap-server "$BOOT" --describe --all-groups 2>/dev/null | awk -v re="$GROUPS_RE" '
-    $1 ~ re && $3 ~ /^[0-9]+$/ { seen[$1]=1; if ($6 ~ /^[0-9]+$/) lag[$1]+=$6; else if ($5 > 0) unknown[$1]=1 }
-    END { for (g in seen) printf "%s=%s ", g, (g in unknown ? "?" : lag[g]+0) }')
+  lags=$(metric backflow_consumer_lag | grep -E "$GROUPS_RE" | awk '
+    { match($0, /group="[^"]+"/); g = substr($0, RSTART + 7, RLENGTH - 8); seen[g] = 1; lag[g] += $NF }
+    END { for (g in seen) printf "%s=%d ", g, lag[g] }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
-  if [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ] && [ "$(echo "$lags" | grep -o '=' | wc -l)" = 3 ]; then break; fi
-  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
+  if [ "$(echo "$lags" | grep -o '=' | wc -l)" = 4 ] && [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ]; then break; fi
+  kill -0 "$pid" 2>/dev/null || { tail -5 "$LOGS/demo-run.log"; echo "backflow run exited" >&2; exit 1; }
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
 done
-stop_stages
+echo "   records per stage, from /metrics:"
+metric 'backflow_stage_records_(in|out)_total' | sed -E 's/backflow_stage_records_(in|out)_total\{stage="([^"]+)"\} /\2 \1 /' |
+  awk '{ v[$1" "$2] = $3; s[$1] = 1 } END { printf "   %-28s %10s %10s\n", "stage", "in", "out"; for (x in s) printf "   %-28s %10d %10d\n", x, v[x" in"], v[x" out"] }' | sort
+echo "   dead letters by stage and class: $(metric backflow_stage_records_dlq_total | sed -E 's/.*class="([^"]+)",stage="([^"]+)"\} /\2:\1=/' | tr '\n' ' ')"
+echo "   moderation breaker: $(metric backflow_moderation_breaker_state | awk '{print $NF}') (0 closed, 1 half-open, 2 open)"
+stop_run
 
 say "6. what landed"
 m=.stack/demo-manifest.jsonl
@@ -82,8 +92,10 @@ cat <<TXT
    dead letters:             bin/backflow dlq list --env-file $ENV --class unknown_schema
    the manifest (oracle):    head .stack/demo-manifest.jsonl
    consumer groups:          $KT consumer-groups --bootstrap-server $BOOT --describe --all-groups
+   backflow's metrics:       bin/backflow run --env-file $ENV --config deploy/demo.yaml  then  curl -s http://$METRICS/metrics | grep ^backflow_
+   config reference:         bin/backflow check-config --print-example   (deploy/config.example.yaml)
    sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_URL/metrics | grep ^sensitive_words
    Feast:                    deploy/feast/README.md
-   stage logs:               $LOGS/demo-*.log
+   backflow's log:           $LOGS/demo-run.log
    stop everything:          deploy/local/stack down
 TXT
