@@ -57,8 +57,9 @@ while :; do
   sleep 2
 done
 echo "   records per stage, from /metrics:"
+printf '   %-28s %10s %10s\n' stage in out
 metric 'backflow_stage_records_(in|out)_total' | sed -E 's/backflow_stage_records_(in|out)_total\{stage="([^"]+)"\} /\2 \1 /' |
-  awk '{ v[$1" "$2] = $3; s[$1] = 1 } END { printf "   %-28s %10s %10s\n", "stage", "in", "out"; for (x in s) printf "   %-28s %10d %10d\n", x, v[x" in"], v[x" out"] }' | sort
+  awk '{ v[$1" "$2] = $3; s[$1] = 1 } END { for (x in s) printf "   %-28s %10d %10d\n", x, v[x" in"], v[x" out"] }' | sort
 echo "   dead letters by stage and class: $(metric backflow_stage_records_dlq_total | sed -E 's/.*class="([^"]+)",stage="([^"]+)"\} /\2:\1=/' | tr '\n' ' ')"
 echo "   moderation breaker: $(metric backflow_moderation_breaker_state | awk '{print $NF}') (0 closed, 1 half-open, 2 open)"
 stop_run
