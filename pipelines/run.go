@@ -69,6 +69,10 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 			}
 		}
 		groups = append(groups, s.groups(f)...)
+		for _, part := range s.parts(f) {
+			ready.AddStage(part) // not ready until it reports partitions assigned
+			metrics.Stage(part).SetReady(false)
+		}
 	}
 	for _, sys := range needs {
 		check := systemChecks[sys]
@@ -138,8 +142,10 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 			return
 		}
 		log.Info("stopping: stop consuming, flush, commit", "why", why, "timeout", f.ShutdownTimeout.String())
-		for name := range running {
-			ready.SetStage(name, errors.New("stopping"))
+		for _, s := range specs {
+			for _, part := range s.parts(f) {
+				ready.SetStage(part, errors.New("stopping"))
+			}
 		}
 		stopStages()
 		deadline = time.After(f.ShutdownTimeout)

@@ -19,14 +19,18 @@ import (
 )
 
 // stage is one stage as data: what it is called, which systems it needs (what /readyz
-// checks), which consumer groups it runs (whose lag is exported) and how it runs. run returns
+// checks), which consumer groups it runs (whose lag is exported), the parts that report
+// readiness (the stage, and the DLQ mirror of sink-clickhouse) and how it runs. run returns
 // when ctx ends (nil after a clean stop) or the stage fails.
 type stage struct {
 	name   string
 	needs  []string
 	groups func(File) []string
+	parts  func(File) []string
 	run    func(ctx context.Context, e *stageEnv) error
 }
+
+func justThe(name string) func(File) []string { return func(File) []string { return []string{name} } }
 
 // stageEnv is what a stage runs with.
 type stageEnv struct {
@@ -37,12 +41,10 @@ type stageEnv struct {
 	ready   *ops.Readiness
 }
 
-// readyHook returns the callbacks a stage reports its consuming state with: /readyz and the
-// backflow_stage_ready gauge.
+// readyHook returns the callback a stage part reports its consuming state with: /readyz and
+// the backflow_stage_ready gauge. Run has registered the part as starting.
 func (e *stageEnv) readyHook(name string) func(bool) {
 	st := e.metrics.Stage(name)
-	e.ready.AddStage(name)
-	st.SetReady(false)
 	return func(ok bool) {
 		st.SetReady(ok)
 		if ok {
@@ -69,6 +71,7 @@ var stages = []stage{
 		name:   StageIngest,
 		needs:  []string{"kafka", "registry", "sensitive-words"},
 		groups: func(f File) []string { return []string{f.Ingest.Group} },
+		parts:  justThe(StageIngest),
 		run: func(ctx context.Context, e *stageEnv) error {
 			checker, err := moderation.New(e.conn.Moderation)
 			if err != nil {
@@ -98,12 +101,19 @@ var stages = []stage{
 			}
 			return []string{f.SinkClickHouse.Group}
 		},
+		parts: func(f File) []string {
+			if f.SinkClickHouse.MirrorDLQ {
+				return []string{StageSinkClickHouse, clickhouse.MirrorStage}
+			}
+			return []string{StageSinkClickHouse}
+		},
 		run: runSinkClickHouse,
 	},
 	{
 		name:   StageSinkFeatures,
 		needs:  []string{"kafka", "registry", "redis"},
 		groups: func(f File) []string { return []string{f.SinkFeatures.Group} },
+		parts:  justThe(StageSinkFeatures),
 		run: func(ctx context.Context, e *stageEnv) error {
 			reg, err := avro.NewRegistryClient(e.conn.Registry)
 			if err != nil {
