@@ -11,10 +11,7 @@ import (
 )
 
 func newCheckConfigCmd() *cobra.Command {
-	var (
-		path               string
-		example, reference bool
-	)
+	var example, reference bool
 	cmd := &cobra.Command{
 		Use:   "check-config",
 		Short: "Check a config file (and the BACKFLOW_* variables) without starting anything",
@@ -41,7 +38,7 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 				_, err := fmt.Fprint(out, pipelines.ReferenceMarkdown())
 				return err
 			}
-			l, err := pipelines.Load(path, nil)
+			l, err := pipelines.Load(configPath, nil)
 			if err != nil {
 				var ce pipelines.ConfigErrors
 				if errors.As(err, &ce) {
@@ -53,7 +50,7 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 				}
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
-			src := path
+			src := configPath
 			if src == "" {
 				src = "no file"
 			}
@@ -68,7 +65,6 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&path, "config", "", "YAML config file to check (none: the defaults and the environment)")
 	cmd.Flags().BoolVar(&example, "print-example", false, "print every key with its default as YAML, and exit")
 	cmd.Flags().BoolVar(&reference, "print-reference", false, "print every key with its default as a Markdown table, and exit")
 	return cmd

@@ -28,6 +28,9 @@ type rootOptions struct {
 	envFile string
 }
 
+// configPath is the --config flag every command shares: the YAML config file.
+var configPath string
+
 func newRootCmd() *cobra.Command {
 	opts := &rootOptions{}
 	root := &cobra.Command{
@@ -62,6 +65,8 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 	}
 	root.PersistentFlags().StringVar(&opts.envFile, "env-file", "",
 		"read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
+	root.PersistentFlags().StringVar(&configPath, "config", "",
+		"YAML config file (every key: backflow check-config --print-example); BACKFLOW_* variables and flags given win over it")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
 		newRunCmd(), newCheckConfigCmd())
@@ -85,13 +90,14 @@ func (o *rootOptions) applyEnvFile() error {
 	return nil
 }
 
-// loadConfig reads the connection settings; a bad setting is a usage error.
+// loadConfig reads the connection settings from --config and the environment; a bad setting
+// is a usage error.
 func loadConfig() (pipelines.Config, error) {
-	cfg, err := pipelines.FromEnv(os.Getenv)
+	l, err := pipelines.Load(configPath, os.Getenv)
 	if err != nil {
-		return cfg, fmt.Errorf("%w: configuration: %w", errUsage, err)
+		return l.Conn, fmt.Errorf("%w: configuration: %w", errUsage, err)
 	}
-	return cfg, nil
+	return l.Conn, nil
 }
 
 func execute(ctx context.Context, args []string) int {

@@ -42,21 +42,19 @@ func (f *keyFlag) Set(s string) error {
 	return nil
 }
 
-// runFlags are the flags of the commands that run stages: --config, the process keys
-// (--metrics-addr, --log-format, --log-level, --shutdown-timeout) and, for a stage command,
-// its section's keys.
+// runFlags are the flags of the commands that run stages, besides the shared --config: the
+// process keys (--metrics-addr, --log-format, --log-level, --shutdown-timeout) and, for a stage
+// command, its section's keys.
 type runFlags struct {
-	config string
-	paths  map[string]string // flag name → key path
-	stage  string            // the one stage a stage command runs; "" for run
+	paths map[string]string // flag name → key path
+	stage string            // the one stage a stage command runs; "" for run
 }
 
-// addRunFlags adds --config and a flag per key in paths and in sections (named after the key,
+// addRunFlags adds a flag per key in paths and in sections (named after the key,
 // without the section: ingest.batch_size is --batch-size).
 func addRunFlags(cmd *cobra.Command, stage string, paths []string, sections ...string) *runFlags {
 	r := &runFlags{paths: map[string]string{}, stage: stage}
 	fs := cmd.Flags()
-	fs.StringVar(&r.config, "config", "", "YAML config file (every key: backflow check-config --print-example); BACKFLOW_* variables and the flags given win over it")
 	for _, p := range paths {
 		k, ok := pipelines.KeyInfo(p)
 		if !ok {
@@ -95,7 +93,7 @@ func (r *runFlags) load(cmd *cobra.Command) (pipelines.Loaded, error) {
 	if r.stage != "" {
 		overrides = append(overrides, pipelines.Override{Path: "stages", Value: r.stage, Source: cmd.Name()})
 	}
-	l, err := pipelines.Load(r.config, nil, overrides...)
+	l, err := pipelines.Load(configPath, nil, overrides...)
 	if err != nil {
 		var ce pipelines.ConfigErrors
 		if errors.As(err, &ce) && len(ce) > 1 {
