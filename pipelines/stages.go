@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/avro"
@@ -119,8 +123,11 @@ var stages = []stage{
 			if err != nil {
 				return err
 			}
-			rdb, err := features.Open(ctx, e.conn.Redis)
+			rdb, err := openRedis(ctx, e)
 			if err != nil {
+				if ctx.Err() != nil {
+					return nil // stopped while Redis was unreachable
+				}
 				return err
 			}
 			defer rdb.Close()
@@ -133,6 +140,30 @@ var stages = []stage{
 				OnReady: func(*features.Processor) { ready(true) }})
 		},
 	},
+}
+
+// openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
+// start-up is waited out like one later on). Any other answer (wrong credentials, a bad
+// database number) fails at once.
+func openRedis(ctx context.Context, e *stageEnv) (*redis.Client, error) {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		rdb, err := features.Open(ctx, e.conn.Redis)
+		if err == nil {
+			return rdb, nil
+		}
+		var nerr net.Error
+		if !errors.As(err, &nerr) && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "LOADING") {
+			return nil, err
+		}
+		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
