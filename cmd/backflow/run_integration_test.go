@@ -581,6 +581,13 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("%s: /metrics says %v, want %v", c.what, c.got, c.want)
 		}
 	}
+	// Each RESPONSE sends one delta to its tenant, user and model (flagged requests one more);
+	// in a run without redeliveries none is a re-send.
+	responses := float64(o.byTopicPhase[e.gw+"/"+avro.PhaseResponse])
+	if applied, resent := sum(mfs, features.MetricDeltas, map[string]string{"group": e.featuresGroup, "result": "applied"}),
+		sum(mfs, features.MetricDeltas, map[string]string{"group": e.featuresGroup, "result": "resent"}); applied < 3*responses || resent != 0 {
+		t.Errorf("feature deltas: %v applied (want at least %v), %v resent (want 0)", applied, 3*responses, resent)
+	}
 	if n := sum(mfs, ops.MetricBatchRecords, map[string]string{"stage": "sink-clickhouse"}); n < 1 {
 		t.Errorf("no sink-clickhouse batch observed")
 	}

@@ -112,6 +112,7 @@ type Processor struct {
 	// Metrics records records in, applied (out) and dead-lettered (stage sink-features); set
 	// it before the processor runs. Nil records nothing.
 	Metrics *ops.Stage
+	m       *metrics
 }
 
 // NewProcessor returns the processor; runCtx bounds decode retries.
@@ -287,6 +288,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	} else {
 		p.Stats.Duplicates.Add(1)
 	}
+	p.m.delta(changed)
 	// Written even when unchanged: a crash may have come between the table update and Redis.
 	p.submit(gctx, []Op{op})
 }
@@ -387,7 +389,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	p.Metrics = rc.Metrics
+	p.Metrics, p.m = rc.Metrics, newMetrics(rc.Metrics, cfg.Group)
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
