@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short test-integration check-go fmt-check vet build stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
+.PHONY: help demo test test-short test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ vet:
 
 build: ## build bin/backflow
 	$(GO) build -o bin/backflow ./cmd/backflow
+
+config-reference: ## regenerate deploy/config.example.yaml after changing a config key (README: check-config --print-reference)
+	$(GO) run ./cmd/backflow check-config --print-example > deploy/config.example.yaml
 
 stack-plain-up:
 	$(STACK) up

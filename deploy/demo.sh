@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# deploy/demo.sh — the main job on the local stack: every stage running, generated traffic for
-# about 30 s, then what landed where. Run by `make demo` once the stack is up and bin/backflow
-# is built. DEMO_SECONDS and DEMO_RATE (requests/s) change the traffic; DEMO_BACKFILL (default
-# 20m) dates its event times back so the dashboard shows a history. It leaves `backflow
-# dashboard` running in the background on BACKFLOW_DASHBOARD_PORT (default 18400).
+# deploy/demo.sh — the main job on the local stack: every stage running in one `backflow run`
+# process (config deploy/demo.yaml), generated traffic for about 30 s, then what landed where.
+# Run by `make demo` once the stack is up and bin/backflow is built. DEMO_SECONDS and DEMO_RATE
+# (requests/s) change the traffic; DEMO_BACKFILL (default 20m) dates its event times back so
+# the dashboard shows a history. `backflow run` (metrics on BACKFLOW_METRICS_PORT, default
+# 19464) and `backflow dashboard` (BACKFLOW_DASHBOARD_PORT, default 18400) keep running in the
+# background afterwards, so the places it points to are live; `deploy/local/stack down` stops
+# them gracefully before the services.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV=.stack/env
@@ -14,21 +17,35 @@ BOOT=${BACKFLOW_KAFKA_BROKERS%%,*}
 CH="clickhouse-client --host ${BACKFLOW_CLICKHOUSE_ADDR%%:*} --port ${BACKFLOW_CLICKHOUSE_ADDR##*:}"
 SECS=${DEMO_SECONDS:-30}
 RATE=${DEMO_RATE:-1000}
-GROUPS_RE='^(backflow-ingest|backflow-sink-clickhouse|backflow-features)$'
 BACKFILL=${DEMO_BACKFILL:-20m}
 LOGS=.stack/logs
+METRICS="127.0.0.1:${BACKFLOW_METRICS_PORT:-19464}"
+RUN_PID=.stack/run/demo-run.pid
 DASH_ADDR=127.0.0.1:${BACKFLOW_DASHBOARD_PORT:-18400}
-DASH_PID=.stack/run/dashboard.pid
-INGEST_METRICS_ADDR=127.0.0.1:${BACKFLOW_INGEST_METRICS_PORT:-18410}
+DASH_PID=.stack/run/demo-dashboard.pid
+GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-features)"'
 
 say() { printf '\n== %s ==\n' "$*"; }
-pids=()
-stop_stages() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
+metric() { curl -sf "http://$METRICS/metrics" | grep -E "^$1" || true; }
+# stop_bg PIDFILE: SIGTERM a background process of an earlier demo and wait for it (it flushes
+# and commits; bounded by its shutdown_timeout).
+stop_bg() {
+  [ -f "$1" ] || return 0
+  local p; p=$(cat "$1")
+  if kill -0 "$p" 2>/dev/null; then
+    kill -TERM "$p"
+    for _ in $(seq 1 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$1"
 }
-trap stop_stages EXIT
+# start_bg PIDFILE LOG CMD...: CMD in its own session, so it outlives this script. The env file
+# is named by its absolute path, so a full 'deploy/local/stack down' also finds it.
+start_bg() {
+  local pidfile=$1 log=$2; shift 2
+  setsid "$@" >"$log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+}
+alive() { kill -0 "$(cat "$1")" 2>/dev/null; }
 
 say "1. backflow ping: one real request to each service"
 $BF ping
@@ -36,55 +53,44 @@ $BF ping
 say "2. backflow migrate: ClickHouse tables and views"
 $BF migrate
 
-# The ingest stage's Prometheus endpoint, where this binary has one, feeds the dashboard's
-# breaker; without it the dashboard shows the breaker as unknown.
-ingest_metrics=() breaker=()
-if bin/backflow ingest --help 2>/dev/null | grep -q -- '--metrics-addr'; then
-  ingest_metrics=(--metrics-addr "$INGEST_METRICS_ADDR")
-  breaker=(--breaker-metrics-url "http://$INGEST_METRICS_ADDR/metrics")
-fi
-
-say "3. the stages: ingest, sink-clickhouse, sink-features (logs: $LOGS/demo-*.log), and the dashboard"
+say "3. backflow run: ingest, sink-clickhouse and sink-features in one process (log: $LOGS/demo-run.log), and the dashboard"
+stop_bg "$RUN_PID"; stop_bg "$DASH_PID"
 # ingest reads the source topics and loadgen writes them; on a fresh stack neither exists yet
 # (the brokers do not create topics), so create them first, 3 partitions each as loadgen would.
 for topic in model-inference-result gateway-log; do
   $KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 1 >/dev/null
 done
-$BF ingest "${ingest_metrics[@]}" >"$LOGS/demo-ingest.log" 2>&1 & pids+=($!)
-# ingest creates backflow.enriched and the DLQ on a fresh cluster; the sinks need them to exist.
-for _ in $(seq 1 300); do grep -q 'msg="ingest ready"' "$LOGS/demo-ingest.log" 2>/dev/null && break
-  kill -0 "${pids[0]}" 2>/dev/null || { tail -n 5 "$LOGS/demo-ingest.log"; echo "ingest exited" >&2; exit 1; }; sleep 0.2; done
-$BF sink-clickhouse >"$LOGS/demo-sink-clickhouse.log" 2>&1 & pids+=($!)
-$BF sink-features >"$LOGS/demo-sink-features.log" 2>&1 & pids+=($!)
-echo "   started pids ${pids[*]}"
-# The dashboard outlives the demo: its own session, its pid in .stack/run. The env file is named
-# by its absolute path, so a full 'deploy/local/stack down' stops it with the stack.
-if [ -f "$DASH_PID" ] && kill -0 "$(cat "$DASH_PID")" 2>/dev/null; then
-  kill -TERM "$(cat "$DASH_PID")"
-  for _ in $(seq 1 50); do kill -0 "$(cat "$DASH_PID")" 2>/dev/null || break; sleep 0.1; done
-fi
-setsid bin/backflow --env-file "$PWD/$ENV" dashboard --addr "$DASH_ADDR" "${breaker[@]}" >"$LOGS/demo-dashboard.log" 2>&1 </dev/null &
-echo $! >"$DASH_PID"
+bin/backflow check-config --config deploy/demo.yaml | sed 's/^/   /'
+start_bg "$RUN_PID" "$LOGS/demo-run.log" bin/backflow --env-file "$PWD/$ENV" run --config deploy/demo.yaml --metrics-addr "$METRICS"
+for _ in $(seq 100); do curl -sf "http://$METRICS/healthz" >/dev/null && break; alive "$RUN_PID" || { tail -n 5 "$LOGS/demo-run.log"; exit 1; }; sleep 0.2; done
+echo "   pid $(cat "$RUN_PID"); metrics http://$METRICS/metrics, health http://$METRICS/healthz, readiness http://$METRICS/readyz"
+start_bg "$DASH_PID" "$LOGS/demo-dashboard.log" bin/backflow --env-file "$PWD/$ENV" dashboard --addr "$DASH_ADDR" \
+  --breaker-metrics-url "http://$METRICS/metrics"
 for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/${DASH_ADDR%:*}/${DASH_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
-kill -0 "$(cat "$DASH_PID")" 2>/dev/null || { tail -n 5 "$LOGS/demo-dashboard.log"; echo "the dashboard did not start" >&2; exit 1; }
+alive "$DASH_PID" || { tail -n 5 "$LOGS/demo-dashboard.log"; echo "the dashboard did not start" >&2; exit 1; }
 echo "   dashboard on http://$DASH_ADDR/ (pid $(cat "$DASH_PID"))"
 
 say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison, event times from $BACKFILL ago → .stack/demo-manifest.jsonl"
 $BF loadgen --duration "${SECS}s" --rate "$RATE" --backfill "$BACKFILL" --manifest .stack/demo-manifest.jsonl
 
-say "5. waiting until every group's lag is 0"
+say "5. waiting until every group's lag is 0 (backflow_consumer_lag on /metrics)"
 start=$SECONDS
 while :; do
-  lags=$($KT consumer-groups --bootstrap-server "$BOOT" --describe --all-groups 2>/dev/null | awk -v re="$GROUPS_RE" '
-    $1 ~ re && $3 ~ /^[0-9]+$/ { seen[$1]=1; if ($6 ~ /^[0-9]+$/) lag[$1]+=$6; else if ($5 > 0) unknown[$1]=1 }
-    END { for (g in seen) printf "%s=%s ", g, (g in unknown ? "?" : lag[g]+0) }')
+  lags=$(metric backflow_consumer_lag | grep -E "$GROUPS_RE" | awk '
+    { match($0, /group="[^"]+"/); g = substr($0, RSTART + 7, RLENGTH - 8); seen[g] = 1; lag[g] += $NF }
+    END { for (g in seen) printf "%s=%d ", g, lag[g] }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
-  if [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ] && [ "$(echo "$lags" | grep -o '=' | wc -l)" = 3 ]; then break; fi
-  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -n 5 $LOGS/demo-*.log; echo "a stage exited" >&2; exit 1; }; done
+  if [ "$(echo "$lags" | grep -o '=' | wc -l)" = 4 ] && [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ]; then break; fi
+  alive "$RUN_PID" || { tail -n 5 "$LOGS/demo-run.log"; echo "backflow run exited" >&2; exit 1; }
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
 done
-stop_stages
+echo "   records per stage, from /metrics:"
+printf '   %-28s %10s %10s\n' stage in out
+metric 'backflow_stage_records_(in|out)_total' | sed -E 's/backflow_stage_records_(in|out)_total\{stage="([^"]+)"\} /\2 \1 /' |
+  awk '{ v[$1" "$2] = $3; s[$1] = 1 } END { for (x in s) printf "   %-28s %10d %10d\n", x, v[x" in"], v[x" out"] }' | sort
+echo "   dead letters by stage and class: $(metric backflow_stage_records_dlq_total | sed -E 's/.*class="([^"]+)",stage="([^"]+)"\} /\2:\1=/' | tr '\n' ' ')"
+echo "   moderation breaker: $(metric backflow_moderation_breaker_state | awk '{print $NF}') (0 closed, 1 half-open, 2 open)"
 
 say "6. what landed"
 m=.stack/demo-manifest.jsonl
@@ -119,17 +125,21 @@ fi
 
 say "where to look"
 cat <<TXT
+   dashboard:                http://$DASH_ADDR/   (log $LOGS/demo-dashboard.log)
+   backflow's metrics:       curl -s http://$METRICS/metrics | grep ^backflow_   (health /healthz, readiness /readyz)
    ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries; sink_ledger;
                              per-minute v_model_minute, v_tenant_minute, v_moderation_minute, v_dlq_minute, v_sink_minute, v_freshness)
    Grafana:                  deploy/grafana/README.md (the same panels)
    dead letters:             bin/backflow dlq list --env-file $ENV --class unknown_schema
    the manifest (oracle):    head .stack/demo-manifest.jsonl
-   consumer groups:          $KT consumer-groups --bootstrap-server $BOOT --describe --all-groups
+   consumer groups:          bin/backflow groups --env-file $ENV
+   config reference:         bin/backflow check-config --print-example   (deploy/config.example.yaml)
    sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_URL/metrics | grep ^sensitive_words
    Feast:                    deploy/feast/README.md
-   stage logs:               $LOGS/demo-*.log
-   stop everything:          deploy/local/stack down   (also stops the dashboard)
+   backflow's log:           $LOGS/demo-run.log
+   more traffic:             bin/backflow loadgen --env-file $ENV --duration 30s --rate 1000
+   stop everything:          deploy/local/stack down   (SIGTERM to backflow run and the dashboard first)
 TXT
 
-say "dashboard: http://$DASH_ADDR/"
-echo "   running in the background (pid $(cat "$DASH_PID"), log $LOGS/demo-dashboard.log); stop it: kill $(cat "$DASH_PID")"
+say "dashboard: http://$DASH_ADDR/   metrics: http://$METRICS/metrics"
+echo "   backflow run (pid $(cat "$RUN_PID")) and the dashboard (pid $(cat "$DASH_PID")) keep running in the background"

@@ -124,6 +124,8 @@ func (s *secured) start(ctx context.Context, name string, env map[string]string,
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// Stage commands serve /metrics; a free port each, so stages and parallel runs never collide.
+	cmd.Env = append(cmd.Env, "BACKFLOW_METRICS_ADDR=127.0.0.1:0")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -12,5 +12,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, a second one ends the process at once (the default action).
+	context.AfterFunc(ctx, stop)
 	os.Exit(execute(ctx, os.Args[1:]))
 }

@@ -16,9 +16,10 @@ import (
 
 // Exit codes.
 const (
-	exitOK      = 0
-	exitFailure = 1 // the command ran and found a problem (a service down, a check failed)
-	exitUsage   = 2 // bad flags, arguments or configuration
+	exitOK              = 0
+	exitFailure         = 1 // the command ran and found a problem (a service down, a check failed, a stage failed)
+	exitUsage           = 2 // bad flags, arguments or configuration
+	exitShutdownTimeout = 3 // run and the stage commands: the stages did not stop within shutdown_timeout
 )
 
 // errUsage marks errors that are the caller's to fix; they exit with exitUsage.
@@ -27,6 +28,9 @@ var errUsage = errors.New("usage")
 type rootOptions struct {
 	envFile string
 }
+
+// configPath is the --config flag every command shares: the YAML config file.
+var configPath string
 
 func newRootCmd() *cobra.Command {
 	opts := &rootOptions{}
@@ -42,14 +46,16 @@ Connection settings come from environment variables. Secrets (marked *) come onl
 or from the file the *_FILE twin names, never from flags, so they do not show in ps.
 ` + envHelp() + `
 The defaults are the local stack started by deploy/local/stack; --env-file .stack/env reads the
-file that stack writes.
+file that stack writes. 'backflow run' and the stage commands also read a YAML config file
+(--config); 'backflow check-config --print-example' lists every key with its default.
 
 Every stage first asks each system it needs for one answer. If one refuses our credentials or
 the TLS handshake fails, the stage exits 1 at once, naming the system and the variables to check;
 a system that is only down is waited for. Once running, a refused request is retried like an
 outage: credentials may be rotated, and records are never dead-lettered for it.
 
-Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration.`,
+Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration, 3 a stage
+command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,9 +64,11 @@ Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configurati
 	}
 	root.PersistentFlags().StringVar(&opts.envFile, "env-file", "",
 		"read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
+	root.PersistentFlags().StringVar(&configPath, "config", "",
+		"YAML config file (every key: backflow check-config --print-example); BACKFLOW_* variables and flags given win over it")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
-		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd())
+		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd(), newRunCmd(), newCheckConfigCmd())
 	return root
 }
 
@@ -110,13 +118,14 @@ func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger, sys
 	return nil
 }
 
-// loadConfig reads the connection settings; a bad setting is a usage error.
+// loadConfig reads the connection settings from --config and the environment; a bad setting
+// is a usage error.
 func loadConfig() (pipelines.Config, error) {
-	cfg, err := pipelines.FromEnv(os.Getenv)
+	l, err := pipelines.Load(configPath, os.Getenv)
 	if err != nil {
-		return cfg, fmt.Errorf("%w: configuration: %w", errUsage, err)
+		return l.Conn, fmt.Errorf("%w: configuration: %w", errUsage, err)
 	}
-	return cfg, nil
+	return l.Conn, nil
 }
 
 func execute(ctx context.Context, args []string) int {
@@ -134,8 +143,10 @@ func classify(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errUsage) || strings.HasPrefix(err.Error(), "unknown command"):
+	case errors.Is(err, errUsage) || errors.Is(err, pipelines.ErrConfig) || strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage
+	case errors.Is(err, pipelines.ErrShutdownTimeout):
+		return exitShutdownTimeout
 	default:
 		return exitFailure
 	}

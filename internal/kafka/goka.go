@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,3 +120,20 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 
 // Close cancels Ctx; for the error paths before Run (Run cancels it itself).
 func (l *GokaLife) Close() { l.cancel() }
+
+// GokaLogger routes goka's own log lines (group setup, rebalances, shutdown) into log, at
+// info level with component=goka, so a JSON log stays all JSON.
+func GokaLogger(log *slog.Logger) goka.Logger {
+	if log == nil {
+		log = slog.Default()
+	}
+	return gokaLogger{log.With("component", "goka")}
+}
+
+type gokaLogger struct{ log *slog.Logger }
+
+func (g gokaLogger) Print(v ...any)   { g.log.Info(strings.TrimSpace(fmt.Sprint(v...))) }
+func (g gokaLogger) Println(v ...any) { g.log.Info(strings.TrimSpace(fmt.Sprintln(v...))) }
+func (g gokaLogger) Printf(format string, v ...any) {
+	g.log.Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}

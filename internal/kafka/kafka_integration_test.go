@@ -134,6 +134,11 @@ func TestGokaProcessor(t *testing.T) {
 		}
 	})
 
+	// Get reads the partition tables, which exist only once the processor is set up: asking
+	// earlier races goka's setup (the race detector reports it, and Get can dereference nil).
+	if err := proc.WaitForReadyContext(ctx); err != nil {
+		t.Fatalf("processor not ready: %v", err)
+	}
 	counts := func() (map[string]int64, error) {
 		out := map[string]int64{}
 		for k := 0; k < keys; k++ {

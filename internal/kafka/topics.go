@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -72,6 +74,42 @@ func waitListed(ctx context.Context, adm *kadm.Client, specs []TopicSpec) error 
 		case <-ctx.Done():
 			return fmt.Errorf("kafka: topic %s created but not in the metadata: %w", missing, errors.Join(err, ctx.Err()))
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitForTopics returns once every topic exists with at least one partition, polling the
+// metadata every 500ms and logging every 30s what it still waits for; or ctx's error. A stage
+// started before its input topic (a fresh cluster, or its producer starting in the same
+// process) waits rather than fails.
+func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics ...string) error {
+	adm := kadm.NewClient(cl)
+	var lastLog time.Time
+	for {
+		td, err := adm.ListTopics(ctx, topics...)
+		var missing []string
+		if err == nil {
+			for _, t := range topics {
+				if d, ok := td[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+					missing = append(missing, t)
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		if time.Since(lastLog) >= 30*time.Second {
+			lastLog = time.Now()
+			if err != nil {
+				log.Warn("kafka metadata unavailable; retrying", "error", err)
+			} else {
+				log.Info("waiting for topics to be created", "topics", strings.Join(missing, ","))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

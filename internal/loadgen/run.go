@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -277,7 +278,8 @@ func partitionCounts(ctx context.Context, cl *kgo.Client, topics ...string) (map
 }
 
 // EnsureTopics creates the topics that do not exist yet, with the given partitions and
-// replication factor, and leaves existing ones as they are.
+// replication factor, and leaves existing ones as they are. It returns once the brokers list
+// them all: a topic created a moment ago can be missing from the metadata for a while.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, replication int16, topics ...string) error {
 	specs := make([]kafka.TopicSpec, len(topics))
 	for i, t := range topics {
@@ -285,6 +287,9 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, replica
 	}
 	if err := kafka.EnsureTopics(ctx, cl, specs...); err != nil {
 		return fmt.Errorf("loadgen: %w", err)
+	}
+	if err := kafka.WaitForTopics(ctx, cl, slog.New(slog.DiscardHandler), topics...); err != nil {
+		return fmt.Errorf("loadgen: waiting for the created topics: %w", err)
 	}
 	return nil
 }

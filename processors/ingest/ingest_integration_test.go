@@ -343,7 +343,8 @@ func (s *stage) ingestProcess(bin, sensitiveURL string) *exec.Cmd {
 	s.t.Helper()
 	cmd := exec.Command(bin, "ingest", "--group", s.cfg.Group, "--inference-topic", s.cfg.InferenceTopic,
 		"--gateway-topic", s.cfg.GatewayTopic, "--enriched-topic", s.cfg.EnrichedTopic, "--dlq-topic", s.cfg.DLQTopic,
-		"--control-topic", s.cfg.ControlTopic, "--storage-dir", filepath.Join(s.t.TempDir(), "goka"))
+		"--control-topic", s.cfg.ControlTopic, "--storage-dir", filepath.Join(s.t.TempDir(), "goka"),
+		"--metrics-addr", "127.0.0.1:0") // a free port: runs in parallel never collide
 	cmd.Env = append(os.Environ(),
 		"BACKFLOW_KAFKA_BROKERS="+strings.Join(s.kcfg.Brokers, ","),
 		"BACKFLOW_REGISTRY_URL="+testenv.Get(testenv.RegistryURL),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 
@@ -40,9 +41,10 @@ type moderator struct {
 	br  *gobreaker.CircuitBreaker[[]moderation.Result]
 	cfg Config
 	log *slog.Logger
+	m   *Metrics
 }
 
-func newModerator(cl Checker, cfg Config, log *slog.Logger, onState func(to gobreaker.State)) *moderator {
+func newModerator(cl Checker, cfg Config, log *slog.Logger, m *Metrics) *moderator {
 	st := gobreaker.Settings{
 		Name:    "moderation",
 		Timeout: cfg.BreakerOpen,
@@ -53,12 +55,10 @@ func newModerator(cl Checker, cfg Config, log *slog.Logger, onState func(to gobr
 		IsSuccessful: func(err error) bool { return err == nil || !moderation.IsRetryable(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			log.Warn("moderation circuit breaker", "from", from.String(), "to", to.String())
-			if onState != nil {
-				onState(to)
-			}
+			m.setBreaker(to)
 		},
 	}
-	return &moderator{cl: cl, br: gobreaker.NewCircuitBreaker[[]moderation.Result](st), cfg: cfg, log: log}
+	return &moderator{cl: cl, br: gobreaker.NewCircuitBreaker[[]moderation.Result](st), cfg: cfg, log: log, m: m}
 }
 
 func breakerOpen(err error) bool {
@@ -70,7 +70,14 @@ func breakerOpen(err error) bool {
 func (m *moderator) moderate(ctx context.Context, items []moderation.Item) []outcome {
 	b := backoff{min: m.cfg.BackoffMin, max: m.cfg.BackoffMax}
 	for attempt := 1; ; attempt++ {
-		res, err := m.br.Execute(func() ([]moderation.Result, error) { return m.cl.Check(ctx, items) })
+		res, err := m.br.Execute(func() ([]moderation.Result, error) {
+			start := time.Now()
+			defer func() { m.m.moderationCall(time.Since(start)) }()
+			return m.cl.Check(ctx, items)
+		})
+		if err != nil && ctx.Err() == nil {
+			m.m.moderationError(moderationErrorClass(err))
+		}
 		if err == nil {
 			out := make([]outcome, len(items))
 			for i := range res {
@@ -138,4 +145,17 @@ func (o outcome) verdict() avro.Moderation {
 		m.Hits = append(m.Hits, avro.Hit{Word: h.Word, Category: h.Category, Start: h.Start, End: h.End})
 	}
 	return m
+}
+
+// moderationErrorClass is the class label of a failed moderation call.
+func moderationErrorClass(err error) string {
+	switch {
+	case breakerOpen(err):
+		return "breaker_open"
+	case errors.Is(err, moderation.ErrMismatch):
+		return "mismatch"
+	case !moderation.IsRetryable(err):
+		return "rejected"
+	}
+	return "unavailable"
 }

@@ -80,6 +80,7 @@ type Processor struct {
 	mod        *moderator
 	fail       func(error) // Deps.Fail
 	log        *slog.Logger
+	metrics    *Metrics
 	now        func() time.Time
 
 	runCtx   context.Context
@@ -102,6 +103,8 @@ type Deps struct {
 	// that is not the record's fault (our own enriched record does not encode), so the stage
 	// exits with an error instead of holding the partition's commits forever. Default: log only.
 	Fail func(err error)
+	// Metrics records what the processor does (NewMetrics); nil records nothing.
+	Metrics *Metrics
 }
 
 // NewProcessor builds the processor for source topics with the given partition count, in
@@ -123,7 +126,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	}
 	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
 		fail: d.Fail, log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
-		batchers: map[int32]*batcher{}}
+		batchers: map[int32]*batcher{}, metrics: d.Metrics}
 	var err error
 	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
 		return nil, err
@@ -134,7 +137,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	if p.enc, err = avro.NewEncoder[avro.EnrichedRecord](d.Registry, avro.EnrichedSchema, avro.TopicName.Subject(cfg.EnrichedTopic, avro.EnrichedSchema)); err != nil {
 		return nil, err
 	}
-	p.mod = newModerator(d.Checker, cfg, p.log, nil)
+	p.mod = newModerator(d.Checker, cfg, p.log, d.Metrics)
 	return p, nil
 }
 
@@ -171,6 +174,9 @@ type job struct {
 func (p *Processor) consume(gctx goka.Context, msg any) {
 	raw, _ := msg.([]byte)
 	p.Stats.Read.Add(1)
+	if string(gctx.Topic()) != p.cfg.LoopTopic() {
+		p.metrics.st().In(1)
+	}
 	pc, err := p.queues.get(string(gctx.Topic()), gctx.Partition()).Add(p.runCtx, gctx.DeferCommit())
 	if err != nil {
 		return // stopping: the record stays uncommitted
@@ -200,6 +206,7 @@ func (p *Processor) forward(o dlq.Origin, pc *pendingCommit) {
 		kgo.RecordHeader{Key: headerFwdOffset, Value: []byte(strconv.FormatInt(o.Offset, 10))})}
 	p.produce(r, func() {
 		p.Stats.Forwarded.Add(1)
+		p.metrics.forward()
 		pc.Done()
 	})
 }
@@ -253,6 +260,7 @@ func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) 
 	switch decision {
 	case DecideDuplicate:
 		p.Stats.Duplicates.Add(1)
+		p.metrics.duplicate()
 		pc.Done()
 		return
 	case DecideClaim:
@@ -317,6 +325,7 @@ func (p *Processor) emit(j *job, o outcome) {
 	}
 	p.produce(&kgo.Record{Topic: p.cfg.EnrichedTopic, Key: j.origin.Key, Value: value}, func() {
 		p.Stats.Emitted.Add(1)
+		p.metrics.st().Out(1)
 		j.pc.Done()
 	})
 }
@@ -354,6 +363,7 @@ func (p *Processor) deadLetter(o dlq.Origin, cause error) {
 	}, func() error { return p.dead.Write(p.runCtx, o, cause) })
 	if err == nil {
 		p.Stats.DeadLettered.Add(1)
+		p.metrics.st().DLQ(dlq.ClassOf(cause), 1)
 	}
 }
 
@@ -432,6 +442,7 @@ func (b *batcher) flush(batch []*job) {
 	for i, j := range batch {
 		items[i] = moderation.Item{ID: strconv.Itoa(i), Text: j.text}
 	}
+	b.p.metrics.st().Batch(len(items))
 	outs := b.p.mod.moderate(b.p.runCtx, items)
 	if outs == nil {
 		return // stopping

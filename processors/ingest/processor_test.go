@@ -13,11 +13,13 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/moderation"
 )
 
@@ -120,7 +122,8 @@ type harness struct {
 	now   time.Time
 	reg   avro.Registry
 	fake  *srfake.Registry
-	fails chan error // what the processor passed to Deps.Fail
+	fails chan error           // what the processor passed to Deps.Fail
+	prom  *prometheus.Registry // what the processor's metrics are registered on
 }
 
 func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
@@ -132,13 +135,14 @@ func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, out: &capture{}, dead: &deadBox{}, check: &script{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), reg: reg,
-		fake: fake, fails: make(chan error, 16)}
+		fake: fake, fails: make(chan error, 16), prom: prometheus.NewRegistry()}
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.p, err = NewProcessor(ctx, cfg, 1, epoch, Deps{Registry: reg, Producer: h.out, DeadLetters: h.dead, Checker: h.check,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Fail: func(err error) { h.fails <- err }})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Fail: func(err error) { h.fails <- err },
+		Metrics: NewMetrics(ops.NewMetrics(h.prom).Stage("ingest"), cfg.withDefaults().Group)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +168,42 @@ func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
 		<-done
 	})
 	return h
+}
+
+// metric is the value of the metric family name whose labels include want (nil: the only
+// series), or -1 when there is none.
+func (h *harness) metric(name string, want map[string]string) float64 {
+	h.t.Helper()
+	mfs, err := h.prom.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return -1
 }
 
 func (h *harness) inference(id, text string) []byte {
@@ -229,6 +269,25 @@ func TestDuplicateDroppedOtherSlotsKept(t *testing.T) {
 	}
 	if state := h.tt.TableValue(goka.GroupTable(goka.Group(h.p.cfg.Group)), "r1").(*State); len(state.Slots) != 3 {
 		t.Fatalf("table holds %d slots, want 3: %+v", len(state.Slots), state.Slots)
+	}
+	// The metrics agree: 4 in, 3 out, 1 duplicate, no DLQ; two moderation batches (the
+	// RESPONSE has no text), each one call.
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{ops.MetricRecordsIn, map[string]string{"stage": "ingest"}, 4},
+		{ops.MetricRecordsOut, map[string]string{"stage": "ingest"}, 3},
+		{ops.MetricRecordsDLQ, nil, -1},
+		{MetricDuplicates, map[string]string{"group": "backflow-ingest"}, 1},
+		{ops.MetricBatchRecords, map[string]string{"stage": "ingest"}, 2},
+		{MetricModerationLatency, nil, 2},
+		{MetricBreakerState, nil, BreakerClosed},
+	} {
+		if got := h.metric(c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
 	}
 }
 
@@ -310,6 +369,10 @@ func TestPoisonToDLQ(t *testing.T) {
 	if want := []string{"not_framed", "not_framed", "invalid"}; fmt.Sprint(classes) != fmt.Sprint(want) {
 		t.Fatalf("DLQ classes %v, want %v", classes, want)
 	}
+	if nf, inv, in := h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "not_framed"}), h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "invalid"}),
+		h.metric(ops.MetricRecordsIn, nil); nf != 2 || inv != 1 || in != 4 {
+		t.Fatalf("metrics: dlq not_framed %v, invalid %v, in %v; want 2, 1, 4", nf, inv, in)
+	}
 }
 
 // submit hands a text straight to partition 0's batcher, as process does after dedupe, with a
@@ -385,6 +448,12 @@ func TestPolicyPassFlagsUnavailableAndBreakerOpens(t *testing.T) {
 	}
 	if st := h.p.Stats.Snapshot(); st.Unmoderated != 3 || len(h.dead.list()) != 0 {
 		t.Fatalf("stats %+v, dlq %d", st, len(h.dead.list()))
+	}
+	// The dashboards' gauge says open (2); two calls failed as unavailable, the third never left.
+	if st, unavailable, open := h.metric(MetricBreakerState, map[string]string{"group": "backflow-ingest"}),
+		h.metric(MetricModerationErrors, map[string]string{"class": "unavailable"}),
+		h.metric(MetricModerationErrors, map[string]string{"class": "breaker_open"}); st != BreakerOpen || unavailable != 2 || open < 1 {
+		t.Fatalf("breaker state %v (want %d), unavailable errors %v (want 2), breaker_open errors %v (want >= 1)", st, BreakerOpen, unavailable, open)
 	}
 }
 

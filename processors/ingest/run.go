@@ -18,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 )
 
 // ErrNotCopartitioned: the source topics have different partition counts, so records of one
@@ -42,6 +43,9 @@ type RunConfig struct {
 	Logger     *slog.Logger
 	// OnReady, if set, is called with the processor once goka is consuming.
 	OnReady func(*Processor)
+	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
+	// records nothing.
+	Metrics *ops.Stage
 }
 
 // Run checks the topics, creates the internal ones that are missing, reads the replay epoch
@@ -82,16 +86,32 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 	}
 	life := kafka.NewGokaLife(ctx)
 	defer life.Close()
-	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log, Fail: life.Fail})
+	m := NewMetrics(rc.Metrics, cfg.Group)
+	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log, Metrics: m, Fail: life.Fail})
 	if err != nil {
 		return err
+	}
+	if m != nil {
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-life.Ctx.Done():
+					m.setInFlight(0)
+					return
+				case <-t.C:
+					m.setInFlight(p.InFlight())
+				}
+			}
+		}()
 	}
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka")
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
-	opts = append(opts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
+	opts = append(opts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)), goka.WithLogger(kafka.GokaLogger(log)))
 	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)

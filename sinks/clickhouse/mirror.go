@@ -13,6 +13,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 )
 
 // DefaultMirrorGroup is the consumer group of the DLQ mirror.
@@ -37,6 +38,10 @@ type MirrorConfig struct {
 	InsertTimeout          time.Duration
 	BackoffMin, BackoffMax time.Duration
 	FromStart              bool
+	// Metrics (stage MirrorStage) and OnAssigned mean what they mean in RunConfig; both
+	// optional.
+	Metrics    *ops.Stage
+	OnAssigned func(assigned bool)
 }
 
 func (c MirrorConfig) sink() SinkConfig {
@@ -115,7 +120,7 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Config, chcfg
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Sink{cfg: cfg, log: log, rc: RunConfig{ClickHouse: chcfg}}
+	s := &Sink{cfg: cfg, log: log, rc: RunConfig{ClickHouse: chcfg, OnAssigned: mc.OnAssigned}, m: newMetrics(mc.Metrics, cfg.Group)}
 	conn, err := s.openClickHouse(ctx)
 	if err != nil {
 		return err
@@ -142,13 +147,19 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Config, chcfg
 		reset = kgo.NewOffset().AtStart()
 	}
 	s.cl, err = kcfg.NewClient(kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topic), kgo.ConsumeResetOffset(reset),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop))
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.OnPartitionsRevoked(drop),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { s.assigned(true) }),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			drop(ctx, cl, m)
+			s.assigned(false)
+		}))
 	if err != nil {
 		return err
 	}
 	defer s.cl.Close()
 
 	flush := func(ctx context.Context) error {
+		start := time.Now()
 		mu.Lock()
 		b, k := buf, n
 		buf, n = map[int32][]*kgo.Record{}, 0
@@ -178,6 +189,9 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Config, chcfg
 		s.stats.records.Add(int64(k))
 		s.stats.rows.Add(int64(k))
 		s.stats.flushes.Add(1)
+		s.m.st().Out(k)
+		s.m.st().Batch(k)
+		s.m.st().Flush(time.Since(start))
 		return nil
 	}
 
@@ -217,6 +231,7 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Config, chcfg
 				}
 				buf[r.Partition] = append(buf[r.Partition], r)
 				n++
+				s.m.st().In(1)
 			})
 			mu.Unlock()
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 )
 
 // Stage is the DLQ stage name of the sink.
@@ -31,6 +32,12 @@ type RunConfig struct {
 	Logger *slog.Logger
 	// OnFlush, when set, is called after each flush was committed (tests, progress output).
 	OnFlush func(Flush)
+	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
+	// records nothing.
+	Metrics *ops.Stage
+	// OnAssigned, when set, is called with true when the group assigns partitions to the sink
+	// and with false when it loses them (readiness).
+	OnAssigned func(assigned bool)
 }
 
 // Flush describes one committed flush.
@@ -96,6 +103,7 @@ type Sink struct {
 	runID  string
 	seq    int
 	paused bool
+	m      *metrics
 	stats  struct{ records, rows, hitRows, dlq, flushes, retries, dropped atomic.Int64 }
 }
 
@@ -119,7 +127,7 @@ func New(cfg SinkConfig, rc RunConfig) (*Sink, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Sink{cfg: cfg, rc: rc, log: rc.Logger, buf: map[int32][]pending{},
-		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano())}
+		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano()), m: newMetrics(rc.Metrics, cfg.Group)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -160,8 +168,12 @@ func (s *Sink) Run(ctx context.Context) error {
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { s.assigned(true) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.drop(m) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.drop(m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			s.drop(m)
+			s.assigned(false)
+		}),
 	)
 	if err != nil {
 		return err
@@ -258,6 +270,12 @@ func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	}
 }
 
+func (s *Sink) assigned(ok bool) {
+	if s.rc.OnAssigned != nil {
+		s.rc.OnAssigned(ok)
+	}
+}
+
 // drop forgets the buffered records of revoked or lost partitions; they stay uncommitted.
 func (s *Sink) drop(m map[string][]int32) {
 	s.mu.Lock()
@@ -266,6 +284,7 @@ func (s *Sink) drop(m map[string][]int32) {
 		if k := len(s.buf[p]); k > 0 {
 			s.n -= k
 			s.stats.dropped.Add(int64(k))
+			s.m.drop(k)
 			s.log.Info("clickhouse sink: partition revoked, dropping its buffered records", "partition", p, "records", k)
 		}
 		delete(s.buf, p)
@@ -307,7 +326,9 @@ func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
 	}
 	s.buf[r.Partition] = append(s.buf[r.Partition], p)
 	s.n++
+	s.m.setBuffered(s.n + s.inflight)
 	s.mu.Unlock()
+	s.m.st().In(1)
 	return nil
 }
 
@@ -324,6 +345,7 @@ func (s *Sink) flush(ctx context.Context) error {
 	defer func() {
 		s.mu.Lock()
 		s.inflight = 0
+		s.m.setBuffered(s.n)
 		s.mu.Unlock()
 	}()
 	parts := make([]int32, 0, len(buf))
@@ -426,6 +448,14 @@ func (s *Sink) flush(ctx context.Context) error {
 	s.stats.hitRows.Add(int64(hitRows))
 	s.stats.dlq.Add(int64(len(dead)))
 	s.stats.flushes.Add(1)
+	if st := s.m.st(); st != nil {
+		st.Out(n - len(dead))
+		for _, e := range dead {
+			st.DLQ(e.Class, 1)
+		}
+		st.Batch(n)
+		st.Flush(time.Since(start))
+	}
 	if s.rc.OnFlush != nil {
 		s.rc.OnFlush(Flush{Records: n, Rows: rows, HitRows: hitRows, DLQ: len(dead), Took: time.Since(start), Attempts: attempts})
 	}
@@ -533,6 +563,9 @@ func appender[T any](rows []T) func(driver.Batch) error {
 func (s *Sink) retry(ctx context.Context, what string, attempts *int, op func(context.Context) error, retryable func(error) bool) error {
 	for attempt := 1; ; attempt++ {
 		err := op(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.m.st().SinkError(errorClass(err))
+		}
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 )
 
 // SinkConfig says what the feature sink reads and how it writes.
@@ -108,6 +109,10 @@ type Processor struct {
 	log    *slog.Logger
 	runCtx context.Context
 	Stats  Stats
+	// Metrics records records in, applied (out) and dead-lettered (stage sink-features); set
+	// it before the processor runs. Nil records nothing.
+	Metrics *ops.Stage
+	m       *metrics
 }
 
 // NewProcessor returns the processor; runCtx bounds decode retries.
@@ -179,6 +184,7 @@ func (p *Processor) submit(gctx goka.Context, ops []Op) {
 }
 
 func (p *Processor) consume(gctx goka.Context, msg any) {
+	p.Metrics.In(1)
 	raw, _ := msg.([]byte)
 	if raw == nil {
 		p.submit(gctx, nil) // tombstone: nothing to apply
@@ -221,7 +227,15 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		gctx.Loopback(k, deltas[k])
 	}
 	p.Stats.Records.Add(1)
-	p.submit(gctx, []Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)})
+	done := gctx.DeferCommit()
+	if err := p.w.Submit(p.runCtx, []Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, func(err error) {
+		if err == nil {
+			p.Metrics.Out(1)
+		}
+		done(err)
+	}); err != nil {
+		done(err)
+	}
 }
 
 // deadLetter writes an undecodable enriched record to the DLQ, retrying until the brokers
@@ -239,6 +253,7 @@ func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
 		err := p.dead.Write(p.runCtx, o, cause)
 		if err == nil {
 			p.Stats.Undecoded.Add(1)
+			p.Metrics.DLQ(dlq.ClassOf(cause), 1)
 			p.log.Warn("undecodable enriched record dead-lettered", "partition", o.Partition, "offset", o.Offset, "class", dlq.ClassOf(cause))
 			return
 		}
@@ -292,6 +307,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	} else {
 		p.Stats.Duplicates.Add(1)
 	}
+	p.m.delta(changed)
 	// Written even when unchanged: a crash may have come between the table update and Redis.
 	p.submit(gctx, []Op{op})
 }
@@ -306,6 +322,9 @@ type RunConfig struct {
 	Logger     *slog.Logger
 	// OnReady, if set, is called once goka is consuming.
 	OnReady func(*Processor)
+	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
+	// records nothing.
+	Metrics *ops.Stage
 }
 
 // missingTopicGrace is how long Prepare waits for the enriched topic to appear.
@@ -387,6 +406,9 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	if wcfg.Logger == nil {
 		wcfg.Logger = log
 	}
+	if wcfg.Metrics == nil {
+		wcfg.Metrics = rc.Metrics
+	}
 	w := NewWriter(rc.Redis, wcfg)
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(runCtx) }()
@@ -403,6 +425,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
+	p.Metrics, p.m = rc.Metrics, newMetrics(rc.Metrics, cfg.Group)
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
@@ -413,6 +436,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
 		goka.WithStorageBuilder(storage.DefaultBuilder(dir)),
+		goka.WithLogger(kafka.GokaLogger(log)),
 	)
 	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {

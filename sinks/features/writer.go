@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backflowhq/backflow/internal/ops"
 )
 
 // WriterConfig tunes the Redis writer.
@@ -25,6 +27,8 @@ type WriterConfig struct {
 	// MinBackoff and MaxBackoff bound the retry delay after a failed pipeline. Defaults 100ms, 5s.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
+	// Metrics, if set, records each pipeline's size and time (stage sink-features).
+	Metrics *ops.Stage
 }
 
 func (c WriterConfig) withDefaults() WriterConfig {
@@ -186,6 +190,7 @@ func (w *Writer) Run(ctx context.Context) error {
 // EXPIRE are idempotent, so re-running a partly applied pipeline is safe.
 func (w *Writer) flush(ctx context.Context, batch []job) error {
 	backoff := w.cfg.MinBackoff
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		pipe := w.rdb.Pipeline()
 		n := 0
@@ -204,12 +209,15 @@ func (w *Writer) flush(ctx context.Context, batch []job) error {
 		_, err := pipe.Exec(ctx)
 		if err == nil {
 			w.written.Add(int64(n))
+			w.cfg.Metrics.Batch(n)
+			w.cfg.Metrics.Flush(time.Since(start))
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		w.retries.Add(1)
+		w.cfg.Metrics.SinkError("retryable")
 		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "ops", n, "backoff", backoff, "err", err)
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		select {

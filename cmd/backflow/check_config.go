@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backflowhq/backflow/pipelines"
+)
+
+func newCheckConfigCmd() *cobra.Command {
+	var example, reference bool
+	cmd := &cobra.Command{
+		Use:   "check-config",
+		Short: "Check a config file (and the BACKFLOW_* variables) without starting anything",
+		Long: `check-config reads the configuration backflow run would use: the defaults, --config, then the
+BACKFLOW_* variables. It reports every problem at once, each with its key path (and the variable
+it came from, or its line in the file): unknown keys, values of the wrong form, values a stage
+refuses, secrets written inline, secret files it cannot read. It contacts no service; backflow ping
+does that.
+
+Exit codes: 0 the configuration is valid; 2 it is not (or bad usage).
+
+--print-example prints every key with its default and meaning as a YAML file (what
+deploy/config.example.yaml holds); --print-reference prints the same as a Markdown table.`,
+		Example: `  backflow check-config --config /etc/backflow/backflow.yaml
+  backflow check-config --print-example > backflow.yaml`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if example {
+				_, err := out.Write(pipelines.ExampleYAML())
+				return err
+			}
+			if reference {
+				_, err := fmt.Fprint(out, pipelines.ReferenceMarkdown())
+				return err
+			}
+			l, err := pipelines.Load(configPath, nil)
+			if err != nil {
+				var ce pipelines.ConfigErrors
+				if errors.As(err, &ce) {
+					for _, e := range ce {
+						fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "%d problem(s) in the configuration\n", len(ce))
+					return fmt.Errorf("%w: %w", errUsage, errFound)
+				}
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			src := configPath
+			if src == "" {
+				src = "no file"
+			}
+			fmt.Fprintf(out, "configuration is valid (%s); stages: %s\n", src, strings.Join(l.File.Stages, ", "))
+			// What differs from the defaults, and where it came from. Secret values are never
+			// shown: only the files that hold them.
+			for _, k := range pipelines.Keys() {
+				if s := l.Sources[k]; s != "default" {
+					fmt.Fprintf(out, "  %-34s from %s\n", k, s)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&example, "print-example", false, "print every key with its default as YAML, and exit")
+	cmd.Flags().BoolVar(&reference, "print-reference", false, "print every key with its default as a Markdown table, and exit")
+	return cmd
+}

@@ -1,0 +1,892 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/loadgen"
+	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/features"
+)
+
+// build compiles one of the project's binaries once per test run (without -race: the child
+// is the product as shipped).
+var (
+	buildMu  sync.Mutex
+	builtDir string
+)
+
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if builtDir == "" {
+		dir, err := os.MkdirTemp("", "backflow-run-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		builtDir = dir
+	}
+	out := filepath.Join(builtDir, filepath.Base(pkg))
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if b, err := exec.Command("go", "build", "-o", out, "github.com/backflowhq/backflow/"+pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// sensitive is a private sensitive-word service (our own binary, on its own port) that a test
+// may stop and start again, with a bearer token.
+type sensitive struct {
+	t          *testing.T
+	bin, url   string
+	port       int
+	dict, tokf string
+	cmd        *exec.Cmd
+}
+
+func startSensitive(t *testing.T, token string) *sensitive {
+	t.Helper()
+	s := &sensitive{t: t, bin: build(t, "cmd/sensitive-words"), port: freePort(t)}
+	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
+	s.dict, _ = filepath.Abs("../../deploy/sensitive-words/sample.tsv")
+	s.tokf = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(s.tokf, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *sensitive) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "--addr", fmt.Sprintf("127.0.0.1:%d", s.port), "--dictionary", s.dict, "--token-file", s.tokf)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	for range 200 {
+		if r, err := http.Get(s.url + "/healthz"); err == nil {
+			r.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatal("sensitive-words did not start")
+}
+
+func (s *sensitive) stop() {
+	if s.cmd != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// runProc is `backflow run` (or a stage command) as a child process, with its JSON log kept.
+type runProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs bytes.Buffer
+	addr chan string
+	done chan struct{}
+}
+
+// startRun starts bin with args and exactly the BACKFLOW_* variables in env (none inherited).
+func startRun(t *testing.T, bin string, env map[string]string, args ...string) *runProc {
+	t.Helper()
+	p := &runProc{t: t, cmd: exec.Command(bin, args...), addr: make(chan string, 1), done: make(chan struct{})}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BACKFLOW_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	for k, v := range env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
+			var rec struct {
+				Msg, Metrics, Level string
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil {
+				if rec.Msg == "serving metrics and health" {
+					p.addr <- strings.TrimSuffix(rec.Metrics, "/metrics")
+				}
+				if rec.Level == "WARN" || rec.Level == "ERROR" {
+					t.Log("backflow: " + line)
+				}
+			}
+		}
+		p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// base waits for the metrics address the child logged.
+func (p *runProc) base(ctx context.Context) string {
+	p.t.Helper()
+	select {
+	case a := <-p.addr:
+		p.addr <- a
+		return a
+	case <-p.done:
+		p.t.Fatalf("backflow exited before serving metrics:\n%s", p.log())
+	case <-ctx.Done():
+		p.t.Fatal("backflow did not log its metrics address")
+	}
+	return ""
+}
+
+func (p *runProc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// signal sends sig and returns the exit code; the process must exit within guard (a hang
+// guard, far above any timeout under test).
+func (p *runProc) signal(sig os.Signal, guard time.Duration) int {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(guard):
+		p.cmd.Process.Kill()
+		<-p.done
+		p.t.Fatalf("backflow did not exit within %v of %v:\n%s", guard, sig, p.log())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// scrape reads /metrics.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+// sum adds up the series of name whose labels include want; -1 when there is none.
+func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	mf, ok := mfs[name]
+	if !ok {
+		return -1
+	}
+	total, n := 0.0, 0
+series:
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
+				continue series
+			}
+		}
+		n++
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			total += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	if n == 0 {
+		return -1
+	}
+	return total
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitReady polls /readyz until it answers code (and its body says want), or fails at the
+// deadline.
+func waitReady(t *testing.T, ctx context.Context, base string, code int, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		c, body := httpGet(t, base+"/readyz")
+		if c == code && strings.Contains(body, want) {
+			return body
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("/readyz never answered %d with %q; last %d:\n%s", code, want, c, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// pipelineEnv is one test's private pipeline: its own topics, groups, ClickHouse database and
+// Feast project on the shared stack, removed afterwards.
+type pipelineEnv struct {
+	id, db, project                                    string
+	inf, gw, enriched, dlq, fdlq, control              string
+	ingestGroup, sinkGroup, mirrorGroup, featuresGroup string
+	kcfg                                               kafka.Config
+	admin                                              *kgo.Client
+	ch                                                 driver.Conn
+	rdb                                                *redis.Client
+	reg                                                *sr.Client
+	dir, chAddr                                        string
+	vars                                               map[string]string // the child's BACKFLOW_* variables
+}
+
+func newPipelineEnv(t *testing.T, ctx context.Context) *pipelineEnv {
+	t.Helper()
+	testenv.Integration(t)
+	id := fmt.Sprintf("run%d", time.Now().UnixNano())
+	e := &pipelineEnv{id: id, db: "it_" + id, project: "p" + id, inf: "inf-" + id, gw: "gw-" + id, enriched: "enriched-" + id,
+		dlq: "dlq-" + id, fdlq: "fdlq-" + id, control: "control-" + id, ingestGroup: "ingest-" + id, sinkGroup: "sinkch-" + id,
+		mirrorGroup: "mirror-" + id, featuresGroup: "features-" + id, dir: t.TempDir(),
+		kcfg:   kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "run-it"},
+		chAddr: testenv.Get(testenv.ClickHouseAddr)}
+	var err error
+	if e.admin, err = e.kcfg.NewClient(); err != nil {
+		t.Fatal(err)
+	}
+	if e.ch, err = clickhouse.Open(ctx, clickhouse.Config{Addr: e.chAddr}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ch.Exec(ctx, "CREATE DATABASE "+e.db); err != nil {
+		t.Fatal(err)
+	}
+	if e.rdb, err = features.Open(ctx, features.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
+		t.Fatal(err)
+	}
+	if e.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = map[string]string{
+		"BACKFLOW_KAFKA_BROKERS":       strings.Join(e.kcfg.Brokers, ","),
+		"BACKFLOW_REGISTRY_URL":        testenv.Get(testenv.RegistryURL),
+		"BACKFLOW_CLICKHOUSE_ADDR":     e.chAddr,
+		"BACKFLOW_CLICKHOUSE_DATABASE": e.db, // the file names another database: the variable wins
+		"BACKFLOW_REDIS_ADDR":          testenv.Get(testenv.RedisAddr),
+		"BACKFLOW_SENSITIVE_URL":       testenv.Get(testenv.SensitiveURL),
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(e.admin)
+		icfg := ingest.Config{Group: e.ingestGroup}
+		adm.DeleteTopics(ctx, e.inf, e.gw, e.enriched, e.dlq, e.fdlq, e.control, icfg.LoopTopic(), icfg.TableTopic(),
+			e.featuresGroup+"-loop", e.featuresGroup+"-table")
+		adm.DeleteGroups(ctx, e.ingestGroup, e.sinkGroup, e.mirrorGroup, e.featuresGroup)
+		for _, sub := range []string{e.inf + "-value", e.gw + "-value", e.enriched + "-value"} {
+			e.reg.DeleteSubject(ctx, sub, sr.SoftDelete)
+		}
+		e.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db)
+		var cursor uint64
+		for {
+			keys, next, err := e.rdb.Scan(ctx, cursor, "*"+e.project, 1000).Result()
+			if err != nil {
+				break
+			}
+			if len(keys) > 0 {
+				e.rdb.Del(ctx, keys...)
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		e.ch.Close()
+		e.rdb.Close()
+		e.admin.Close()
+	})
+	return e
+}
+
+// config writes the test's config file: every name private, plus extra YAML appended to the
+// sections (given as section -> "key: value, ...").
+func (e *pipelineEnv) config(t *testing.T, stages string, extra map[string]string) string {
+	t.Helper()
+	sec := func(name, keys string) string {
+		if x := extra[name]; x != "" {
+			keys += ", " + x
+		}
+		return name + ": {" + keys + "}\n"
+	}
+	y := "stages: [" + stages + "]\n" +
+		"shutdown_timeout: " + orDefault(extra["shutdown_timeout"], "60s") + "\n" +
+		"log: {format: json, level: info}\n" +
+		sec("metrics", `addr: "127.0.0.1:0", lag_interval: 1s, ready_timeout: 2s`) +
+		sec("kafka", "client_id: run-it") +
+		sec("clickhouse", "database: not_this_one") +
+		sec("sensitive", "timeout: 5s") +
+		sec("ingest", fmt.Sprintf("group: %s, inference_topic: %s, gateway_topic: %s, enriched_topic: %s, dlq_topic: %s, control_topic: %s, storage_dir: %q, batch_linger: 20ms",
+			e.ingestGroup, e.inf, e.gw, e.enriched, e.dlq, e.control, filepath.Join(e.dir, "ingest"))) +
+		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, migrate: true",
+			e.sinkGroup, e.enriched, e.dlq, e.mirrorGroup)) +
+		sec("sink_features", fmt.Sprintf("group: %s, enriched_topic: %s, dlq_topic: %s, project: %s, storage_dir: %q, request_ttl: 1h",
+			e.featuresGroup, e.enriched, e.fdlq, e.project, filepath.Join(e.dir, "features")))
+	path := filepath.Join(e.dir, fmt.Sprintf("backflow-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// load sends loadgen traffic to the private source topics and returns the manifest.
+func (e *pipelineEnv) load(t *testing.T, ctx context.Context, cfg loadgen.Config) *loadgen.Manifest {
+	t.Helper()
+	if err := loadgen.EnsureTopics(ctx, e.admin, 3, 1, e.inf, e.gw); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := e.kcfg.NewClient(loadgen.ProducerOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	cfg.InferenceTopic, cfg.GatewayTopic = e.inf, e.gw
+	var buf bytes.Buffer
+	st, err := loadgen.Run(ctx, cfg, prod, e.reg, loadgen.Options{RunID: e.id, Manifest: &buf})
+	if err != nil || st.Failed != 0 {
+		t.Fatalf("loadgen: %v (%v)", err, st)
+	}
+	m, err := loadgen.ParseManifest(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loadgen: %v", st)
+	return m
+}
+
+// oracle is what the manifest says must come out.
+type oracle struct {
+	records, originals, duplicates, poison int
+	byTopicPhase                           map[string]int // "<topic>" or "<topic>/<phase>" -> originals
+	classes                                map[string]int
+}
+
+func (e *pipelineEnv) oracle(m *loadgen.Manifest) oracle {
+	o := oracle{byTopicPhase: map[string]int{}, classes: map[string]int{}, records: len(m.Entries)}
+	for _, en := range m.Entries {
+		switch en.Kind {
+		case loadgen.KindOriginal:
+			o.originals++
+			k := en.Topic
+			if en.Topic == e.gw {
+				k += "/" + en.Phase
+			}
+			o.byTopicPhase[k]++
+		case loadgen.KindDuplicate:
+			o.duplicates++
+		case loadgen.KindPoison:
+			o.poison++
+			o.classes[en.Class]++
+		}
+	}
+	return o
+}
+
+func (e *pipelineEnv) count(t *testing.T, ctx context.Context, q string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	if err := e.ch.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// int64Feature reads an Int64 feature Value from an entity's Redis hash (Feast's layout).
+func int64Feature(ctx context.Context, rdb *redis.Client, key, view, feat string) (int64, error) {
+	b, err := rdb.HGet(ctx, key, features.FieldKey(view, feat)).Bytes()
+	if err != nil {
+		return 0, err
+	}
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != 4 || typ != protowire.VarintType {
+		return 0, fmt.Errorf("%s: not an int64 Value: %x", feat, b)
+	}
+	v, m := protowire.ConsumeVarint(b[n:])
+	if m < 0 {
+		return 0, fmt.Errorf("%s: bad varint %x", feat, b)
+	}
+	return int64(v), nil
+}
+
+// TestRunEndToEnd runs `backflow run` with every stage in one process from a config file (with
+// a variable overriding a file key, and the sensitive-word token read from a token_file), on
+// loadgen traffic to private topics. It checks:
+//   - /readyz is 503 while the source topics do not exist yet (the stages wait for them);
+//   - ClickHouse holds exactly the manifest's originals per topic and phase, and the DLQ mirror
+//     exactly its poison per class; Redis's per-tenant request_count equals ClickHouse's
+//     RESPONSE count per tenant;
+//   - /metrics agrees with those counts: records in/out/DLQ (by class) per stage, duplicates,
+//     lag 0 and committed = end offset for every partition of the four groups;
+//   - /readyz turns 503 naming sensitive-words when that service is stopped, and 200 once it
+//     is back;
+//   - SIGTERM ends it with exit code 0; every log line is JSON, and none holds the token or a
+//     planted sensitive word.
+func TestRunEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	e := newPipelineEnv(t, ctx)
+	bin := build(t, "cmd/backflow")
+	token := "tok-" + e.id
+	sw := startSensitive(t, token)
+	e.vars["BACKFLOW_SENSITIVE_URL"] = sw.url
+	cfg := e.config(t, "ingest, sink-clickhouse, sink-features", map[string]string{"sensitive": fmt.Sprintf("token_file: %q", sw.tokf)})
+
+	p := startRun(t, bin, e.vars, "run", "--config", cfg)
+	base := p.base(ctx)
+	body := waitReady(t, ctx, base, 503, "fail stage ingest")
+	t.Logf("/readyz before the source topics exist:\n%s", body)
+
+	m := e.load(t, ctx, loadgen.Config{Requests: 1000, DuplicateRate: 0.05, CrossPartitionShare: 0.3, PoisonRate: 0.03, SensitiveShare: 0.2, Seed: 71})
+	o := e.oracle(m)
+	t.Logf("oracle: %d records, %d originals, %d duplicates, %d poison %v", o.records, o.originals, o.duplicates, o.poison, o.classes)
+
+	// Wait until every stage delivered what the manifest says and every group is at its end.
+	groups := []string{e.ingestGroup, e.sinkGroup, e.mirrorGroup, e.featuresGroup}
+	var mfs map[string]*dto.MetricFamily
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		mfs = scrape(t, base)
+		out := func(stage string) float64 { return sum(mfs, ops.MetricRecordsOut, map[string]string{"stage": stage}) }
+		lagOK := true
+		for _, g := range groups {
+			if lag, committed, end := sum(mfs, kafka.MetricConsumerLag, map[string]string{"group": g}),
+				sum(mfs, kafka.MetricConsumerCommitted, map[string]string{"group": g}),
+				sum(mfs, kafka.MetricConsumerEnd, map[string]string{"group": g}); lag != 0 || committed != end || end <= 0 {
+				lagOK = false
+			}
+		}
+		if out("ingest") == float64(o.originals) && out("sink-clickhouse") == float64(o.originals) && out("sink-features") == float64(o.originals) &&
+			out(clickhouse.MirrorStage) == float64(o.poison) && lagOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not caught up: out ingest %v, sink-clickhouse %v, sink-features %v, mirror %v (want %d, %d, %d, %d); lag ok %v",
+				out("ingest"), out("sink-clickhouse"), out("sink-features"), out(clickhouse.MirrorStage), o.originals, o.originals, o.originals, o.poison, lagOK)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	// The metrics, exactly.
+	in := func(stage string) float64 { return sum(mfs, ops.MetricRecordsIn, map[string]string{"stage": stage}) }
+	dlqOf := func(stage string) float64 { return sum(mfs, ops.MetricRecordsDLQ, map[string]string{"stage": stage}) }
+	checks := []struct {
+		what      string
+		got, want float64
+	}{
+		{"ingest records in", in("ingest"), float64(o.records)},
+		{"ingest records to the DLQ", dlqOf("ingest"), float64(o.poison)},
+		{"ingest duplicates", sum(mfs, ingest.MetricDuplicates, map[string]string{"group": e.ingestGroup}), float64(o.duplicates)},
+		{"sink-clickhouse records in", in("sink-clickhouse"), float64(o.originals)},
+		{"sink-clickhouse records to the DLQ", dlqOf("sink-clickhouse"), -1},
+		{"sink-features records in", in("sink-features"), float64(o.originals)},
+		{"dlq mirror records in", in(clickhouse.MirrorStage), float64(o.poison)},
+		{"breaker state", sum(mfs, ingest.MetricBreakerState, map[string]string{"group": e.ingestGroup}), ingest.BreakerClosed},
+		{"stages ready", sum(mfs, ops.MetricStageReady, nil), 4},
+		{"sink errors", sum(mfs, ops.MetricSinkErrors, nil), -1},
+	}
+	for class, n := range o.classes {
+		checks = append(checks, struct {
+			what      string
+			got, want float64
+		}{"ingest DLQ class " + class, sum(mfs, ops.MetricRecordsDLQ, map[string]string{"stage": "ingest", "class": class}), float64(n)})
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: /metrics says %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	// Each RESPONSE sends one delta to its tenant, user and model (flagged requests one more);
+	// in a run without redeliveries none is a re-send.
+	responses := float64(o.byTopicPhase[e.gw+"/"+avro.PhaseResponse])
+	if applied, resent := sum(mfs, features.MetricDeltas, map[string]string{"group": e.featuresGroup, "result": "applied"}),
+		sum(mfs, features.MetricDeltas, map[string]string{"group": e.featuresGroup, "result": "resent"}); applied < 3*responses || resent != 0 {
+		t.Errorf("feature deltas: %v applied (want at least %v), %v resent (want 0)", applied, 3*responses, resent)
+	}
+	if n := sum(mfs, ops.MetricBatchRecords, map[string]string{"stage": "sink-clickhouse"}); n < 1 {
+		t.Errorf("no sink-clickhouse batch observed")
+	}
+	if n := sum(mfs, ingest.MetricModerationLatency, map[string]string{"group": e.ingestGroup}); n < 1 {
+		t.Errorf("no moderation call observed")
+	}
+
+	// ClickHouse and Redis, exactly.
+	for k, want := range o.byTopicPhase {
+		topic, phase, _ := strings.Cut(k, "/")
+		var got uint64
+		if phase == "" {
+			got = e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results WHERE source_topic = ?", e.db), topic)
+		} else {
+			got = e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs WHERE source_topic = ? AND phase = ?", e.db), topic, phase)
+		}
+		if got != uint64(want) {
+			t.Errorf("ClickHouse %s: %d rows, want %d", k, got, want)
+		}
+	}
+	for class, want := range o.classes {
+		if got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_dlq_entries WHERE class = ?", e.db), class); got != uint64(want) {
+			t.Errorf("ClickHouse DLQ mirror class %s: %d, want %d", class, got, want)
+		}
+	}
+	rows, err := e.ch.Query(ctx, fmt.Sprintf("SELECT tenant_id, toUInt64(count()) FROM %s.v_gateway_logs WHERE phase = 'RESPONSE' GROUP BY tenant_id", e.db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, total := 0, uint64(0)
+	for rows.Next() {
+		var tenant string
+		var n uint64
+		if err := rows.Scan(&tenant, &n); err != nil {
+			t.Fatal(err)
+		}
+		got, err := int64Feature(ctx, e.rdb, features.RedisKey(e.project, features.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
+		if err != nil || got != int64(n) {
+			t.Errorf("tenant %s: Redis request_count %d (%v), ClickHouse %d", tenant, got, err, n)
+		}
+		tenants++
+		total += n
+	}
+	rows.Close()
+	if total != uint64(o.byTopicPhase[e.gw+"/"+avro.PhaseResponse]) || tenants < 2 {
+		t.Errorf("RESPONSE rows over %d tenants: %d, want %d", tenants, total, o.byTopicPhase[e.gw+"/"+avro.PhaseResponse])
+	}
+	t.Logf("exact: %d originals in ClickHouse, %d poison mirrored, %d tenants' request_count in Redis; /metrics agrees", o.originals, o.poison, tenants)
+
+	// Readiness follows a dependency.
+	if c, _ := httpGet(t, base+"/healthz"); c != 200 {
+		t.Fatalf("/healthz %d", c)
+	}
+	sw.stop()
+	body = waitReady(t, ctx, base, 503, "fail sensitive-words")
+	t.Logf("/readyz with the sensitive-word service stopped:\n%s", body)
+	sw.start()
+	waitReady(t, ctx, base, 200, "ok   sensitive-words")
+
+	if code := p.signal(syscall.SIGTERM, 2*time.Minute); code != exitOK {
+		t.Fatalf("exit code %d after SIGTERM, want %d:\n%s", code, exitOK, p.log())
+	}
+	logs := p.log()
+	for i, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line %d is not JSON: %s", i+1, line)
+		}
+	}
+	for _, secret := range []string{token, "bluefin", "tangerine code", "velvet hammer", "obsidian key"} {
+		if strings.Contains(strings.ToLower(logs), secret) {
+			t.Errorf("the log holds %q", secret)
+		}
+	}
+	if !strings.Contains(logs, `"msg":"backflow stopped cleanly"`) {
+		t.Errorf("no clean-stop line in the log")
+	}
+}
+
+// TestRunShutdownFlushesBuffered: the ClickHouse sink holds every record in its buffer (a 1h
+// batch interval and a cap above the traffic) when SIGTERM comes. backflow must exit 0, having
+// flushed and committed them: ClickHouse holds every original, and both groups are committed to
+// the end of their topics.
+func TestRunShutdownFlushesBuffered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := newPipelineEnv(t, ctx)
+	bin := build(t, "cmd/backflow")
+	cfg := e.config(t, "ingest, sink-clickhouse", map[string]string{"sink_clickhouse": "batch_interval: 1h, batch_rows: 100000, mirror_dlq: false"})
+	p := startRun(t, bin, e.vars, "run", "--config", cfg)
+	base := p.base(ctx)
+	m := e.load(t, ctx, loadgen.Config{Requests: 500, DuplicateRate: 0.02, PoisonRate: 0.02, Seed: 72})
+	o := e.oracle(m)
+	waitBuffered(t, base, o.originals)
+	if n := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.inference_results", e.db)); n != 0 {
+		t.Fatalf("%d rows landed before the stop; the test needs them buffered", n)
+	}
+	if code := p.signal(syscall.SIGTERM, 2*time.Minute); code != exitOK {
+		t.Fatalf("exit code %d after SIGTERM, want %d:\n%s", code, exitOK, p.log())
+	}
+	got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results", e.db)) +
+		e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs", e.db))
+	if got != uint64(o.originals) {
+		t.Fatalf("after SIGTERM ClickHouse holds %d rows, want %d", got, o.originals)
+	}
+	committedToEnd(t, ctx, e.admin, e.sinkGroup, e.enriched)
+	committedToEnd(t, ctx, e.admin, e.ingestGroup, e.inf, e.gw)
+	t.Logf("SIGTERM with %d records buffered: exit 0, all flushed and committed", o.originals)
+}
+
+// TestRunShutdownTimeoutOnHungClickHouse: the sink holds every record when ClickHouse hangs
+// (a proxy in front of it stops passing bytes, connections stay open) and SIGTERM comes. The
+// final flush cannot finish, so backflow must exit with code 3 once shutdown_timeout (5s) has
+// passed, having committed nothing for the sink. A second run with ClickHouse back gets those
+// records redelivered and lands every original.
+func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := newPipelineEnv(t, ctx)
+	bin := build(t, "cmd/backflow")
+	px := newFreezeProxy(t, e.chAddr)
+	e.vars["BACKFLOW_CLICKHOUSE_ADDR"] = px.addr
+	cfg := e.config(t, "ingest, sink-clickhouse", map[string]string{"shutdown_timeout": "5s",
+		"sink_clickhouse": "batch_interval: 1h, batch_rows: 100000, insert_timeout: 10m, mirror_dlq: false"})
+	p := startRun(t, bin, e.vars, "run", "--config", cfg)
+	base := p.base(ctx)
+	m := e.load(t, ctx, loadgen.Config{Requests: 300, DuplicateRate: 0.02, PoisonRate: 0.02, Seed: 73})
+	o := e.oracle(m)
+	waitBuffered(t, base, o.originals)
+	px.freeze()
+	if code := p.signal(syscall.SIGTERM, 2*time.Minute); code != exitShutdownTimeout {
+		t.Fatalf("exit code %d after SIGTERM with ClickHouse hung, want %d:\n%s", code, exitShutdownTimeout, p.log())
+	}
+	if !strings.Contains(p.log(), "shutdown timed out") || !strings.Contains(p.log(), "sink-clickhouse") {
+		t.Fatalf("the log does not say the shutdown timed out in sink-clickhouse:\n%s", p.log())
+	}
+	offs, err := kadm.NewClient(e.admin).FetchOffsets(ctx, e.sinkGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := 0
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At > 0 {
+			committed++
+		}
+	})
+	if committed != 0 {
+		t.Fatalf("the sink committed %d partitions although nothing landed", committed)
+	}
+	px.thaw()
+
+	cfg = e.config(t, "sink-clickhouse", map[string]string{"sink_clickhouse": "batch_interval: 200ms, mirror_dlq: false"})
+	p2 := startRun(t, bin, e.vars, "run", "--config", cfg)
+	p2.base(ctx)
+	committedToEnd(t, ctx, e.admin, e.sinkGroup, e.enriched)
+	got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results", e.db)) +
+		e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs", e.db))
+	if got != uint64(o.originals) {
+		t.Fatalf("after the second run ClickHouse holds %d rows, want %d", got, o.originals)
+	}
+	if code := p2.signal(syscall.SIGTERM, 2*time.Minute); code != exitOK {
+		t.Fatalf("second run: exit code %d, want 0", code)
+	}
+	t.Logf("hung ClickHouse at SIGTERM: exit %d after the 5s timeout, nothing committed; the next run landed all %d", exitShutdownTimeout, o.originals)
+}
+
+// waitBuffered waits until the ClickHouse sink has read want records and delivered none.
+func waitBuffered(t *testing.T, base string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		mfs := scrape(t, base)
+		in := sum(mfs, ops.MetricRecordsIn, map[string]string{"stage": "sink-clickhouse"})
+		out := sum(mfs, ops.MetricRecordsOut, map[string]string{"stage": "sink-clickhouse"})
+		buffered := sum(mfs, clickhouse.MetricBuffered, nil)
+		if out != 0 {
+			t.Fatalf("the sink delivered %v records before the stop", out)
+		}
+		if in == float64(want) && buffered == float64(want) {
+			t.Logf("sink-clickhouse holds %d records in its buffer", want)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sink-clickhouse read %v, holds %v; want %d", in, buffered, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// committedToEnd waits until group committed every partition of topics to its end offset.
+func committedToEnd(t *testing.T, ctx context.Context, cl *kgo.Client, group string, topics ...string) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topics...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		behind := 0
+		ends.Each(func(o kadm.ListedOffset) {
+			if c, ok := offs.Lookup(o.Topic, o.Partition); !ok || c.At != o.Offset {
+				behind++
+			}
+		})
+		if behind == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s: %d partitions of %v not committed to their end", group, behind, topics)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// freezeProxy passes TCP through to a real server until frozen: then it stops moving bytes
+// (both ways) while keeping every connection open, which is what a hung server looks like.
+type freezeProxy struct {
+	addr   string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	frozen bool
+}
+
+func newFreezeProxy(t *testing.T, upstream string) *freezeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &freezeProxy{addr: ln.Addr().String()}
+	px.cond = sync.NewCond(&px.mu)
+	var conns []net.Conn
+	var cmu sync.Mutex
+	t.Cleanup(func() {
+		px.thaw()
+		ln.Close()
+		cmu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		cmu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			cmu.Lock()
+			conns = append(conns, c, up)
+			cmu.Unlock()
+			go px.pipe(up, c)
+			go px.pipe(c, up)
+		}
+	}()
+	return px
+}
+
+func (px *freezeProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		px.mu.Lock()
+		for px.frozen {
+			px.cond.Wait()
+		}
+		px.mu.Unlock()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func (px *freezeProxy) freeze() {
+	px.mu.Lock()
+	px.frozen = true
+	px.mu.Unlock()
+}
+
+func (px *freezeProxy) thaw() {
+	px.mu.Lock()
+	px.frozen = false
+	px.cond.Broadcast()
+	px.mu.Unlock()
+}

@@ -1,0 +1,309 @@
+package pipelines
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backflowhq/backflow/internal/secure"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestLoad is the check-config table: each case is a file (and variables), and either the
+// values it must produce or every error it must report, each with its key path.
+func TestLoad(t *testing.T) {
+	secret := writeFile(t, "pw", "s3cret-from-file\n")
+	empty := writeFile(t, "empty", "\n")
+	tests := []struct {
+		name    string
+		yaml    string
+		env     map[string]string
+		check   func(t *testing.T, l Loaded)
+		wantErr []string // each must appear, prefixed by its key path
+		nErr    int      // exact number of errors, when > 0
+	}{
+		{
+			name: "no file: the defaults",
+			check: func(t *testing.T, l Loaded) {
+				if !reflect.DeepEqual(l.File, Defaults()) {
+					t.Errorf("file = %+v, want Defaults()", l.File)
+				}
+				if l.Conn.Kafka.Endpoint() != "127.0.0.1:19092" || l.Conn.ClickHouse.Endpoint() != "127.0.0.1:19000" || l.Conn.Moderation.URL != DefaultSensitiveURL {
+					t.Errorf("connections %+v", l.Conn)
+				}
+			},
+		},
+		{
+			name: "values are read, in every section",
+			yaml: `
+stages: [sink-clickhouse]
+shutdown_timeout: 1m
+log: {format: json, level: debug}
+metrics: {addr: "0.0.0.0:9464", lag_interval: 2s}
+kafka:
+  brokers: [k1:9092, k2:9092]
+  table_replication: 3
+clickhouse: {addr: "ch:9000", database: analytics, user: writer}
+redis: {addr: "r:6379", db: 2}
+sensitive: {url: "https://sw.example", timeout: 2s}
+ingest: {batch_size: 250, policy: pass}
+sink_clickhouse: {batch_rows: 20000, batch_interval: 2s, mirror_dlq: false}
+sink_features: {project: prod, redis_batch: 1000}
+`,
+			check: func(t *testing.T, l Loaded) {
+				f := l.File
+				if !reflect.DeepEqual(f.Stages, []string{"sink-clickhouse"}) || f.ShutdownTimeout != time.Minute || f.Log.Format != "json" ||
+					f.Metrics.Addr != "0.0.0.0:9464" || f.Metrics.LagInterval != 2*time.Second {
+					t.Errorf("process keys %+v", f)
+				}
+				c := l.Conn
+				if c.Kafka.Endpoint() != "k1:9092,k2:9092" || c.Kafka.TableReplication != 3 || c.ClickHouse.Database != "analytics" ||
+					c.ClickHouse.User != "writer" || c.Redis.DB != 2 || c.Moderation.URL != "https://sw.example" || c.Moderation.Timeout != 2*time.Second {
+					t.Errorf("connections %+v", c)
+				}
+				if ic := f.IngestConfig(); ic.BatchSize != 250 || ic.Policy != "pass" || ic.MaxInFlight != 2000 {
+					t.Errorf("ingest %+v", ic)
+				}
+				if sc := f.SinkClickHouseConfig(); sc.BatchRows != 20000 || sc.BatchInterval != 2*time.Second || !sc.FromStart || f.SinkClickHouse.MirrorDLQ {
+					t.Errorf("sink_clickhouse %+v", sc)
+				}
+				if fc := f.SinkFeaturesConfig(); fc.Project != "prod" || fc.Writer.MaxBatch != 1000 {
+					t.Errorf("sink_features %+v", fc)
+				}
+				if l.Sources["sink_clickhouse.batch_rows"] != "file" || l.Sources["ingest.group"] != "default" {
+					t.Errorf("sources %v", l.Sources)
+				}
+			},
+		},
+		{
+			name: "variables win over the file, for old and new keys alike",
+			yaml: "clickhouse: {addr: \"file:9000\", database: fromfile}\nsink_clickhouse: {batch_rows: 5}\nkafka: {brokers: [file:9092]}\n",
+			env: map[string]string{"BACKFLOW_CLICKHOUSE_ADDR": "env:9000", "BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "7",
+				"BACKFLOW_KAFKA_BROKERS": "e1:9092,e2:9092", "BACKFLOW_STAGES": "ingest,sink-features"},
+			check: func(t *testing.T, l Loaded) {
+				if l.Conn.ClickHouse.Addr != "env:9000" || l.Conn.ClickHouse.Database != "fromfile" || l.File.SinkClickHouse.BatchRows != 7 ||
+					l.Conn.Kafka.Endpoint() != "e1:9092,e2:9092" || strings.Join(l.File.Stages, ",") != "ingest,sink-features" {
+					t.Errorf("conn %+v, batch rows %d, stages %v", l.Conn.ClickHouse, l.File.SinkClickHouse.BatchRows, l.File.Stages)
+				}
+				if l.Sources["clickhouse.addr"] != "BACKFLOW_CLICKHOUSE_ADDR" || l.Sources["clickhouse.database"] != "file" {
+					t.Errorf("sources %v", l.Sources)
+				}
+			},
+		},
+		{
+			name: "a secret comes from its file, and its variable wins",
+			yaml: "clickhouse: {password_file: " + secret + "}\nregistry: {username: u, password_file: " + secret + "}\n",
+			env:  map[string]string{"BACKFLOW_REGISTRY_PASSWORD": "from-env"},
+			check: func(t *testing.T, l Loaded) {
+				// A secret from a file reaches the package as the file, which reads it (and the
+				// Kafka and Redis clients re-read it on each connection).
+				if l.Conn.ClickHouse.Password != "" || l.Conn.ClickHouse.PasswordFile != secret || l.Conn.Registry.Password != "from-env" || l.Conn.Registry.PasswordFile != "" {
+					t.Errorf("clickhouse password %q file %q, registry password %q file %q", l.Conn.ClickHouse.Password, l.Conn.ClickHouse.PasswordFile,
+						l.Conn.Registry.Password, l.Conn.Registry.PasswordFile)
+				}
+				if pw, err := secure.ReadSecret("clickhouse", l.Conn.ClickHouse.Password, l.Conn.ClickHouse.PasswordFile); err != nil || pw != "s3cret-from-file" {
+					t.Errorf("clickhouse password resolves to %q, %v", pw, err)
+				}
+			},
+		},
+		{
+			name: "an empty file is the defaults",
+			yaml: "# nothing here\n",
+			check: func(t *testing.T, l Loaded) {
+				if !reflect.DeepEqual(l.File, Defaults()) {
+					t.Errorf("file = %+v", l.File)
+				}
+			},
+		},
+		{
+			name:    "inline secrets are refused with where to put them",
+			yaml:    "clickhouse:\n  password: hunter2\nsensitive:\n  token: abc\nkafka:\n  sasl_password: x\n",
+			wantErr: []string{"clickhouse.password (line 2): secrets are never read from the config file; put it in a file and set clickhouse.password_file to its path, or set BACKFLOW_CLICKHOUSE_PASSWORD", "sensitive.token (line 4): secrets are never read", "sensitive.token_file", "BACKFLOW_SENSITIVE_TOKEN", "kafka.sasl_password (line 6): secrets are never read"},
+			nErr:    3,
+		},
+		{
+			name: "every problem at once, each with its path",
+			yaml: `
+stages: [ingest, sink-bogus, ingest]
+shutdown_timeout: 30
+log: {format: xml, level: loud}
+metrics: {addr: nowhere}
+kafka: {brokers: [nohost], brokerz: x}
+clickhouse: {addr: ":9000"}
+redis: {db: -1, password_file: /nonexistent/secret}
+sensitive: {url: "ftp://x", max_items: 0}
+ingest: {batch_size: 0, policy: maybe, dedupe_window: forever}
+sink_clickhouse: {batch_rows: 2000000, topic: t, dlq_topic: t}
+sink_features: {request_ttl: -1s, redis_batch: lots}
+extra: 1
+`,
+			wantErr: []string{
+				`stages (line 2): unknown stage "sink-bogus"`, `stages (line 2): stage "ingest" given twice`,
+				`shutdown_timeout (line 3): want a duration such as 500ms, 10s or 1h30m, got "30"`,
+				`log.format (line 4): "xml", want text or json`, `log.level (line 4): "loud"`,
+				`metrics.addr (line 5): "nowhere" is not host:port`,
+				`kafka.brokers (line 6): kafka: brokers: "nohost" is not host:port`, "kafka.brokerz (line 6): unknown key; keys here: brokers, client_id",
+				`clickhouse.addr (line 7): clickhouse: addr: ":9000" is not host:port`,
+				"redis.db (line 8): features: db: -1 is negative", "redis.password_file (line 8): cannot read the secret",
+				"sensitive.url (line 9): moderation: url", "sensitive.max_items (line 9): 0, want more than 0",
+				"ingest.batch_size (line 10): 0, want more than 0", `ingest.policy (line 10): ingest: policy: "maybe"`,
+				`ingest.dedupe_window (line 10): want a duration`,
+				"sink_clickhouse.batch_rows (line 11): clickhouse sink: batch rows: 2000000", `sink_clickhouse: clickhouse sink: dlq topic: "t" is the topic the sink reads`,
+				"sink_features.request_ttl (line 12): -1s, want more than 0", `sink_features.redis_batch (line 12): want a whole number, got "lots"`,
+				"extra (line 13): unknown key",
+			},
+			nErr: 21,
+		},
+		{
+			name:    "bad variables name the variable",
+			env:     map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "x", "BACKFLOW_REDIS_DB": "two", "BACKFLOW_SHUTDOWN_TIMEOUT": "0s"},
+			wantErr: []string{`sink_clickhouse.batch_rows (BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS): want a whole number, got "x"`, `redis.db (BACKFLOW_REDIS_DB): want a whole number`, "shutdown_timeout (BACKFLOW_SHUTDOWN_TIMEOUT): 0s, want more than 0"},
+			nErr:    3,
+		},
+		{
+			name:    "a password without a user names the section",
+			env:     map[string]string{"BACKFLOW_REGISTRY_PASSWORD": "p"},
+			wantErr: []string{"registry: avro: registry username: empty while a password is set"},
+			nErr:    1,
+		},
+		{
+			name:    "an empty secret file",
+			yaml:    "clickhouse: {password_file: " + empty + "}\n",
+			wantErr: []string{"clickhouse.password_file (line 1): " + empty + " is empty"},
+			nErr:    1,
+		},
+		{
+			name:    "not YAML",
+			yaml:    "stages: [ingest\n",
+			wantErr: []string{"(file): "},
+			nErr:    1,
+		},
+		{
+			name:    "a section that is not a mapping, a list where one value goes",
+			yaml:    "kafka: yes\nclickhouse: {addr: [a, b]}\n",
+			wantErr: []string{"kafka (line 1): want a mapping", "clickhouse.addr (line 2): want a single value"},
+			nErr:    2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.yaml != "" {
+				path = writeFile(t, "backflow.yaml", tt.yaml)
+			}
+			l, err := Load(path, env(tt.env))
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.check(t, l)
+				return
+			}
+			var ce ConfigErrors
+			if !errors.As(err, &ce) || !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v (%T), want ConfigErrors matching ErrConfig", err, err)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("errors do not say %q:\n%s", w, err)
+				}
+			}
+			if tt.nErr > 0 && len(ce) != tt.nErr {
+				t.Errorf("%d errors, want %d:\n%s", len(ce), tt.nErr, err)
+			}
+			for _, s := range []string{"hunter2", "s3cret", "abc\n"} {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("an error shows a secret (%q):\n%s", s, err)
+				}
+			}
+		})
+	}
+}
+
+// TestOverridesWinAndNameTheFlag: flag overrides beat variables and the file, and a bad one
+// is reported under the flag's name.
+func TestOverridesWinAndNameTheFlag(t *testing.T) {
+	path := writeFile(t, "c.yaml", "sink_clickhouse: {batch_rows: 5}\n")
+	l, err := Load(path, env(map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "6"}),
+		Override{Path: "sink_clickhouse.batch_rows", Value: "8", Source: "--batch-rows"})
+	if err != nil || l.File.SinkClickHouse.BatchRows != 8 || l.Sources["sink_clickhouse.batch_rows"] != "--batch-rows" {
+		t.Fatalf("batch rows %d from %s, err %v; want 8 from --batch-rows", l.File.SinkClickHouse.BatchRows, l.Sources["sink_clickhouse.batch_rows"], err)
+	}
+	_, err = Load("", nil, Override{Path: "sink_clickhouse.batch_interval", Value: "0s", Source: "--batch-interval"})
+	if err == nil || !strings.Contains(err.Error(), "sink_clickhouse.batch_interval (--batch-interval): 0s, want more than 0") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestExampleFileInSync: deploy/config.example.yaml is exactly what ExampleYAML writes, and
+// loading it gives the defaults (so every value it shows is the real default).
+func TestExampleFileInSync(t *testing.T) {
+	path := filepath.Join("..", "deploy", "config.example.yaml")
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(ExampleYAML()) {
+		t.Fatalf("%s is stale: regenerate it with\n  go run ./cmd/backflow check-config --print-example > deploy/config.example.yaml", path)
+	}
+	l, err := Load(path, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(l.File, Defaults()) {
+		t.Fatalf("loading the example gives %+v, want Defaults()", l.File)
+	}
+	for _, k := range Keys() {
+		if l.Sources[k] != "file" {
+			t.Errorf("key %s is not in the example file", k)
+		}
+	}
+}
+
+// TestReadmeHasTheReference: README's configuration section holds the generated table.
+func TestReadmeHasTheReference(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), ReferenceMarkdown()) {
+		t.Fatal("README.md does not hold the current config reference: paste the output of\n  go run ./cmd/backflow check-config --print-reference")
+	}
+}
+
+// TestEveryConnectionVariableHasAKey: each variable FromEnv reads is the variable of a key (or
+// of a secret), so the file can set everything the environment can.
+func TestEveryConnectionVariableHasAKey(t *testing.T) {
+	vars := map[string]bool{}
+	var f File
+	for _, l := range fileLeaves(&f) {
+		vars[l.env] = true
+		if l.secretEnv != "" {
+			vars[l.secretEnv] = true
+		}
+	}
+	seen := map[string]bool{}
+	FromEnv(func(k string) string { seen[k] = true; return "" })
+	for k := range seen {
+		if !vars[k] {
+			t.Errorf("FromEnv reads %s, which no config key or secret maps to", k)
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("FromEnv read only %d variables", len(seen))
+	}
+}

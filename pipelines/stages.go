@@ -1,0 +1,241 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/features"
+)
+
+// stage is one stage as data: what it is called, which systems it needs (what /readyz
+// checks), which consumer groups it runs (whose lag is exported), the parts that report
+// readiness (the stage, and the DLQ mirror of sink-clickhouse) and how it runs. run returns
+// when ctx ends (nil after a clean stop) or the stage fails.
+type stage struct {
+	name   string
+	needs  []string
+	groups func(File) []string
+	parts  func(File) []string
+	run    func(ctx context.Context, e *stageEnv) error
+}
+
+func justThe(name string) func(File) []string { return func(File) []string { return []string{name} } }
+
+// stageEnv is what a stage runs with.
+type stageEnv struct {
+	file    File
+	conn    Config
+	log     *slog.Logger
+	metrics *ops.Metrics
+	ready   *ops.Readiness
+}
+
+// readyHook returns the callback a stage part reports its consuming state with: /readyz and
+// the backflow_stage_ready gauge. Run has registered the part as starting.
+func (e *stageEnv) readyHook(name string) func(bool) {
+	st := e.metrics.Stage(name)
+	return func(ok bool) {
+		st.SetReady(ok)
+		if ok {
+			e.ready.SetStage(name, nil)
+		} else {
+			e.ready.SetStage(name, errors.New("partitions lost; rejoining the group"))
+		}
+	}
+}
+
+// waitForTopics waits until the stage's input topics exist (see kafka.WaitForTopics); it
+// fails only when ctx ends.
+func (e *stageEnv) waitForTopics(ctx context.Context, log *slog.Logger, topics ...string) error {
+	cl, err := e.conn.Kafka.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return kafka.WaitForTopics(ctx, cl, log, topics...)
+}
+
+var stages = []stage{
+	{
+		name:   StageIngest,
+		needs:  []string{"kafka", "registry", "sensitive-words"},
+		groups: func(f File) []string { return []string{f.Ingest.Group} },
+		parts:  justThe(StageIngest),
+		run: func(ctx context.Context, e *stageEnv) error {
+			checker, err := moderation.New(e.conn.Moderation)
+			if err != nil {
+				return err
+			}
+			defer checker.Close()
+			reg, err := avro.NewRegistryClient(e.conn.Registry)
+			if err != nil {
+				return err
+			}
+			ready := e.readyHook(StageIngest)
+			cfg := e.file.IngestConfig()
+			if err := e.waitForTopics(ctx, e.log.With("stage", StageIngest), cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
+				return nil // stopped while waiting
+			}
+			return ingest.Run(ctx, e.file.IngestConfig(), ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Checker: checker,
+				StorageDir: e.file.Ingest.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
+				OnReady: func(*ingest.Processor) { ready(true) }})
+		},
+	},
+	{
+		name:  StageSinkClickHouse,
+		needs: []string{"kafka", "registry", "clickhouse"},
+		groups: func(f File) []string {
+			if f.SinkClickHouse.MirrorDLQ {
+				return []string{f.SinkClickHouse.Group, f.SinkClickHouse.MirrorDLQGroup}
+			}
+			return []string{f.SinkClickHouse.Group}
+		},
+		parts: func(f File) []string {
+			if f.SinkClickHouse.MirrorDLQ {
+				return []string{StageSinkClickHouse, clickhouse.MirrorStage}
+			}
+			return []string{StageSinkClickHouse}
+		},
+		run: runSinkClickHouse,
+	},
+	{
+		name:   StageSinkFeatures,
+		needs:  []string{"kafka", "registry", "redis"},
+		groups: func(f File) []string { return []string{f.SinkFeatures.Group} },
+		parts:  justThe(StageSinkFeatures),
+		run: func(ctx context.Context, e *stageEnv) error {
+			reg, err := avro.NewRegistryClient(e.conn.Registry)
+			if err != nil {
+				return err
+			}
+			rdb, err := openRedis(ctx, e)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil // stopped while Redis was unreachable
+				}
+				return err
+			}
+			defer rdb.Close()
+			ready := e.readyHook(StageSinkFeatures)
+			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.file.SinkFeatures.EnrichedTopic); err != nil {
+				return nil // stopped while waiting
+			}
+			return features.Run(ctx, e.file.SinkFeaturesConfig(), features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Redis: rdb,
+				StorageDir: e.file.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
+				OnReady: func(*features.Processor) { ready(true) }})
+		},
+	},
+}
+
+// openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
+// start-up is waited out like one later on). Any other answer (wrong credentials, a bad
+// database number) fails at once.
+func openRedis(ctx context.Context, e *stageEnv) (*redis.Client, error) {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		rdb, err := features.Open(ctx, e.conn.Redis)
+		if err == nil {
+			return rdb, nil
+		}
+		var nerr net.Error
+		if !errors.As(err, &nerr) && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "LOADING") {
+			return nil, err
+		}
+		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
+	log := e.log.With("stage", StageSinkClickHouse)
+	f := e.file
+	if f.SinkClickHouse.Migrate {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
+		if err != nil {
+			cancel()
+			return err
+		}
+		applied, err := clickhouse.Migrate(mctx, db)
+		db.Close()
+		cancel()
+		for _, m := range applied {
+			log.Info("applied migration", "version", m.Version, "name", m.Name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	reg, err := avro.NewRegistryClient(e.conn.Registry)
+	if err != nil {
+		return err
+	}
+	sink, err := clickhouse.New(f.SinkClickHouseConfig(), clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse,
+		Logger: log, Metrics: e.metrics.Stage(StageSinkClickHouse), OnAssigned: e.readyHook(StageSinkClickHouse)})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sink.Run(gctx) })
+	if f.SinkClickHouse.MirrorDLQ {
+		mc := f.MirrorConfig()
+		mc.Metrics = e.metrics.Stage(clickhouse.MirrorStage)
+		mc.OnAssigned = e.readyHook(clickhouse.MirrorStage)
+		g.Go(func() error {
+			return clickhouse.RunDLQMirror(gctx, mc, e.conn.Kafka, e.conn.ClickHouse, log.With("part", "dlq-mirror"))
+		})
+	}
+	err = g.Wait()
+	st := sink.Stats()
+	log.Info("clickhouse sink stopped", "records", st.Records, "rows", st.Rows, "hit_rows", st.HitRows,
+		"dlq", st.DLQ, "flushes", st.Flushes, "retries", st.Retries, "dropped_on_revoke", st.Dropped, "ran", time.Since(start).Round(time.Second).String())
+	return err
+}
+
+// StageNames lists the stages backflow run can start, in start order.
+func StageNames() []string {
+	out := make([]string, len(stages))
+	for i, s := range stages {
+		out[i] = s.name
+	}
+	return out
+}
+
+func stageByName(name string) (stage, error) {
+	for _, s := range stages {
+		if s.name == name {
+			return s, nil
+		}
+	}
+	return stage{}, fmt.Errorf("%w: unknown stage %q", ErrConfig, name)
+}
+
+// systemChecks are the dependency checks /readyz runs, by system name (as in Check).
+var systemChecks = map[string]func(context.Context, Config) (string, error){
+	"kafka":           checkKafka,
+	"registry":        checkRegistry,
+	"clickhouse":      checkClickHouse,
+	"redis":           checkRedis,
+	"sensitive-words": checkModeration,
+}

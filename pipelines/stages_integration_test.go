@@ -1,0 +1,40 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/sinks/features"
+)
+
+// TestOpenRedisWaitsOutAnOutageButNotABadPassword: sink-features keeps retrying a Redis it
+// cannot reach (until its context ends), but a Redis that answers and refuses the credentials
+// fails at once with Redis's word for it.
+func TestOpenRedisWaitsOutAnOutageButNotABadPassword(t *testing.T) {
+	testenv.Integration(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	unreachable := &stageEnv{log: log, conn: Config{Redis: features.Config{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if _, err := openRedis(ctx, unreachable); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unreachable Redis: %v, want to have retried until the context ended", err)
+	}
+
+	refused := &stageEnv{log: log, conn: Config{Redis: features.Config{Addr: testenv.Get(testenv.RedisAddr), Username: "nobody", Password: "pw-d3adb33f"}}}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	_, err := openRedis(ctx2, refused)
+	if err == nil || ctx2.Err() != nil || !strings.Contains(strings.ToUpper(err.Error()), "WRONGPASS") && !strings.Contains(err.Error(), "AUTH") {
+		t.Fatalf("bad credentials: %v, want Redis's refusal at once", err)
+	}
+	if strings.Contains(err.Error(), "pw-d3adb33f") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+}
