@@ -616,6 +616,18 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 			l.v.Set(defLeaves[i].v)
 		}
 	}
+	// Only what the configuration as given gets wrong is reported: keys that each fail alone
+	// can be right together (a SASL mechanism and its user).
+	fullMsgs := map[string]map[string]bool{}
+	for _, g := range checkGroups {
+		m := map[string]bool{}
+		if err := g.check(f, secrets, getenv); err != nil {
+			for _, e := range split(err) {
+				m[e.Error()] = true
+			}
+		}
+		fullMsgs[g.name] = m
+	}
 	seenMsg := map[string]bool{}
 	for i, l := range leaves {
 		errsAlone, ok := candidates[i]
@@ -635,7 +647,7 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 			msgs[e.Error()] = true
 		}
 		for _, e := range errsAlone {
-			if msgs[e.Error()] && !seenMsg[e.Error()] {
+			if msgs[e.Error()] && fullMsgs[g.name][e.Error()] && !seenMsg[e.Error()] {
 				add(l.path, e.Error())
 				seenMsg[e.Error()] = true
 			}
