@@ -58,6 +58,7 @@ func TestAddColumnPattern(t *testing.T) {
 		"ALTER TABLE sink_ledger ADD COLUMN max_event_time DateTime DEFAULT toDateTime(0)": {"sink_ledger", "max_event_time"},
 		"alter table t\n  add column c UInt8":                                              {"t", "c"},
 		"ALTER TABLE t MODIFY COLUMN c UInt8":                                              nil,
+		"ALTER TABLE t ADD COLUMN IF NOT EXISTS c UInt8":                                   {"t", "c"},
 		"CREATE TABLE IF NOT EXISTS t (c UInt8) ENGINE = Memory":                           nil,
 	} {
 		m := addColumn.FindStringSubmatch(stmt)
@@ -175,10 +176,10 @@ func TestParseServerVersion(t *testing.T) {
 		{in: "19.5.4.22", want: Capabilities{}},
 		{in: "19.6.1.1", want: Capabilities{TTL: true}},
 		{in: "19.17.2", want: Capabilities{TTL: true}},
-		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
 		{in: "", wantErr: true},
 		{in: "26", wantErr: true},
 		{in: "x.y.z", wantErr: true},
