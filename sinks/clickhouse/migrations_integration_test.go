@@ -133,3 +133,62 @@ func TestMigrateTwice(t *testing.T) {
 		t.Fatalf("sink_ledger.max_event_time listed %d times (%v), want 1", ledgerCols, err)
 	}
 }
+
+// TestDLQViewCountsEachOriginOnce: a replay in a new ingest epoch dead-letters the same bad
+// record again at a new DLQ position. The mirror keeps both rows; v_dlq_entries shows the
+// record once (the first by DLQ position), while entries without an origin (unreadable DLQ
+// records) are each kept.
+func TestDLQViewCountsEachOriginOnce(t *testing.T) {
+	_, conn := testDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	row := func(dlqOffset int64, originTopic string, originOffset int64, class string) clickhouse.DLQRow {
+		return clickhouse.DLQRow{DLQTopic: "backflow.dlq", DLQPartition: 1, DLQOffset: dlqOffset, OriginTopic: originTopic, OriginPartition: 2,
+			OriginOffset: originOffset, OriginTime: at, Stage: "ingest", Class: class, Message: "m", ErrorTime: at.Add(time.Duration(dlqOffset) * time.Second),
+			RecordKey: "k", Version: uint64(dlqOffset)}
+	}
+	rows := []clickhouse.DLQRow{
+		row(10, "gateway-log", 7, "corrupt"), // first dead-lettering
+		row(55, "gateway-log", 7, "corrupt"), // the same record, dead-lettered again by a replay
+		row(56, "gateway-log", 8, "invalid"), // another record
+		row(60, "", 0, "unreadable_entry"),   // two entries without an origin: both kept
+		row(61, "", 0, "unreadable_entry"),
+	}
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO dlq_entries (dlq_topic, dlq_partition, dlq_offset, origin_topic, origin_partition, origin_offset,
+		origin_time, stage, class, message, error_time, record_key, value_bytes, truncated_from, version) VALUES`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if err := b.AppendStruct(&rows[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := conn.Query(ctx, `SELECT dlq_offset FROM v_dlq_entries ORDER BY dlq_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var got []int64
+	for q.Next() {
+		var o int64
+		if err := q.Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o)
+	}
+	if fmt.Sprint(got) != "[10 56 60 61]" {
+		t.Fatalf("v_dlq_entries holds DLQ offsets %v, want [10 56 60 61]", got)
+	}
+	var raw uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM dlq_entries FINAL`).Scan(&raw); err != nil || raw != 5 {
+		t.Fatalf("dlq_entries holds %d rows (%v), want all 5", raw, err)
+	}
+}

@@ -16,9 +16,9 @@ func TestMigrationsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every numbered file is a migration; numbers are unique and increasing (gaps allowed).
-	// On 18.16, 0010_ttl waits: 9 of the 10 files.
-	if len(ms) != 9 {
-		t.Fatalf("%d migrations, want 9", len(ms))
+	// On 18.16, 0010_ttl waits: 10 of the 11 files.
+	if len(ms) != 10 {
+		t.Fatalf("%d migrations, want 10", len(ms))
 	}
 	byVersion := map[uint32]Migration{}
 	// ClickHouse 18.16 rejects these; they may appear in comments only.
@@ -58,6 +58,7 @@ func TestAddColumnPattern(t *testing.T) {
 		"ALTER TABLE sink_ledger ADD COLUMN max_event_time DateTime DEFAULT toDateTime(0)": {"sink_ledger", "max_event_time"},
 		"alter table t\n  add column c UInt8":                                              {"t", "c"},
 		"ALTER TABLE t MODIFY COLUMN c UInt8":                                              nil,
+		"ALTER TABLE t ADD COLUMN IF NOT EXISTS c UInt8":                                   {"t", "c"},
 		"CREATE TABLE IF NOT EXISTS t (c UInt8) ENGINE = Memory":                           nil,
 	} {
 		m := addColumn.FindStringSubmatch(stmt)
@@ -157,8 +158,8 @@ func TestMigrationsRenderPerCapability(t *testing.T) {
 		t.Errorf("DateTime64 columns: %d, want 7", n)
 	}
 	n, versions := count(Capabilities{TTL: true}, `MODIFY TTL`)
-	if n != 5 || fmt.Sprint(versions) != "[1 2 3 4 5 6 7 8 9 10]" {
-		t.Errorf("TTL: %d MODIFY TTL in %v, want 5 in [1 2 3 4 5 6 7 8 9 10]", n, versions)
+	if n != 5 || fmt.Sprint(versions) != "[1 2 3 4 5 6 7 8 9 10 11]" {
+		t.Errorf("TTL: %d MODIFY TTL in %v, want 5 in [1 2 3 4 5 6 7 8 9 10 11]", n, versions)
 	}
 	if n, _ := count(Capabilities{TTL: true}, `LowCardinality|DateTime64`); n != 0 {
 		t.Errorf("TTL alone brings %d LowCardinality/DateTime64", n)
@@ -175,10 +176,10 @@ func TestParseServerVersion(t *testing.T) {
 		{in: "19.5.4.22", want: Capabilities{}},
 		{in: "19.6.1.1", want: Capabilities{TTL: true}},
 		{in: "19.17.2", want: Capabilities{TTL: true}},
-		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
 		{in: "", wantErr: true},
 		{in: "26", wantErr: true},
 		{in: "x.y.z", wantErr: true},

@@ -255,3 +255,12 @@ SELECT
     actions,
     epoch_to AS epoch
 FROM replay_log;
+-- 0011_dlq_by_origin statement 1
+DROP TABLE IF EXISTS v_dlq_entries;
+-- 0011_dlq_by_origin statement 2
+CREATE VIEW IF NOT EXISTS v_dlq_entries AS
+SELECT *
+FROM dlq_entries FINAL
+ORDER BY dlq_topic, dlq_partition, dlq_offset
+LIMIT 1 BY origin_topic, origin_partition, origin_offset, stage,
+    if(origin_topic = '', concat(dlq_topic, '/', toString(dlq_partition), '/', toString(dlq_offset)), '');
