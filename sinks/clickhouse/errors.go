@@ -53,6 +53,7 @@ const (
 	codeAbortedQuery          = 394
 	codeThereIsNoColumn       = 8
 	codeIllegalColumn         = 44
+	codeDuplicateColumn       = 15
 	codeValueOutOfRange       = 69
 	codeTooLargeStringSize    = 131
 )

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -23,7 +25,8 @@ var migrationFiles embed.FS
 
 // Migration is one numbered DDL file from migrations/: NNNN_name.sql. A file holds one or more
 // statements separated by ';' at the end of a line. Every statement must be safe to run again
-// (CREATE ... IF NOT EXISTS), so a migration interrupted between its statements, or between
+// (CREATE ... IF NOT EXISTS, or an ALTER TABLE ... ADD COLUMN of one column, whose "already
+// exists" Migrate takes as done), so a migration interrupted between its statements, or between
 // its last statement and its tracking row, converges when re-run.
 type Migration struct {
 	Version    uint32
@@ -163,7 +166,7 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	var applied []Migration
 	for _, m := range pending {
 		for i, stmt := range m.Statements {
-			if err := conn.Exec(ctx, stmt); err != nil {
+			if err := conn.Exec(ctx, stmt); err != nil && !columnAlreadyAdded(stmt, err) {
 				return applied, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
 			}
 		}
@@ -183,4 +186,18 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 		applied = append(applied, m)
 	}
 	return applied, nil
+}
+
+// columnAlreadyAdded reports whether err is ClickHouse refusing an ALTER TABLE ... ADD COLUMN
+// statement because the column exists: the statement ran before (a migration interrupted after
+// it), and 18.16 has no ADD COLUMN IF NOT EXISTS. 18.16 answers 44 ILLEGAL_COLUMN, newer servers
+// 15 DUPLICATE_COLUMN or 44, each with "already exists".
+func columnAlreadyAdded(stmt string, err error) bool {
+	var ex *ch.Exception
+	if !errors.As(err, &ex) || (ex.Code != codeIllegalColumn && ex.Code != codeDuplicateColumn) {
+		return false
+	}
+	s := strings.ToUpper(strings.Join(strings.Fields(stmt), " "))
+	return strings.HasPrefix(s, "ALTER TABLE ") && strings.Contains(s, " ADD COLUMN ") &&
+		!strings.Contains(s, ",") && strings.Contains(ex.Message, "already exists")
 }

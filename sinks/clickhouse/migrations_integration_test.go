@@ -103,4 +103,23 @@ func TestMigrateTwice(t *testing.T) {
 		t.Fatalf("tables %v, want %v", got, want)
 	}
 	t.Logf("applied %d migrations, then 0; tables %v", len(first), got)
+
+	// Every statement is safe to run again, ALTER TABLE ... ADD COLUMN (0012) included: with
+	// the tracking table gone, as if each migration had been interrupted before its tracking
+	// row, a third run applies them all again without error and adds no column twice.
+	if err := conn.Exec(ctx, "DROP TABLE "+clickhouse.MigrationsTable); err != nil {
+		t.Fatal(err)
+	}
+	third, err := clickhouse.Migrate(ctx, conn)
+	if err != nil || len(third) != len(all) {
+		t.Fatalf("migrate after losing the tracking table applied %d (%v), want %d", len(third), err, len(all))
+	}
+	var msCols uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = ? AND table IN ('inference_results', 'gateway_logs')
+		AND name IN ('event_time_ms', 'landed_time_ms') AND type = 'Int64'`, cfg.Database).Scan(&msCols); err != nil {
+		t.Fatal(err)
+	}
+	if msCols != 4 {
+		t.Fatalf("%d millisecond columns, want 4 (event_time_ms and landed_time_ms in two tables)", msCols)
+	}
 }
