@@ -24,10 +24,17 @@ const (
 var errUsage = errors.New("usage")
 
 type rootOptions struct {
-	envFile string
+	envFile  string
+	profiles profiles
 }
 
 func newRootCmd() *cobra.Command {
+	root, _ := newRoot()
+	return root
+}
+
+// newRoot returns the root command and the options its persistent flags fill in.
+func newRoot() (*cobra.Command, *rootOptions) {
 	opts := &rootOptions{}
 	root := &cobra.Command{
 		Use:   "backflow",
@@ -54,14 +61,18 @@ Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configurati
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return opts.applyEnvFile()
+			if err := opts.applyEnvFile(); err != nil {
+				return err
+			}
+			return opts.profiles.start()
 		},
 	}
 	root.PersistentFlags().StringVar(&opts.envFile, "env-file", "",
 		"read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
+	opts.profiles.flags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd())
-	return root
+	return root, opts
 }
 
 // applyEnvFile copies the file's settings into the environment where not already set.
@@ -91,9 +102,12 @@ func loadConfig() (pipelines.Config, error) {
 }
 
 func execute(ctx context.Context, args []string) int {
-	root := newRootCmd()
+	root, opts := newRoot()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if perr := opts.profiles.stop(); perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil && !errors.Is(err, errFound) {
 		fmt.Fprintln(os.Stderr, "backflow:", err)
 	}
