@@ -225,7 +225,8 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		sr.SteadyPerSec = steadyRate(t.series, t.total)
 		m.Stages = append(m.Stages, sr)
 		f := finals[i]
-		m.Procs = append(m.Procs, procMeasure{Name: t.name, CPUSeconds: f.CPU, CPUPerMillion: f.CPU / (float64(bl.records) / 1e6), PeakRSSMB: mb(f.PeakRSS)})
+		m.Procs = append(m.Procs, procMeasure{Name: t.name, CPUSeconds: f.CPU, CPUPerMillion: f.CPU / (float64(bl.records) / 1e6), PeakRSSMB: mb(f.PeakRSS),
+			Cores: f.CPU / m.Seconds})
 		m.CPUPerMillion += f.CPU / (float64(bl.records) / 1e6)
 		m.PeakRSSMB += mb(f.PeakRSS)
 	}
@@ -235,7 +236,8 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		if !ok || err != nil {
 			continue
 		}
-		m.Services = append(m.Services, procMeasure{Name: name, CPUSeconds: a.CPU - b.CPU, CPUPerMillion: (a.CPU - b.CPU) / (float64(bl.records) / 1e6), PeakRSSMB: mb(a.PeakRSS)})
+		m.Services = append(m.Services, procMeasure{Name: name, CPUSeconds: a.CPU - b.CPU, CPUPerMillion: (a.CPU - b.CPU) / (float64(bl.records) / 1e6), PeakRSSMB: mb(a.PeakRSS),
+			Cores: (a.CPU - b.CPU) / m.Seconds})
 	}
 	sort.Slice(m.Services, func(i, j int) bool { return m.Services[i].Name < m.Services[j].Name })
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)

@@ -79,8 +79,10 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 		pr.groups = []string{gIngest, gSink, gFeat, gMirror}
 		pr.dirs = []string{ingestDir, featDir}
 		pr.features = true
-		// sink-features refuses to start before its input exists; ingest would create both.
-		pr.precreate = []string{enriched, dlqT}
+		// sink-features refuses to start before its input exists (ingest would create it), and
+		// goka's own create of the loop topic can fail with "already exists" when the broker's
+		// metadata lags under load (seen here), so the harness creates those beforehand.
+		pr.precreate = []string{enriched, dlqT, gFeat + "-loop"}
 	case peerCeiling:
 		g := name
 		pr.stages = []stage{{name: "ceiling", bin: h.opt.ceiling, group: g, topics: sources, env: chEnv,

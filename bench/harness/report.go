@@ -78,6 +78,7 @@ type procMeasure struct {
 	CPUSeconds    float64 `json:"cpu_seconds"`
 	CPUPerMillion float64 `json:"cpu_seconds_per_million"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	Cores         float64 `json:"cores_busy"` // CPU seconds / drain seconds: < 1 means it mostly waited
 }
 
 type latencyResults struct {
@@ -148,6 +149,7 @@ func median(runs []peerMeasure) peerMeasure {
 		m.Procs[i].CPUSeconds = pick(func(r peerMeasure) float64 { return r.Procs[i].CPUSeconds })
 		m.Procs[i].CPUPerMillion = pick(func(r peerMeasure) float64 { return r.Procs[i].CPUPerMillion })
 		m.Procs[i].PeakRSSMB = pick(func(r peerMeasure) float64 { return r.Procs[i].PeakRSSMB })
+		m.Procs[i].Cores = pick(func(r peerMeasure) float64 { return r.Procs[i].Cores })
 	}
 	m.Services = nil
 	names := map[string][]float64{}
@@ -332,7 +334,7 @@ func (r *results) markdown() string {
 			w("| %s | %.2f |\n", k, r.Ratios[k])
 		}
 	}
-	w("\n## Per stage and process\n\n| peer | stage | input records | records/s (from start) | steady records/s (10–90 %%) | CPU s | CPU s per million | peak RSS MB |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	w("\n## Per stage and process\n\n| peer | stage | input records | records/s (from start) | steady records/s (10–90 %%) | CPU s | cores busy | CPU s per million | peak RSS MB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range allPeers {
 		pr := r.Peers[p]
 		if pr == nil {
@@ -340,7 +342,7 @@ func (r *results) markdown() string {
 		}
 		for i, s := range pr.Median.Stages {
 			pm := pr.Median.Procs[i]
-			w("| %s | %s | %d | %.0f | %.0f | %.1f | %.1f | %.0f |\n", p, s.Stage, s.Input, s.RecordsPerSec, s.SteadyPerSec, pm.CPUSeconds, pm.CPUPerMillion, pm.PeakRSSMB)
+			w("| %s | %s | %d | %.0f | %.0f | %.1f | %.2f | %.1f | %.0f |\n", p, s.Stage, s.Input, s.RecordsPerSec, s.SteadyPerSec, pm.CPUSeconds, pm.Cores, pm.CPUPerMillion, pm.PeakRSSMB)
 		}
 	}
 	w("\nCPU of the stack's services while each peer ran (seconds per million source records):\n\n| peer |")
