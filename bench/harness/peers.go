@@ -61,7 +61,8 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 			if prof == "" {
 				return nil
 			}
-			return []string{"--cpu-profile", filepath.Join(prof, stage+".cpu.pprof"), "--alloc-profile", filepath.Join(prof, stage+".alloc.pprof")}
+			return []string{"--cpu-profile", filepath.Join(prof, stage+".cpu.pprof"), "--alloc-profile", filepath.Join(prof, stage+".alloc.pprof"),
+				"--block-profile", filepath.Join(prof, stage+".block.pprof")}
 		}
 		pr.stages = []stage{
 			{name: "ingest", bin: h.opt.backflow, group: gIngest, topics: sources,
