@@ -249,12 +249,11 @@ func run(ctx context.Context, o options) error {
 			}
 			res.Peers[p].Runs = append(res.Peers[p].Runs, m)
 			say("%s run %d/%d: %s", p, r, o.runs, m.line())
+			res.Peers[p].Median = median(res.Peers[p].Runs)
+			res.ratios()
+			h.checkpoint(res) // what was measured survives a later failure
 		}
 	}
-	for _, p := range peers {
-		res.Peers[p].Median = median(res.Peers[p].Runs)
-	}
-	res.ratios()
 
 	if o.latency {
 		rate := o.latencyRate
@@ -272,6 +271,8 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("latency run %d: %w", r, err)
 			}
 			res.Latency.Runs = append(res.Latency.Runs, l)
+			res.Latency.Median = medianLatency(res.Latency.Runs)
+			h.checkpoint(res)
 			say("latency run %d/%d at %.0f requests/s: p50 %.0f ms, p95 %.0f ms, p99 %.0f ms over %d requests", r, o.latencyRuns, rate, l.P50, l.P95, l.P99, l.Samples)
 		}
 		res.Latency.Median = medianLatency(res.Latency.Runs)
@@ -289,6 +290,17 @@ func run(ctx context.Context, o options) error {
 	fmt.Println(res.markdown())
 	say("results: %s", strings.Join(paths, ", "))
 	return nil
+}
+
+// checkpoint writes the results so far (marked partial) to the run's files; the final write
+// replaces them.
+func (h *harness) checkpoint(res *results) {
+	res.Partial = true
+	res.Finished = time.Now().UTC()
+	if _, err := res.write(h.opt.out, h.stamp, h.opt.quick); err != nil {
+		say("could not write the results so far: %v", err)
+	}
+	res.Partial = false
 }
 
 // say prints a progress line with the time.

@@ -165,8 +165,12 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 			return m, fmt.Errorf("not drained within --timeout %v; logs in %s", h.opt.timeout, h.tmp)
 		case <-tick.C:
 		}
-		for _, c := range children {
+		for i, c := range children {
 			if ok, err := c.exited(); ok {
+				if nc, rerr := h.restartOnce(c, pr.stages[i], time.Since(start), &m.Restarts, err); rerr == nil {
+					children[i] = nc
+					continue
+				}
 				return m, fmt.Errorf("%s exited early (%v); its log ends:\n%s", c.name, err, c.tail(15))
 			}
 			c.sample()
@@ -357,11 +361,17 @@ func (h *harness) latencyRun(ctx context.Context, run int, rate float64) (latenc
 	// Ready: every stage logged that it is consuming (goka's "ready", the ClickHouse sink's
 	// first poll is immediate), or 60 s passed.
 	say("latency run %d: waiting for backflow's stages to be ready", run)
-	readyBy := time.Now().Add(60 * time.Second)
+	started := time.Now()
+	readyBy := started.Add(60 * time.Second)
+	restarts := 0
 	for time.Now().Before(readyBy) {
 		ready := true
-		for _, c := range children {
+		for i, c := range children {
 			if ok, err := c.exited(); ok {
+				if nc, rerr := h.restartOnce(c, pr.stages[i], time.Since(started), &restarts, err); rerr == nil {
+					children[i], ready = nc, false
+					continue
+				}
 				return r, fmt.Errorf("%s exited early (%v):\n%s", c.name, err, c.tail(15))
 			}
 			b, _ := os.ReadFile(c.log)
@@ -400,6 +410,22 @@ func (h *harness) latencyRun(ctx context.Context, run int, rate float64) (latenc
 	defer qcancel()
 	r, err = h.st.latency(qctx, pr.db, from)
 	r.Run = run
+	r.Restarts = restarts
 	r.Requests = st.Requests
 	return r, err
+}
+
+// restartOnce starts stage s again in place of c, which exited during start-up (the first 60 s):
+// goka's create of its loop topic can fail with "already exists" when the broker's metadata lags
+// under load, even though the topic was created beforehand. A second exit, or one after
+// start-up, is an error. restarts counts what it did.
+func (h *harness) restartOnce(c *child, s stage, since time.Duration, restarts *int, exitErr error) (*child, error) {
+	if *restarts > 0 || since > 60*time.Second {
+		return nil, fmt.Errorf("%s exited: %v", c.name, exitErr)
+	}
+	*restarts++
+	say("  %s exited during start-up (%v): %s; starting it again once", c.name, exitErr, strings.TrimSpace(c.tail(1)))
+	old := c.log + ".1"
+	_ = os.Rename(c.log, old)
+	return startChild(s.name, s.bin, s.args, s.env, c.log)
 }

@@ -16,6 +16,7 @@ import (
 // Results as written to bench/results/<stamp>.json; every figure of a peer's Median is the median
 // over its runs.
 type results struct {
+	Partial    bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
 	Machine    machine                 `json:"machine"`
 	Started    time.Time               `json:"started"`
 	Finished   time.Time               `json:"finished"`
@@ -62,6 +63,7 @@ type peerMeasure struct {
 	RowsFinal     uint64         `json:"clickhouse_rows_final"`
 	RowsExpected  uint64         `json:"clickhouse_rows_expected"` // the backlog's valid originals
 	RedisKeys     int64          `json:"redis_keys,omitempty"`
+	Restarts      int            `json:"restarts,omitempty"` // processes started again after dying in start-up
 }
 
 type stageMeasure struct {
@@ -96,6 +98,7 @@ type latencyResult struct {
 	P95      float64 `json:"p95_ms"`
 	P99      float64 `json:"p99_ms"`
 	Max      float64 `json:"max_ms"`
+	Restarts int     `json:"restarts,omitempty"`
 }
 
 func (m peerMeasure) line() string {
@@ -309,6 +312,9 @@ func (r *results) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# backflow benchmark, %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
+	if r.Partial {
+		w("**Partial**: written at %s while the benchmark was still running, or after it failed; what follows is what was measured by then.\n\n", r.Finished.Format("15:04:05 UTC"))
+	}
 	w("Machine: %s. Load average at the end: %s. Every figure is the median of %s run(s); the machine may be shared, so absolute numbers are noisy and the ratios (same backlog, same run) are what to compare.\n\n",
 		r.Machine, r.LoadAfter, r.Options["runs"])
 	w("Backlog: %v source records (%v requests: %v originals, %v duplicates, %v poison) over 2 topics × %d partitions.\n\n",
