@@ -37,19 +37,10 @@ func testDBAt(t *testing.T, addr string) (clickhouse.Config, driver.Conn) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-		admin.Close()
-		if err != nil {
-			// The admin connection may predate a restart of the server (the outage tests stop
-			// and start a private ClickHouse): drop over a fresh one.
-			if fresh, oerr := clickhouse.Open(ctx, base); oerr == nil {
-				err = fresh.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-				fresh.Close()
-			}
-		}
-		if err != nil {
+		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
 			t.Errorf("drop database %s: %v", db, err)
 		}
+		admin.Close()
 	})
 	cfg := base
 	cfg.Database = db
