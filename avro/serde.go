@@ -33,7 +33,16 @@ type DecoderConfig struct {
 	MaxRecordBytes int
 	// Now is the clock Validate runs against. Default: time.Now.
 	Now func() time.Time
+	// UnknownIDTTL is how long the registry's "no such schema" answer (40403) for an id is
+	// remembered: records with that id fail with ErrUnknownSchemaID without asking again, so a
+	// burst of them costs one registry request, not one each. A schema registered under the
+	// id later is found once the answer expires. Default: DefaultUnknownIDTTL (10 s);
+	// negative: never remembered.
+	UnknownIDTTL time.Duration
 }
+
+// DefaultUnknownIDTTL is the default of DecoderConfig.UnknownIDTTL.
+const DefaultUnknownIDTTL = 10 * time.Second
 
 func (c DecoderConfig) withDefaults() DecoderConfig {
 	if c.MaxRecordBytes == 0 {
@@ -41,6 +50,9 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.UnknownIDTTL == 0 {
+		c.UnknownIDTTL = DefaultUnknownIDTTL
 	}
 	return c
 }
@@ -55,7 +67,8 @@ func (c DecoderConfig) Validate() error {
 
 // Decoder turns Confluent-framed Avro values into T. It fetches each writer schema from the
 // registry once by id, resolves it against the reader schema, and caches the result, so
-// records written with older or newer compatible schemas decode into the same T. If *T
+// records written with older or newer compatible schemas decode into the same T. An id the
+// registry does not know is remembered for UnknownIDTTL. If *T
 // implements Validator, every decoded value is validated. A Decoder is safe for concurrent
 // use; concurrent first sightings of one id cost a single registry request.
 type Decoder[T any] struct {
@@ -65,6 +78,7 @@ type Decoder[T any] struct {
 
 	mu       sync.RWMutex
 	resolved map[int]avro.Schema // writer id -> schema resolved against reader
+	unknown  map[int]unknownID   // writer id -> the registry's 40403, until it expires
 	fetch    singleflight.Group
 	readers  sync.Pool
 }
@@ -77,7 +91,7 @@ func NewDecoder[T any](reg Registry, reader avro.Schema, cfg DecoderConfig) (*De
 	if reg == nil || reader == nil {
 		return nil, errors.New("avro: new decoder: registry and reader schema are required")
 	}
-	d := &Decoder[T]{reg: reg, reader: reader, cfg: cfg.withDefaults(), resolved: map[int]avro.Schema{}}
+	d := &Decoder[T]{reg: reg, reader: reader, cfg: cfg.withDefaults(), resolved: map[int]avro.Schema{}, unknown: map[int]unknownID{}}
 	d.readers.New = func() any { return avro.NewReader(nil, 0) }
 	return d, nil
 }
@@ -137,14 +151,22 @@ func (d *Decoder[T]) unmarshal(schema avro.Schema, body []byte, v *T) error {
 func (d *Decoder[T]) writerSchema(ctx context.Context, id int) (avro.Schema, error) {
 	d.mu.RLock()
 	s, ok := d.resolved[id]
+	u, known := d.unknown[id]
 	d.mu.RUnlock()
 	if ok {
 		return s, nil
 	}
+	if known && time.Now().Before(u.until) {
+		return nil, u.err
+	}
 	res, err, _ := d.fetch.Do(strconv.Itoa(id), func() (any, error) {
 		got, err := d.reg.SchemaByID(ctx, id)
 		if err != nil {
-			return nil, classifyRegistryErr(id, err)
+			err = classifyRegistryErr(id, err)
+			if errors.Is(err, ErrUnknownSchemaID) && d.cfg.UnknownIDTTL > 0 {
+				d.rememberUnknown(id, err)
+			}
+			return nil, err
 		}
 		if got.Type != sr.TypeAvro {
 			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("schema type %s, want AVRO", got.Type)}
@@ -159,6 +181,7 @@ func (d *Decoder[T]) writerSchema(ctx context.Context, id int) (avro.Schema, err
 		}
 		d.mu.Lock()
 		d.resolved[id] = resolved
+		delete(d.unknown, id)
 		d.mu.Unlock()
 		return resolved, nil
 	})
@@ -166,6 +189,34 @@ func (d *Decoder[T]) writerSchema(ctx context.Context, id int) (avro.Schema, err
 		return nil, err
 	}
 	return res.(avro.Schema), nil
+}
+
+// maxUnknownIDs bounds the remembered unknown ids, so poison with ever new ids cannot grow
+// the decoder without limit: past it, expired answers are dropped, and when none has expired
+// the new answer is not remembered.
+const maxUnknownIDs = 4096
+
+func (d *Decoder[T]) rememberUnknown(id int, err error) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.unknown) >= maxUnknownIDs {
+		for k, u := range d.unknown {
+			if !now.Before(u.until) {
+				delete(d.unknown, k)
+			}
+		}
+		if len(d.unknown) >= maxUnknownIDs {
+			return
+		}
+	}
+	d.unknown[id] = unknownID{err: err, until: now.Add(d.cfg.UnknownIDTTL)}
+}
+
+// unknownID is a remembered "no such schema" answer.
+type unknownID struct {
+	err   error
+	until time.Time
 }
 
 // SubjectStrategy names the registry subject a producer registers its schema under.

@@ -326,6 +326,45 @@ func TestSchemaFetchedOnceConcurrently(t *testing.T) {
 	}
 }
 
+// TestUnknownIDRemembered: records with an id the registry does not know cost one request
+// while the answer is remembered, another once it expired, and one each when remembering is off;
+// every one of them is ErrUnknownSchemaID.
+func TestUnknownIDRemembered(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ttl     time.Duration
+		records int
+		fetches int32
+	}{{"default", 0, 20, 1}, {"off", -1, 20, 20}, {"expired", 10 * time.Millisecond, 2, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, cl := newRegistry(t)
+			var fetches atomic.Int32
+			fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+				if strings.HasPrefix(r.URL.Path, "/schemas/ids/") {
+					fetches.Add(1)
+				}
+				return false
+			})
+			dec, err := NewDecoder[InferenceResult](cl, InferenceResultSchema, DecoderConfig{UnknownIDTTL: tc.ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := append(AppendFrame(nil, 987654), 2, 'x')
+			for i := range tc.records {
+				if tc.name == "expired" && i > 0 {
+					time.Sleep(30 * time.Millisecond)
+				}
+				if _, id, err := dec.Decode(context.Background(), bad); !errors.Is(err, ErrUnknownSchemaID) || IsRetryable(err) || id != 987654 {
+					t.Fatalf("record %d: id %d, err %v; want 987654 and ErrUnknownSchemaID", i, id, err)
+				}
+			}
+			if n := fetches.Load(); n != tc.fetches {
+				t.Fatalf("%d schema fetches for %d records, want %d", n, tc.records, tc.fetches)
+			}
+		})
+	}
+}
+
 func TestSubjectStrategies(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/pipelines"
 )
 
 func TestSteadyRate(t *testing.T) {
@@ -85,6 +87,46 @@ func TestPeerRunsDoNotShare(t *testing.T) {
 					t.Fatalf("%s/%s: no group or topics to measure progress on", p, s.name)
 				}
 			}
+			if len(pr.procs) == 0 {
+				t.Fatalf("%s run %d: no process", p, run)
+			}
 		}
+	}
+}
+
+// TestRunConfigLoads: the config file of a run-layout backflow run is one backflow run accepts,
+// with every stage, the run's own names and a metrics port of its own.
+func TestRunConfigLoads(t *testing.T) {
+	h := &harness{opt: options{backflow: "bin/backflow", layout: layoutRun, redisDB: 9}, tmp: t.TempDir()}
+	bl := backlog{tag: "b1", inference: "b1.inf", gateway: "b1.gw"}
+	pr := h.newPeerRun(peerBackflow, 2, bl, bl.tag, "")
+	if len(pr.procs) != 1 || len(pr.stages) != 3 || len(pr.files) != 1 {
+		t.Fatalf("run layout: %d processes, %d stages, %d files; want 1, 3, 1", len(pr.procs), len(pr.stages), len(pr.files))
+	}
+	if err := pr.writeFiles(); err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for p := range pr.files {
+		path = p
+	}
+	l, err := pipelines.Load(path, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("backflow run would refuse %s: %v", path, err)
+	}
+	f := l.File
+	if strings.Join(f.Stages, ",") != "ingest,sink-clickhouse,sink-features" || f.Metrics.Addr != "127.0.0.1:0" {
+		t.Fatalf("stages %v, metrics %q", f.Stages, f.Metrics.Addr)
+	}
+	if f.Ingest.Group != pr.stages[0].group || f.SinkClickHouse.Group != pr.stages[1].group || f.SinkFeatures.Group != pr.stages[2].group {
+		t.Fatalf("groups %q %q %q, want %v", f.Ingest.Group, f.SinkClickHouse.Group, f.SinkFeatures.Group, pr.stages)
+	}
+	if f.Ingest.InferenceTopic != bl.inference || f.Ingest.GatewayTopic != bl.gateway || f.SinkFeatures.EnrichedTopic != f.Ingest.EnrichedTopic ||
+		f.SinkClickHouse.Topic != f.Ingest.EnrichedTopic || f.SinkFeatures.Project != "bench" {
+		t.Fatalf("topics: %+v %+v %+v", f.Ingest, f.SinkClickHouse, f.SinkFeatures)
+	}
+	stages := &harness{opt: options{backflow: "bin/backflow", layout: layoutStages, redisDB: 9}, tmp: t.TempDir()}
+	if pr := stages.newPeerRun(peerBackflow, 1, bl, bl.tag, ""); len(pr.procs) != 3 || len(pr.stages) != 3 {
+		t.Fatalf("stages layout: %d processes, %d stages; want 3 and 3", len(pr.procs), len(pr.stages))
 	}
 }

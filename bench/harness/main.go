@@ -55,6 +55,7 @@ type options struct {
 	redisDB       int
 	timeout       time.Duration
 	keep          bool
+	layout        string
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	flag.StringVar(&o.benthosConfig, "benthos-config", "bench/benthos/config.yaml", "the Benthos config doing backflow's job")
 	flag.IntVar(&o.redisDB, "redis-db", 9, "Redis database the peers write features to; flushed before each run (never 0)")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest a peer may take to drain the backlog")
+	flag.StringVar(&o.layout, "backflow-layout", layoutStages, "how backflow runs: stages (one process per stage, each with its own profiles) or run (one `backflow run` process with every stage, as make demo runs it)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's topics, groups and ClickHouse database (default: deleted after the run)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n\n")
@@ -133,6 +135,9 @@ func (o options) validate() error {
 	}
 	if o.latencyRate < 0 || o.latencyFor <= 0 {
 		errs = append(errs, fmt.Errorf("--latency-rate and --latency-duration: %v and %v, want >= 0 and > 0", o.latencyRate, o.latencyFor))
+	}
+	if o.layout != layoutRun && o.layout != layoutStages {
+		errs = append(errs, fmt.Errorf("--backflow-layout: %q, want %s or %s", o.layout, layoutRun, layoutStages))
 	}
 	peers := o.peerList()
 	if len(peers) == 0 {

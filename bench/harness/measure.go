@@ -122,7 +122,10 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 			svcBefore[name] = s
 		}
 	}
-	say("%s run %d: starting %d process(es); ClickHouse database %s", pr.peer, pr.run, len(pr.stages), pr.db)
+	if err := pr.writeFiles(); err != nil {
+		return m, err
+	}
+	say("%s run %d: starting %d process(es); ClickHouse database %s", pr.peer, pr.run, len(pr.procs), pr.db)
 	start := time.Now()
 	var children []*child
 	stopAll := func() []procSample {
@@ -136,13 +139,15 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		return out
 	}
 	defer func() { stopAll() }()
-	trackers := make([]*tracker, len(pr.stages))
-	for i, s := range pr.stages {
-		c, err := startChild(s.name, s.bin, s.args, s.env, filepath.Join(h.tmp, fmt.Sprintf("%s-%d-%s.log", pr.peer, pr.run, s.name)))
+	for _, p := range pr.procs {
+		c, err := startChild(p.name, p.bin, p.args, p.env, filepath.Join(h.tmp, fmt.Sprintf("%s-%d-%s.log", pr.peer, pr.run, p.name)))
 		if err != nil {
 			return m, err
 		}
 		children = append(children, c)
+	}
+	trackers := make([]*tracker, len(pr.stages))
+	for i, s := range pr.stages {
 		trackers[i] = &tracker{stage: s}
 		if s.after == "" {
 			trackers[i].total = bl.records
@@ -167,7 +172,7 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		}
 		for i, c := range children {
 			if ok, err := c.exited(); ok {
-				if nc, rerr := h.restartOnce(c, pr.stages[i], time.Since(start), &m.Restarts, err); rerr == nil {
+				if nc, rerr := h.restartOnce(c, pr.procs[i], time.Since(start), &m.Restarts, err); rerr == nil {
 					children[i] = nc
 					continue
 				}
@@ -220,16 +225,21 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	m.Seconds = time.Since(start).Seconds()
 	m.RecordsPerSec = float64(bl.records) / m.Seconds
 	finals := stopAll()
+	names := make([]string, len(children))
+	for i, c := range children {
+		names[i] = c.name
+	}
 	children = nil
-	for i, t := range trackers {
+	for _, t := range trackers {
 		sr := stageMeasure{Stage: t.name, Group: t.group, Input: t.total, Seconds: t.doneAt.Seconds()}
 		if sr.Seconds > 0 {
 			sr.RecordsPerSec = float64(t.total) / sr.Seconds
 		}
 		sr.SteadyPerSec = steadyRate(t.series, t.total)
 		m.Stages = append(m.Stages, sr)
-		f := finals[i]
-		m.Procs = append(m.Procs, procMeasure{Name: t.name, CPUSeconds: f.CPU, CPUPerMillion: f.CPU / (float64(bl.records) / 1e6), PeakRSSMB: mb(f.PeakRSS),
+	}
+	for i, f := range finals {
+		m.Procs = append(m.Procs, procMeasure{Name: names[i], CPUSeconds: f.CPU, CPUPerMillion: f.CPU / (float64(bl.records) / 1e6), PeakRSSMB: mb(f.PeakRSS),
 			Cores: f.CPU / m.Seconds})
 		m.CPUPerMillion += f.CPU / (float64(bl.records) / 1e6)
 		m.PeakRSSMB += mb(f.PeakRSS)
@@ -276,7 +286,7 @@ func (h *harness) cleanup(pr peerRun) {
 
 func progressLine(ts []*tracker, cs []*child) string {
 	var b strings.Builder
-	for i, t := range ts {
+	for _, t := range ts {
 		var n int64
 		if len(t.series) > 0 {
 			n = t.series[len(t.series)-1].n
@@ -288,8 +298,10 @@ func progressLine(ts []*tracker, cs []*child) string {
 		if t.done {
 			state = "done"
 		}
-		rss := cs[i].sample().RSS
-		fmt.Fprintf(&b, "%s %s (%d, %.0f MB)  ", t.name, state, n, mb(rss))
+		fmt.Fprintf(&b, "%s %s (%d)  ", t.name, state, n)
+	}
+	for _, c := range cs {
+		fmt.Fprintf(&b, "%s %.0f MB  ", c.name, mb(c.sample().RSS))
 	}
 	return b.String()
 }
@@ -345,20 +357,23 @@ func (h *harness) latencyRun(ctx context.Context, run int, rate float64) (latenc
 		return r, err
 	}
 	defer h.cleanup(pr)
+	if err := pr.writeFiles(); err != nil {
+		return r, err
+	}
 	var children []*child
 	defer func() {
 		for i := len(children) - 1; i >= 0; i-- {
 			children[i].stop(30 * time.Second)
 		}
 	}()
-	for _, s := range pr.stages {
-		c, err := startChild(s.name, s.bin, s.args, s.env, filepath.Join(h.tmp, fmt.Sprintf("latency-%d-%s.log", run, s.name)))
+	for _, p := range pr.procs {
+		c, err := startChild(p.name, p.bin, p.args, p.env, filepath.Join(h.tmp, fmt.Sprintf("latency-%d-%s.log", run, p.name)))
 		if err != nil {
 			return r, err
 		}
 		children = append(children, c)
 	}
-	// Ready: every stage logged that it is consuming (goka's "ready", the ClickHouse sink's
+	// Ready: every process logged that its goka groups are consuming (the ClickHouse sink's
 	// first poll is immediate), or 60 s passed.
 	say("latency run %d: waiting for backflow's stages to be ready", run)
 	started := time.Now()
@@ -368,15 +383,17 @@ func (h *harness) latencyRun(ctx context.Context, run int, rate float64) (latenc
 		ready := true
 		for i, c := range children {
 			if ok, err := c.exited(); ok {
-				if nc, rerr := h.restartOnce(c, pr.stages[i], time.Since(started), &restarts, err); rerr == nil {
+				if nc, rerr := h.restartOnce(c, pr.procs[i], time.Since(started), &restarts, err); rerr == nil {
 					children[i], ready = nc, false
 					continue
 				}
 				return r, fmt.Errorf("%s exited early (%v):\n%s", c.name, err, c.tail(15))
 			}
 			b, _ := os.ReadFile(c.log)
-			if c.name != "sink-clickhouse" && !strings.Contains(string(b), " ready") {
-				ready = false
+			for _, line := range pr.procs[i].ready {
+				if !strings.Contains(string(b), line) {
+					ready = false
+				}
 			}
 		}
 		if ready {
@@ -419,7 +436,7 @@ func (h *harness) latencyRun(ctx context.Context, run int, rate float64) (latenc
 // goka's create of its loop topic can fail with "already exists" when the broker's metadata lags
 // under load, even though the topic was created beforehand. A second exit, or one after
 // start-up, is an error. restarts counts what it did.
-func (h *harness) restartOnce(c *child, s stage, since time.Duration, restarts *int, exitErr error) (*child, error) {
+func (h *harness) restartOnce(c *child, s proc, since time.Duration, restarts *int, exitErr error) (*child, error) {
 	if *restarts > 0 || since > 60*time.Second {
 		return nil, fmt.Errorf("%s exited: %v", c.name, exitErr)
 	}
@@ -428,4 +445,17 @@ func (h *harness) restartOnce(c *child, s stage, since time.Duration, restarts *
 	old := c.log + ".1"
 	_ = os.Rename(c.log, old)
 	return startChild(s.name, s.bin, s.args, s.env, c.log)
+}
+
+// writeFiles writes the files the run's processes read (backflow run's config).
+func (pr peerRun) writeFiles() error {
+	for path, content := range pr.files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,15 +4,23 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// stage is one process of a peer: how to start it, and which consumer group's commits on which
-// topics show its progress.
-type stage struct {
+// proc is one process of a peer: how to start it. ready, when set, is what its log prints once
+// it consumes (one line per goka group it runs); the latency run waits for all of them.
+type proc struct {
 	name  string
 	bin   string
 	args  []string
 	env   []string
+	ready []string
+}
+
+// stage is one consumer group of a peer, whose commits on topics show the stage's progress.
+type stage struct {
+	name  string
 	group string
 	// topics the group's progress is measured on; enriched means "the peer's enriched topic",
 	// whose final size is known only once the upstream stage is done.
@@ -25,13 +33,15 @@ type stage struct {
 type peerRun struct {
 	peer      string
 	run       int
-	db        string   // ClickHouse database it writes
-	stages    []stage  // started in order
-	topics    []string // topics it creates (deleted afterwards)
-	groups    []string // consumer groups (deleted afterwards)
-	dirs      []string // local storage (removed afterwards)
-	features  bool     // it writes features to Redis
-	precreate []string // topics the harness creates before starting the peer (as a deployment would)
+	db        string            // ClickHouse database it writes
+	procs     []proc            // started in order
+	stages    []stage           // the groups whose progress is measured
+	topics    []string          // topics it creates (deleted afterwards)
+	groups    []string          // consumer groups (deleted afterwards)
+	dirs      []string          // local storage (removed afterwards)
+	features  bool              // it writes features to Redis
+	precreate []string          // topics the harness creates before starting the peer (as a deployment would)
+	files     map[string]string // written before the processes start: path → content
 }
 
 // names of the peers, in the order they run.
@@ -42,6 +52,13 @@ const (
 )
 
 var allPeers = []string{peerBackflow, peerCeiling, peerBenthos}
+
+// How backflow runs: one process per stage (the default; each writes its own profiles), or as
+// make demo does, one `backflow run` process with every stage.
+const (
+	layoutRun    = "run"
+	layoutStages = "stages"
+)
 
 // newPeerRun lays out peer's run number run (1-based) over the source topics of bl. tag names
 // the run's topics, groups and database uniquely; prof, when not empty, is the folder backflow's
@@ -57,23 +74,44 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 		enriched, dlqT, control := name+".enriched", name+".dlq", name+".control"
 		gIngest, gSink, gFeat, gMirror := name+"-ingest", name+"-sink-clickhouse", name+"-features", name+"-dlq-mirror"
 		ingestDir, featDir := filepath.Join(h.tmp, name+"-ingest"), filepath.Join(h.tmp, name+"-features")
-		profArgs := func(stage string) []string {
+		profArgs := func(name string) []string {
 			if prof == "" {
 				return nil
 			}
-			return []string{"--cpu-profile", filepath.Join(prof, stage+".cpu.pprof"), "--alloc-profile", filepath.Join(prof, stage+".alloc.pprof"),
-				"--block-profile", filepath.Join(prof, stage+".block.pprof")}
+			return []string{"--cpu-profile", filepath.Join(prof, name+".cpu.pprof"), "--alloc-profile", filepath.Join(prof, name+".alloc.pprof"),
+				"--block-profile", filepath.Join(prof, name+".block.pprof")}
 		}
 		pr.stages = []stage{
-			{name: "ingest", bin: h.opt.backflow, group: gIngest, topics: sources,
-				args: append(profArgs("ingest"), "ingest", "--group", gIngest, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway,
-					"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
-			{name: "sink-clickhouse", bin: h.opt.backflow, group: gSink, topics: []string{enriched}, after: "ingest", env: chEnv,
-				args: append(profArgs("sink-clickhouse"), "sink-clickhouse", "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
-					"--mirror-dlq-group", gMirror)},
-			{name: "sink-features", bin: h.opt.backflow, group: gFeat, topics: []string{enriched}, after: "ingest", env: chEnv,
-				args: append(profArgs("sink-features"), "sink-features", "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
-					"--project", "bench", "--storage-dir", featDir)},
+			{name: "ingest", group: gIngest, topics: sources},
+			{name: "sink-clickhouse", group: gSink, topics: []string{enriched}, after: "ingest"},
+			{name: "sink-features", group: gFeat, topics: []string{enriched}, after: "ingest"},
+		}
+		// Each process serves /metrics on a port of its own choosing, so runs and stages never
+		// collide on the default port.
+		const metrics = "127.0.0.1:0"
+		if h.opt.layout == layoutStages {
+			pr.procs = []proc{
+				{name: "ingest", bin: h.opt.backflow, ready: []string{"ingest ready"},
+					args: append(profArgs("ingest"), "ingest", "--metrics-addr", metrics, "--group", gIngest, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway,
+						"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
+				{name: "sink-clickhouse", bin: h.opt.backflow, env: chEnv,
+					args: append(profArgs("sink-clickhouse"), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
+						"--mirror-dlq-group", gMirror)},
+				{name: "sink-features", bin: h.opt.backflow, env: chEnv, ready: []string{"sink-features ready"},
+					args: append(profArgs("sink-features"), "sink-features", "--metrics-addr", metrics, "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
+						"--project", "bench", "--storage-dir", featDir)},
+			}
+		} else {
+			cfg := filepath.Join(h.tmp, name+".yaml")
+			pr.files = map[string]string{cfg: runConfig(metrics, map[string]string{
+				"ingest.group": gIngest, "ingest.inference_topic": bl.inference, "ingest.gateway_topic": bl.gateway,
+				"ingest.enriched_topic": enriched, "ingest.dlq_topic": dlqT, "ingest.control_topic": control, "ingest.storage_dir": ingestDir,
+				"sink_clickhouse.group": gSink, "sink_clickhouse.topic": enriched, "sink_clickhouse.dlq_topic": dlqT, "sink_clickhouse.mirror_dlq_group": gMirror,
+				"sink_features.group": gFeat, "sink_features.enriched_topic": enriched, "sink_features.dlq_topic": dlqT,
+				"sink_features.project": "bench", "sink_features.storage_dir": featDir,
+			})}
+			pr.procs = []proc{{name: "backflow-run", bin: h.opt.backflow, env: chEnv, ready: []string{"ingest ready", "sink-features ready"},
+				args: append(profArgs("backflow-run"), "run", "--config", cfg)}}
 		}
 		// ingest creates its internal topics; listed here to be deleted afterwards.
 		pr.topics = []string{enriched, dlqT, control, gIngest + "-loop", gIngest + "-table", gFeat + "-table", gFeat + "-loop"}
@@ -86,8 +124,9 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 		pr.precreate = []string{enriched, dlqT, gFeat + "-loop"}
 	case peerCeiling:
 		g := name
-		pr.stages = []stage{{name: "ceiling", bin: h.opt.ceiling, group: g, topics: sources, env: chEnv,
+		pr.procs = []proc{{name: "ceiling", bin: h.opt.ceiling, env: chEnv,
 			args: []string{"--group", g, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway}}}
+		pr.stages = []stage{{name: "ceiling", group: g, topics: sources}}
 		pr.groups = []string{g}
 	case peerBenthos:
 		g, dlqT := name, name+".dlq"
@@ -98,12 +137,38 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 			"BENCH_CLICKHOUSE_DSN=clickhouse://"+h.conn.ClickHouse.Addr+"/"+pr.db,
 			fmt.Sprintf("BENCH_REDIS_URL=redis://%s/%d", h.conn.Redis.Addr, h.opt.redisDB),
 			"BENCH_DLQ_TOPIC="+dlqT)
-		pr.stages = []stage{{name: "benthos", bin: h.opt.benthos, group: g, topics: sources, env: env,
-			args: []string{"-c", h.opt.benthosConfig}}}
+		pr.procs = []proc{{name: "benthos", bin: h.opt.benthos, env: env, args: []string{"-c", h.opt.benthosConfig}}}
+		pr.stages = []stage{{name: "benthos", group: g, topics: sources}}
 		pr.topics = []string{dlqT}
 		pr.groups = []string{g}
 		pr.features = true
 		pr.precreate = []string{dlqT}
 	}
 	return pr
+}
+
+// runConfig is backflow run's config file for one run: deploy/demo.yaml's settings (every stage,
+// a 2 s lag poll, migrations on start) with the run's own names (section.key → value) and
+// metrics address.
+func runConfig(metricsAddr string, names map[string]string) string {
+	sections := map[string]map[string]any{
+		"metrics":         {"addr": metricsAddr, "lag_interval": "2s"},
+		"sink_clickhouse": {"migrate": true},
+	}
+	for k, v := range names {
+		sec, key, _ := strings.Cut(k, ".")
+		if sections[sec] == nil {
+			sections[sec] = map[string]any{}
+		}
+		sections[sec][key] = v
+	}
+	doc := map[string]any{"stages": []string{"ingest", "sink-clickhouse", "sink-features"}, "shutdown_timeout": "30s"}
+	for sec, kv := range sections {
+		doc[sec] = kv
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		panic(err) // maps of strings always marshal
+	}
+	return "# backflow run's config for one benchmark run (written by bench-harness)\n" + string(b)
 }

@@ -207,7 +207,7 @@ func (o options) summary() map[string]string {
 	return map[string]string{
 		"records": strconv.Itoa(o.records), "runs": strconv.Itoa(o.runs), "peers": o.peers, "quick": strconv.FormatBool(o.quick),
 		"latency_rate": strconv.FormatFloat(o.latencyRate, 'f', -1, 64), "latency_duration": o.latencyFor.String(),
-		"latency_runs": strconv.Itoa(o.latencyRuns),
+		"latency_runs": strconv.Itoa(o.latencyRuns), "backflow_layout": o.layout,
 	}
 }
 
@@ -319,6 +319,12 @@ func (r *results) markdown() string {
 		r.Machine, r.LoadAfter, r.Options["runs"])
 	w("Backlog: %v source records (%v requests: %v originals, %v duplicates, %v poison) over 2 topics × %d partitions.\n\n",
 		r.Backlog["records"], r.Backlog["requests"], r.Backlog["originals"], r.Backlog["duplicates"], r.Backlog["poison"], partitions)
+	switch r.Options["backflow_layout"] {
+	case layoutStages:
+		w("backflow ran as one process per stage (`--backflow-layout stages`): ingest, sink-clickhouse, sink-features; its CPU and peak RSS are their sums.\n\n")
+	case layoutRun:
+		w("backflow ran as `make demo` runs it: one `backflow run` process with every stage.\n\n")
+	}
 	w("## Draining the backlog\n\n")
 	w("| peer | records/s (end to end) | seconds | CPU s per million records | peak RSS MB | ClickHouse rows (FINAL) | Redis keys |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range allPeers {
@@ -340,15 +346,20 @@ func (r *results) markdown() string {
 			w("| %s | %.2f |\n", k, r.Ratios[k])
 		}
 	}
-	w("\n## Per stage and process\n\n| peer | stage | input records | records/s (from start) | steady records/s (10–90 %%) | CPU s | cores busy | CPU s per million | peak RSS MB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("\n## Per stage\n\n| peer | stage | input records | records/s (from start) | steady records/s (10–90 %%) |\n|---|---|---:|---:|---:|\n")
 	for _, p := range allPeers {
-		pr := r.Peers[p]
-		if pr == nil {
-			continue
+		if pr := r.Peers[p]; pr != nil {
+			for _, s := range pr.Median.Stages {
+				w("| %s | %s | %d | %.0f | %.0f |\n", p, s.Stage, s.Input, s.RecordsPerSec, s.SteadyPerSec)
+			}
 		}
-		for i, s := range pr.Median.Stages {
-			pm := pr.Median.Procs[i]
-			w("| %s | %s | %d | %.0f | %.0f | %.1f | %.2f | %.1f | %.0f |\n", p, s.Stage, s.Input, s.RecordsPerSec, s.SteadyPerSec, pm.CPUSeconds, pm.Cores, pm.CPUPerMillion, pm.PeakRSSMB)
+	}
+	w("\n## Per process\n\n| peer | process | CPU s | cores busy | CPU s per million | peak RSS MB |\n|---|---|---:|---:|---:|---:|\n")
+	for _, p := range allPeers {
+		if pr := r.Peers[p]; pr != nil {
+			for _, pm := range pr.Median.Procs {
+				w("| %s | %s | %.1f | %.2f | %.1f | %.0f |\n", p, pm.Name, pm.CPUSeconds, pm.Cores, pm.CPUPerMillion, pm.PeakRSSMB)
+			}
 		}
 	}
 	w("\nCPU of the stack's services while each peer ran (seconds per million source records):\n\n| peer |")

@@ -230,6 +230,12 @@ func (c Config) Sarama() *sarama.Config {
 	// and loopback emits of one partition are acknowledged in the order they were made, which
 	// the in-order commits of ingest and the offset marks of the feature aggregates rely on.
 	sc.Net.MaxOpenRequests = 1
+	// With one request in flight, a table write waits in the producer's input while the
+	// previous produce is acknowledged, and a partition's records wait in the consumer's
+	// buffer while its goroutine writes. sarama's 256 (goka's default too) held the partition
+	// goroutines on the producer's input in the benchmark (10 s per 60k records); 1024 lets a
+	// whole fetch or a produce round trip's worth wait instead.
+	sc.ChannelBufferSize = 1024
 	if c.TLS.On() {
 		// With no ServerName, sarama checks each broker against the host of its address.
 		// Should the files fail to load here (Validate has loaded them), TLS stays on with

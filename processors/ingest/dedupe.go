@@ -3,7 +3,10 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/tablecodec"
 )
 
 // Origin identifies a source record: where it was first written.
@@ -96,23 +99,75 @@ func Expire(st *State, now time.Time, window time.Duration) *State {
 	return next
 }
 
-// StateCodec is the goka codec of the dedupe table: JSON, so the table stays readable with
-// Kafka's own tools.
+// StateCodec is the goka codec of the dedupe table. It writes the compact binary layout of
+// internal/tablecodec (kind 's'): the slot count, then per slot in name order its name, origin
+// topic, partition and offset, epoch and seen time (unix ms). It reads that and the JSON values
+// earlier versions wrote ({"slots": …}), told apart by the first byte, so a running group's
+// table decodes across an upgrade; each key is rewritten in binary when it is next claimed.
 type StateCodec struct{}
+
+const stateKind = 's'
 
 // Encode accepts *State.
 func (StateCodec) Encode(v any) ([]byte, error) {
 	st, ok := v.(*State)
-	if !ok {
+	if !ok || st == nil {
 		return nil, fmt.Errorf("ingest: state codec: cannot encode %T", v)
 	}
-	return json.Marshal(st)
+	slots := make([]string, 0, len(st.Slots))
+	size := 8
+	for s, c := range st.Slots {
+		slots = append(slots, s)
+		size += len(s) + len(c.Origin.Topic) + 24
+	}
+	sort.Strings(slots)
+	w := tablecodec.NewWriter(stateKind, size)
+	w.Uint(uint64(len(slots)))
+	for _, s := range slots {
+		c := st.Slots[s]
+		w.String(s)
+		w.String(c.Origin.Topic)
+		w.Int(int64(c.Origin.Partition))
+		w.Int(c.Origin.Offset)
+		w.Int(int64(c.Epoch))
+		w.Int(c.Seen)
+	}
+	return w.Bytes(), nil
 }
 
-// Decode returns *State.
+// Decode returns *State, from the binary layout or from JSON.
 func (StateCodec) Decode(b []byte) (any, error) {
 	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
+	switch tablecodec.Detect(b) {
+	case tablecodec.FormatJSON:
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("ingest: state codec: %w", err)
+		}
+		return &st, nil
+	case tablecodec.FormatBinary:
+	default:
+		return nil, fmt.Errorf("ingest: state codec: %w: neither binary nor JSON", tablecodec.ErrCorrupt)
+	}
+	r, kind, err := tablecodec.NewReader(b)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: state codec: %w", err)
+	}
+	if kind != stateKind {
+		return nil, fmt.Errorf("ingest: state codec: %w: kind %q", tablecodec.ErrCorrupt, kind)
+	}
+	n := r.Len(6)
+	st.Slots = make(map[string]Claim, n)
+	for range n {
+		s := r.String()
+		var c Claim
+		c.Origin.Topic = r.String()
+		c.Origin.Partition = r.Int32()
+		c.Origin.Offset = r.Int()
+		c.Epoch = r.Int32()
+		c.Seen = r.Int()
+		st.Slots[s] = c
+	}
+	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("ingest: state codec: %w", err)
 	}
 	return &st, nil

@@ -1,8 +1,14 @@
 package ingest
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/tablecodec"
 )
 
 func TestDecide(t *testing.T) {
@@ -70,5 +76,84 @@ func TestDecide(t *testing.T) {
 	back, err := StateCodec{}.Decode(b2)
 	if err != nil || back.(*State).Slots["new"] != next.Slots["new"] {
 		t.Fatalf("codec round trip: %v %v", back, err)
+	}
+}
+
+// TestStateCodec: the binary layout round-trips every field; a JSON value as earlier versions
+// wrote it (a running group's table before the upgrade) still decodes, and is written back in
+// binary; a truncated, padded or foreign value is an error, never a wrong state.
+func TestStateCodec(t *testing.T) {
+	st := &State{Slots: map[string]Claim{
+		"gateway-log/REQUEST":    {Origin: Origin{"gateway-log", 2, 1 << 40}, Epoch: 3, Seen: 1764590000123},
+		"model-inference-result": {Origin: Origin{"model-inference-result", 0, 0}, Epoch: 0, Seen: -5},
+		"gateway-log/RESPONSE":   {Origin: Origin{"gateway-log", -1, -7}, Epoch: 1<<31 - 1, Seen: 0},
+	}}
+	var c StateCodec
+	b, err := c.Encode(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != tablecodec.FormatV1 {
+		t.Fatalf("first byte %#x, want the binary format %#x", b[0], tablecodec.FormatV1)
+	}
+	again, _ := c.Encode(st)
+	if !bytes.Equal(b, again) {
+		t.Fatal("two encodings of one state differ (slot order must not depend on map order)")
+	}
+	back, err := c.Decode(b)
+	if err != nil || !reflect.DeepEqual(back, st) {
+		t.Fatalf("round trip: %+v, %v; want %+v", back, err, st)
+	}
+	if js, _ := json.Marshal(st); len(b) >= len(js) {
+		t.Fatalf("binary value %d bytes, JSON %d: not compact", len(b), len(js))
+	}
+
+	legacy := []byte(`{"slots":{"gateway-log/REQUEST":{"origin":{"t":"gateway-log","p":1,"o":100},"epoch":2,"seen":1764590000000},"model-inference-result":{"origin":{"t":"model-inference-result","p":1,"o":50},"epoch":2,"seen":1764590000001}}}`)
+	want := &State{Slots: map[string]Claim{
+		"gateway-log/REQUEST":    {Origin: Origin{"gateway-log", 1, 100}, Epoch: 2, Seen: 1764590000000},
+		"model-inference-result": {Origin: Origin{"model-inference-result", 1, 50}, Epoch: 2, Seen: 1764590000001},
+	}}
+	got, err := c.Decode(legacy)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("legacy JSON value: %+v, %v; want %+v", got, err, want)
+	}
+	// What Decide makes of a legacy value is written back in binary and reads the same.
+	now := time.UnixMilli(1764590000000 + 1000)
+	d, next := Decide(got.(*State), "gateway-log/RESPONSE", Origin{"gateway-log", 1, 101}, 2, now, 7*24*time.Hour)
+	if d != DecideClaim {
+		t.Fatalf("decision on a legacy value: %v, want claim", d)
+	}
+	nb, _ := c.Encode(next)
+	if nb[0] != tablecodec.FormatV1 {
+		t.Fatal("a legacy key is not rewritten in binary")
+	}
+	if rb, err := c.Decode(nb); err != nil || !reflect.DeepEqual(rb, next) || len(next.Slots) != 3 {
+		t.Fatalf("rewritten legacy key: %+v, %v; want %+v", rb, err, next)
+	}
+	// A JSON value of the old codec's own making decodes too.
+	js, _ := json.Marshal(st)
+	if got, err := c.Decode(js); err != nil || !reflect.DeepEqual(got, st) {
+		t.Fatalf("json.Marshal value: %+v, %v", got, err)
+	}
+
+	for i := 0; i < len(b); i++ {
+		if _, err := c.Decode(b[:i]); err == nil {
+			t.Fatalf("a value cut to %d of %d bytes decoded", i, len(b))
+		}
+	}
+	if _, err := c.Decode(append(append([]byte{}, b...), 0)); !errors.Is(err, tablecodec.ErrCorrupt) {
+		t.Fatalf("a value with a byte left over: %v, want ErrCorrupt", err)
+	}
+	if _, err := c.Decode([]byte{0x02, 's', 0}); !errors.Is(err, tablecodec.ErrCorrupt) {
+		t.Fatalf("an unknown format byte: %v, want ErrCorrupt", err)
+	}
+	if _, err := c.Decode([]byte{tablecodec.FormatV1, 'e', 0}); !errors.Is(err, tablecodec.ErrCorrupt) {
+		t.Fatalf("another codec's kind: %v, want ErrCorrupt", err)
+	}
+	if _, err := c.Decode([]byte(`{"slots":`)); err == nil {
+		t.Fatal("truncated JSON decoded")
+	}
+	if _, err := c.Encode(State{}); err == nil {
+		t.Fatal("encoding a State value (not a pointer) did not fail")
 	}
 }

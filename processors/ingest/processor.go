@@ -66,8 +66,9 @@ func (s *Stats) Snapshot() StatsSnapshot {
 // partition is forwarded through the loopback topic (so all records of a requestId meet in one
 // table partition); it is decoded (registry outages retried, bad records dead-lettered),
 // deduplicated, and handed to the partition's batcher. The batcher moderates and emits. A
-// record's commit is released, in order, once it was emitted, dropped as a duplicate, or
-// dead-lettered, and acknowledged.
+// record that does not decode is dead-lettered in the background. A record's commit is
+// released, in order, once it was emitted, dropped as a duplicate, or dead-lettered, and
+// acknowledged.
 type Processor struct {
 	cfg        Config
 	partitions int // of the source topics (co-partitioned)
@@ -87,7 +88,9 @@ type Processor struct {
 	queues   *commitQueues
 	mu       sync.Mutex
 	batchers map[int32]*batcher
-	wg       sync.WaitGroup
+	// deadQueues feed each partition's dead-letter writer (deadLetterAsync).
+	deadQueues map[int32]chan deadJob
+	wg         sync.WaitGroup // batchers and dead-letter writers
 
 	Stats Stats
 }
@@ -126,7 +129,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	}
 	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
 		fail: d.Fail, log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
-		batchers: map[int32]*batcher{}, metrics: d.Metrics}
+		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics}
 	var err error
 	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
 		return nil, err
@@ -248,8 +251,7 @@ func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) 
 		return
 	}
 	if err != nil {
-		p.deadLetter(o, err)
-		pc.Done()
+		p.deadLetterAsync(gctx.Partition(), o, err, pc)
 		return
 	}
 	var st *State
@@ -355,8 +357,9 @@ func (p *Processor) produce(r *kgo.Record, done func()) {
 }
 
 // deadLetter writes a bad record to the DLQ, retrying until it is acknowledged (never
-// silent: the record's commit waits for it).
-func (p *Processor) deadLetter(o dlq.Origin, cause error) {
+// silent: the record's commit waits for it). It returns false only when the processor stops
+// first: the record then stays uncommitted.
+func (p *Processor) deadLetter(o dlq.Origin, cause error) bool {
 	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
 	err := retry(p.runCtx, b, func(error) bool { return true }, func(err error) {
 		p.log.Warn("DLQ write failed; retrying", "topic", o.Topic, "offset", o.Offset, "error", err)
@@ -365,6 +368,56 @@ func (p *Processor) deadLetter(o dlq.Origin, cause error) {
 		p.Stats.DeadLettered.Add(1)
 		p.metrics.st().DLQ(dlq.ClassOf(cause), 1)
 	}
+	return err == nil
+}
+
+// deadLetterAsync hands o to the partition's dead-letter writer, so a burst of poison does not
+// hold the partition's goroutine one produce round trip per record. The writer writes the
+// partition's entries one at a time, in the order they came, and releases each record's commit
+// once its entry is written (in order, through the commit queue, as emits are). Its queue holds
+// dlqQueue records; a full queue holds the partition back.
+func (p *Processor) deadLetterAsync(partition int32, o dlq.Origin, cause error, pc *pendingCommit) {
+	select {
+	case p.deadWriterFor(partition) <- deadJob{origin: o, cause: cause, pc: pc}:
+	case <-p.runCtx.Done(): // stopping: the record stays uncommitted
+	}
+}
+
+// dlqQueue is how many bad records of one partition may wait for their DLQ write.
+const dlqQueue = 256
+
+// deadJob is a bad record waiting for its DLQ write.
+type deadJob struct {
+	origin dlq.Origin
+	cause  error
+	pc     *pendingCommit
+}
+
+// deadWriterFor returns the queue of the partition's dead-letter writer, starting it on first
+// use.
+func (p *Processor) deadWriterFor(partition int32) chan<- deadJob {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, ok := p.deadQueues[partition]
+	if !ok {
+		q = make(chan deadJob, dlqQueue)
+		p.deadQueues[partition] = q
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for {
+				select {
+				case j := <-q:
+					if p.deadLetter(j.origin, j.cause) {
+						j.pc.Done()
+					}
+				case <-p.runCtx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return q
 }
 
 // batcherFor returns the partition's batcher, starting it on first use.
@@ -449,8 +502,9 @@ func (b *batcher) flush(batch []*job) {
 	}
 	for i, j := range batch {
 		if outs[i].err != nil {
-			b.p.deadLetter(j.origin, outs[i].err)
-			j.pc.Done()
+			if b.p.deadLetter(j.origin, outs[i].err) {
+				j.pc.Done()
+			}
 			continue
 		}
 		b.p.emit(j, outs[i])

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,9 +53,17 @@ func (c *capture) topic(t string) []*kgo.Record {
 type deadBox struct {
 	mu      sync.Mutex
 	entries []dlq.Entry
+	gate    chan struct{} // when set, each Write waits for a value on it
 }
 
-func (d *deadBox) Write(_ context.Context, o dlq.Origin, err error) error {
+func (d *deadBox) Write(ctx context.Context, o dlq.Origin, err error) error {
+	if d.gate != nil {
+		select {
+		case <-d.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.entries = append(d.entries, dlq.NewEntry(o, err))
@@ -372,6 +381,47 @@ func TestPoisonToDLQ(t *testing.T) {
 	if nf, inv, in := h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "not_framed"}), h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "invalid"}),
 		h.metric(ops.MetricRecordsIn, nil); nf != 2 || inv != 1 || in != 4 {
 		t.Fatalf("metrics: dlq not_framed %v, invalid %v, in %v; want 2, 1, 4", nf, inv, in)
+	}
+}
+
+// TestDeadLettersOffThePartition: handing bad records to the DLQ returns at once while their
+// writes wait (the partition goes on), their commits wait for the writes, and the writes land
+// in the order the records came.
+func TestDeadLettersOffThePartition(t *testing.T) {
+	h := newHarness(t, Config{}, 0)
+	h.dead.gate = make(chan struct{})
+	q := h.p.queues.get("direct", 0)
+	var committed atomic.Int32
+	for i := range 3 {
+		pc, err := q.Add(context.Background(), func(error) { committed.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.p.deadLetterAsync(0, dlq.Origin{Topic: infTopic, Offset: int64(i), Key: []byte("p")}, avro.ErrNotFramed, pc)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("record %d: handing it to the DLQ waited for the write", i)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n, c := h.p.InFlight(), committed.Load(); n != 3 || c != 0 || len(h.dead.list()) != 0 {
+		t.Fatalf("before the writes: %d in flight, %d committed, %d written; want 3, 0, 0", n, c, len(h.dead.list()))
+	}
+	for range 3 {
+		h.dead.gate <- struct{}{}
+	}
+	h.waitFor("the writes", func() bool { return h.p.InFlight() == 0 && committed.Load() == 3 })
+	var offsets []int64
+	for _, e := range h.dead.list() {
+		offsets = append(offsets, e.Origin.Offset)
+	}
+	if fmt.Sprint(offsets) != "[0 1 2]" || h.p.Stats.DeadLettered.Load() != 3 {
+		t.Fatalf("DLQ offsets %v, dead-lettered %d; want [0 1 2], 3", offsets, h.p.Stats.DeadLettered.Load())
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -111,7 +110,7 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 		dir = filepath.Join(os.TempDir(), "backflow-goka")
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
-	opts = append(opts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)), goka.WithLogger(kafka.GokaLogger(log)))
+	opts = append(opts, goka.WithStorageBuilder(kafka.GokaStorage(dir)), goka.WithLogger(kafka.GokaLogger(log)))
 	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)

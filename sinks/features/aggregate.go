@@ -88,8 +88,6 @@ package features
 // aggregate reset above.
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -210,42 +208,6 @@ type Entry struct {
 	Tenant  *TenantState  `json:"t,omitempty"`
 	User    *UserState    `json:"u,omitempty"`
 	Model   *ModelState   `json:"m,omitempty"`
-}
-
-// EntryCodec is the goka codec of Entry (JSON).
-type EntryCodec struct{}
-
-// Encode implements goka.Codec.
-func (EntryCodec) Encode(v any) ([]byte, error) {
-	e, ok := v.(*Entry)
-	if !ok {
-		return nil, fmt.Errorf("features: entry codec: unexpected %T", v)
-	}
-	return json.Marshal(e)
-}
-
-// Decode implements goka.Codec.
-func (EntryCodec) Decode(b []byte) (any, error) {
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("features: entry codec: %w", err)
-	}
-	return &e, nil
-}
-
-// DeltaCodec is the goka codec of the loopback messages (JSON).
-type DeltaCodec struct{}
-
-// Encode implements goka.Codec.
-func (DeltaCodec) Encode(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Decode implements goka.Codec.
-func (DeltaCodec) Decode(b []byte) (any, error) {
-	var d Delta
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("features: delta codec: %w", err)
-	}
-	return &d, nil
 }
 
 var verdictRank = map[string]int{"": 0, "ALLOW": 1, "REVIEW": 2, "BLOCK": 3}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
-	"github.com/lovoo/goka/storage"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -435,7 +434,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	// sarama config keeps one request in flight per broker, so retries stay in order.
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
-		goka.WithStorageBuilder(storage.DefaultBuilder(dir)),
+		goka.WithStorageBuilder(kafka.GokaStorage(dir)),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
 	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
