@@ -410,6 +410,14 @@ series:
 	return total
 }
 
+// Count is Sum for counters that may not have a series yet: 0 instead of -1.
+func (m Metrics) Count(name string, want map[string]string) float64 {
+	if v := m.Sum(name, want); v > 0 {
+		return v
+	}
+	return 0
+}
+
 // rssSampler reads the resident set size of every live child every 200 ms and keeps the peak
 // per child name.
 type rssSampler struct {

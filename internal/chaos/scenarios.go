@@ -239,8 +239,8 @@ func clickhousePermanent(ctx context.Context, r *Run) error {
 			r.Fail("metrics: %v", err)
 			return
 		}
-		rejected := m.Sum(ops.MetricRecordsDLQ, map[string]string{"stage": clickhouse.Stage, "class": clickhouse.ClassRejected})
-		retryable := m.Sum(ops.MetricSinkErrors, map[string]string{"stage": clickhouse.Stage, "class": "retryable"})
+		rejected := m.Count(ops.MetricRecordsDLQ, map[string]string{"stage": clickhouse.Stage, "class": clickhouse.ClassRejected})
+		retryable := m.Count(ops.MetricSinkErrors, map[string]string{"stage": clickhouse.Stage, "class": "retryable"})
 		r.Note("%d records rejected by ClickHouse (dead-lettered), %v retryable failures retried", c.SinkRejected, retryable)
 		if c.SinkRejected == 0 {
 			r.Fail("nothing was rejected: the permanent error was not exercised")
@@ -334,7 +334,7 @@ func moderationWrongReplies(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	mism := m.Sum(ingest.MetricModerationErrors, map[string]string{"class": "mismatch"})
+	mism := m.Count(ingest.MetricModerationErrors, map[string]string{"class": "mismatch"})
 	r.Note("%v mismatched replies detected and retried", mism)
 	if mism <= 0 {
 		r.Fail("no mismatch detected: the fault was not exercised")
@@ -370,7 +370,7 @@ func registryOutage(ctx context.Context, r *Run) error {
 			r.Fail("metrics: %v", err)
 			return
 		}
-		out, dlq := m.Sum(ops.MetricRecordsOut, map[string]string{"stage": "ingest"}), m.Sum(ops.MetricRecordsDLQ, map[string]string{"stage": "ingest"})
+		out, dlq := m.Count(ops.MetricRecordsOut, map[string]string{"stage": "ingest"}), m.Count(ops.MetricRecordsDLQ, map[string]string{"stage": "ingest"})
 		if out != 0 || dlq != 0 {
 			r.Fail("while the registry %s: ingest emitted %v and dead-lettered %v records, want 0 and 0", phase, out, dlq)
 		} else {
@@ -721,7 +721,7 @@ func changelogNotCompacted(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	flag := m.Sum(kafkaMetricTableMisconfigured, map[string]string{"topic": icfg.TableTopic()})
+	flag := m.Count(kafkaMetricTableMisconfigured, map[string]string{"topic": icfg.TableTopic()})
 	logged := strings.Contains(pl.Ingest.Log(), "not compacted")
 	r.Note("changelog check: gauge %v, logged %v", flag, logged)
 	if flag != 1 || !logged {
@@ -898,7 +898,7 @@ func dlqUnwritable(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	failed := mi.Sum(metricDLQWriteErrors, map[string]string{"stage": "ingest"})
+	failed := mi.Count(metricDLQWriteErrors, map[string]string{"stage": "ingest"})
 	logged := strings.Count(pl.Ingest.Log(), "DLQ write failed")
 	r.Note("while the DLQ refused writes: %v failed writes counted in /metrics, %d log lines", failed, logged)
 	if failed <= 0 || logged == 0 {
