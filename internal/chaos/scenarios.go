@@ -167,11 +167,11 @@ func serviceDown(ctx context.Context, r *Run, service string, group func() strin
 	} else {
 		r.Note("%s's commits on the enriched topic did not move while %s was down", group(), service)
 	}
+	r.Healed() // recovery counts from the restart, which waits until the service answers
 	if err := r.Script.Up(ctx, service); err != nil {
 		return err
 	}
 	r.Note("%s down for %v", service, time.Since(down).Round(time.Second))
-	r.Healed()
 	_, err = load.Wait()
 	return err
 }
@@ -786,10 +786,10 @@ func (r *Run) killLeader(ctx context.Context) error {
 	}
 	r.Note("killed %s, the leader of %s/0", name, r.Inf)
 	sleep(ctx, r.Dur(20*time.Second))
+	r.Healed()
 	if _, err := r.Script.Run(ctx, "up", "--brokers", fmt.Sprint(len(r.Kafka.Brokers)), "kafka"); err != nil {
 		return err
 	}
-	r.Healed()
 	return nil
 }
 

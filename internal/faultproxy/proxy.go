@@ -227,6 +227,13 @@ func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Unlock()
 }
 
+// SetResponse changes what Respond mode answers.
+func (p *Proxy) SetResponse(b []byte) {
+	p.mu.Lock()
+	p.cfg.Response = b
+	p.mu.Unlock()
+}
+
 // SetLoseReplies switches to LoseReplies for the next n qualifying replies, then back to
 // Forward by itself.
 func (p *Proxy) SetLoseReplies(n int) error {
@@ -333,7 +340,10 @@ func (p *Proxy) respond(c net.Conn) {
 		return
 	}
 	p.responded.Add(1)
-	c.Write(p.cfg.Response)
+	p.mu.Lock()
+	resp := p.cfg.Response
+	p.mu.Unlock()
+	c.Write(resp)
 }
 
 func (p *Proxy) drop(pr *pair) {

@@ -106,6 +106,9 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 			}
 		}()
 	}
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	kafka.FlagTableChangelog(cctx, cl, rc.Metrics.Registerer(), log, cfg.TableTopic())
+	ccancel()
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka")

@@ -426,6 +426,9 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		return err
 	}
 	p.Metrics, p.m = rc.Metrics, newMetrics(rc.Metrics, cfg.Group)
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	kafka.FlagTableChangelog(cctx, cl, rc.Metrics.Registerer(), log, cfg.Group+"-table")
+	ccancel()
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
