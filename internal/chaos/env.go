@@ -266,10 +266,7 @@ func (e *Env) Vars() map[string]string {
 // replaces the default 30s.
 func (e *Env) Config(name, stages string, extra map[string]string) (string, error) {
 	sec := func(section, keys string) string {
-		if x := extra[section]; x != "" {
-			keys += ", " + x
-		}
-		return section + ": {" + keys + "}\n"
+		return section + ": {" + mergeKeys(keys, extra[section]) + "}\n"
 	}
 	shutdown := extra["shutdown_timeout"]
 	if shutdown == "" {
@@ -412,4 +409,27 @@ func hostPort(url string) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// mergeKeys joins two "k: v, k: v" lists; a key of extra replaces the same key of base.
+func mergeKeys(base, extra string) string {
+	var keys []string
+	vals := map[string]string{}
+	for _, list := range []string{base, extra} {
+		for _, kv := range strings.Split(list, ", ") {
+			k, v, ok := strings.Cut(kv, ": ")
+			if !ok {
+				continue
+			}
+			if _, seen := vals[k]; !seen {
+				keys = append(keys, k)
+			}
+			vals[k] = v
+		}
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + ": " + vals[k]
+	}
+	return strings.Join(out, ", ")
 }

@@ -432,7 +432,7 @@ func rebalanceStorm(ctx context.Context, r *Run) error {
 		r.Term(p)
 	}
 	r.Healed()
-	r.Note("%d instance changes, every 10 s", changes)
+	r.Note("%d instance changes, one every %v", changes, r.Dur(10*time.Second))
 	_, err = load.Wait()
 	return err
 }
@@ -529,7 +529,7 @@ func replayEarliest(ctx context.Context, r *Run) error {
 	}{
 		{r.IngestGroup, []string{"--new-epoch"}}, {r.SinkGroup, nil}, {r.MirrorGroup, nil}, {r.FeaturesGroup, nil},
 	} {
-		args := append([]string{"replay", "--group", g.group, "--all-topics", "--to-earliest", "--execute", "--reason", "chaos"}, g.args...)
+		args := append([]string{"replay", "--group", g.group, "--all-topics", "--to-earliest", "--execute", "--reason", "chaos", "--control-topic", r.Control}, g.args...)
 		p, err := r.Start("replay-"+g.group, nil, args...)
 		if err != nil {
 			return err
@@ -862,9 +862,29 @@ func dlqUnwritable(ctx context.Context, r *Run) error {
 		}
 		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "min.insync.replicas", Value: v}}, r.DLQ)
 		if err == nil {
-			_, err = resp.On(r.DLQ, nil)
+			var one kadm.AlterConfigsResponse
+			if one, err = resp.On(r.DLQ, nil); err == nil {
+				err = one.Err
+			}
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		// Read it back: the scenario means nothing if the broker did not take it.
+		rcs, err := adm.DescribeTopicConfigs(ctx, r.DLQ)
+		if err != nil {
+			return err
+		}
+		rc, err := rcs.On(r.DLQ, nil)
+		if err != nil {
+			return err
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "min.insync.replicas" {
+				r.Note("DLQ topic min.insync.replicas = %s (%v)", c.MaybeValue(), c.Source)
+			}
+		}
+		return nil
 	}
 	if err := set(kadm.StringPtr(fmt.Sprint(len(r.Kafka.Brokers) + 1))); err != nil {
 		return fmt.Errorf("make the DLQ unwritable: %w", err)
