@@ -260,6 +260,7 @@ func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
 		if p.runCtx.Err() != nil {
 			gctx.Fail(p.runCtx.Err())
 		}
+		p.Metrics.DLQWriteError()
 		p.log.Warn("DLQ write failed; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):
