@@ -48,7 +48,7 @@ var Scenarios = []*Scenario{
 		Asserts: "retried: raw duplicates > 0, deduplicated dup 0", Run: clickhouseReplyLost},
 	{ID: 4, Name: "clickhouse-permanent-vs-retryable", Records: 10_000, Fault: "a narrowed column rejects non-OK inference results (permanent); connections reset for 10 s (retryable)",
 		Asserts: "rejected rows in the DLQ once each as clickhouse_rejected; resets retried, nothing else dead-lettered", Run: clickhousePermanent},
-	{ID: 5, Name: "moderation-outage", Records: 10_000, Fault: "sensitive-word service killed for 60 s, then 5xx, 429 and 2 s latency (10 s each)",
+	{ID: 5, Name: "moderation-outage", Records: 10_000, Fault: "sensitive-word service killed for 60 s (an ingest instance joins halfway), then 5xx, 429 and 2 s latency (10 s each)",
 		Asserts: "no row sunk UNAVAILABLE (policy block); the breaker opened and closed; RSS capped", Run: moderationOutage},
 	{ID: 6, Name: "moderation-wrong-replies", Records: 10_000, Fault: "30 % of replies with an item missing, 30 % in reverse order",
 		Asserts: "mismatches detected; no hit attached to a record without a planted word or missing from one that has one", Run: moderationWrongReplies},
@@ -278,7 +278,14 @@ func moderationOutage(ctx context.Context, r *Run) error {
 	load := r.Load(ctx, r.Traffic(120), "")
 	sleep(ctx, r.Dur(5*time.Second))
 	r.Sensitive.Stop()
-	sleep(ctx, r.Dur(60*time.Second))
+	// A rebalance while records wait on moderation (--policy block): a second instance joins
+	// halfway through the outage.
+	sleep(ctx, r.Dur(30*time.Second))
+	joiner, err := r.StartRun("ingest-b", "ingest", nil)
+	if err != nil {
+		return err
+	}
+	sleep(ctx, r.Dur(30*time.Second))
 	if err := r.Sensitive.Start(ctx); err != nil {
 		return err
 	}
@@ -293,6 +300,12 @@ func moderationOutage(ctx context.Context, r *Run) error {
 	r.Healed()
 	if _, err := load.Wait(); err != nil {
 		return err
+	}
+	if !joiner.Running() {
+		r.Fail("the ingest instance that joined during the outage exited:\n%s", tail(joiner.Log(), 1500))
+	}
+	if !pl.Ingest.Running() {
+		r.Fail("the first ingest instance exited during the outage:\n%s", tail(pl.Ingest.Log(), 1500))
 	}
 	r.after(func(c *Counts) {
 		sleep(ctx, 3*time.Second)
