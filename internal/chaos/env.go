@@ -251,7 +251,8 @@ func (e *Env) Vars() map[string]string {
 		}
 	}
 	v["BACKFLOW_CLICKHOUSE_DATABASE"] = e.DB
-	v["BACKFLOW_SENSITIVE_URL"] = e.Sensitive.URL
+	// Without proxies (the secured stack) the stages use the stack's own sensitive-word
+	// service, which speaks HTTPS with a token; the private one serves the fault scenarios.
 	if e.CHProxy != nil {
 		v["BACKFLOW_CLICKHOUSE_ADDR"] = e.CHProxy.Addr()
 		v["BACKFLOW_REDIS_ADDR"] = e.RedisProxy.Addr()

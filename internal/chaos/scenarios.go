@@ -957,7 +957,7 @@ func secured(ctx context.Context, r *Run) error {
 		{"clickhouse", "BACKFLOW_CLICKHOUSE_PASSWORD_FILE", "sink-clickhouse"},
 		{"redis", "BACKFLOW_REDIS_PASSWORD_FILE", "sink-features"},
 	} {
-		bad := r.Dir + "/wrong-" + w.system
+		bad := r.Dir + "/wrong-secret-" + w.system
 		if err := writeFile(bad, "wrong-"+r.ID+"\n"); err != nil {
 			return err
 		}

@@ -115,7 +115,7 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
 	opts = append(opts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)), goka.WithLogger(kafka.GokaLogger(log)))
-	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
+	proc, err := kafka.NewGokaProcessor(life.Ctx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)
 	}

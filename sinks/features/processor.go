@@ -442,7 +442,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		goka.WithStorageBuilder(storage.DefaultBuilder(dir)),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
-	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
+	proc, err := kafka.NewGokaProcessor(runCtx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("features: processor: %w", err)
 	}

@@ -1,0 +1,40 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/lovoo/goka"
+)
+
+// TestNewGokaProcessorRetriesATopicRace: goka's own create of a topic that was created a
+// moment before fails with "already exists" (its metadata had not caught up), and stopped the
+// stage at start-up (seen in the fault suite on the secured stack). NewGokaProcessor must try
+// again, and must not retry other errors.
+func TestNewGokaProcessorRetriesATopicRace(t *testing.T) {
+	defer func(f func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error)) { newGokaProcessor = f }(newGokaProcessor)
+	race := fmt.Errorf("error creating topic g-loop, npar=3, rfactor=1, config=map[string]string{}: %v",
+		errors.New("kafka server: Topic with this name already exists - Topic 'g-loop' already exists."))
+	calls := 0
+	newGokaProcessor = func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error) {
+		calls++
+		if calls <= 2 {
+			return nil, race
+		}
+		return &goka.Processor{}, nil
+	}
+	if p, err := NewGokaProcessor(context.Background(), nil, nil); err != nil || p == nil || calls != 3 {
+		t.Fatalf("after two lost races: %v, %v, %d calls; want a processor after 3", p, err, calls)
+	}
+	calls = 0
+	other := errors.New("kafka: client has run out of available brokers")
+	newGokaProcessor = func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error) {
+		calls++
+		return nil, other
+	}
+	if _, err := NewGokaProcessor(context.Background(), nil, nil); !errors.Is(err, other) || calls != 1 {
+		t.Fatalf("another error: %v after %d calls, want it at once", err, calls)
+	}
+}
