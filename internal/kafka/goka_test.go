@@ -14,7 +14,9 @@ import (
 // stage at start-up (seen in the fault suite on the secured stack). NewGokaProcessor must try
 // again, and must not retry other errors.
 func TestNewGokaProcessorRetriesATopicRace(t *testing.T) {
-	defer func(f func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error)) { newGokaProcessor = f }(newGokaProcessor)
+	defer func(f func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error)) {
+		newGokaProcessor = f
+	}(newGokaProcessor)
 	race := fmt.Errorf("error creating topic g-loop, npar=3, rfactor=1, config=map[string]string{}: %v",
 		errors.New("kafka server: Topic with this name already exists - Topic 'g-loop' already exists."))
 	calls := 0
