@@ -78,6 +78,8 @@ var Scenarios = []*Scenario{
 		Asserts: "no source offset committed past a poison record; the failed writes counted in /metrics and logged", Run: dlqUnwritable},
 	{ID: 19, Name: "secured", Records: 3_000, Secure: true, Fault: "SASL/SCRAM + TLS Kafka, ClickHouse and Redis passwords, registry basic auth; then a wrong secret per system",
 		Asserts: "connects; a wrong secret fails fast naming the system; no secret in ps, logs or DLQ headers", Run: secured},
+	{ID: 21, Name: "clickhouse-disk-full", Records: 10_000, Fault: "a private ClickHouse whose data lives on a tmpfs that fills up mid-run; grown again after 30 s",
+		Asserts: "inserts refused for want of space are retried, never dead-lettered; exact once there is room", Run: clickhouseDiskFull},
 	{ID: 20, Name: "soak", Records: 0, Brokers: 3, Fault: "1, 2, 5, 9 and 15 in turn, over and over, under steady traffic",
 		Asserts: "exact at the end", Run: soak},
 }
@@ -1126,4 +1128,77 @@ func removeAll(dir string) error {
 		return fmt.Errorf("refusing to remove %q", dir)
 	}
 	return os.RemoveAll(dir)
+}
+
+// 21
+func clickhouseDiskFull(ctx context.Context, r *Run) error {
+	disk, err := NewDisk(r.Dir+"/disk", 256<<20)
+	if err != nil {
+		return fmt.Errorf("a tmpfs for ClickHouse (mount -t tmpfs): %w", err)
+	}
+	r.onClose(disk.Close) // after the measure, which reads the private server
+	ch, err := StartPrivateClickHouse(ctx, r.Script.Repo, disk.Dir)
+	if err != nil {
+		return err
+	}
+	r.onClose(ch.Stop)
+	conn, err := ch.Open(ctx, r.DB)
+	if err != nil {
+		return err
+	}
+	shared := r.CH
+	r.CH = conn // the measure reads the private server
+	r.onClose(func() { conn.Close(); r.CH = shared })
+	r.CHProxy.SetTarget(ch.Addr)
+	used, err := disk.Used()
+	if err != nil {
+		return err
+	}
+	// Room for about 4 MB more: the first flushes land, then the disk is full.
+	if err := disk.Resize(used + 4<<20); err != nil {
+		return err
+	}
+	r.Note("ClickHouse on a %.1f MiB tmpfs, %.1f MiB used at start", float64(disk.Size())/(1<<20), float64(used)/(1<<20))
+	pl, err := r.StartPipeline(ctx, nil, nil)
+	if err != nil {
+		return err
+	}
+	load := r.Load(ctx, r.Traffic(30), "")
+	deadline := time.Now().Add(3 * time.Minute)
+	full := false
+	for time.Now().Before(deadline) && !full {
+		sleep(ctx, 500*time.Millisecond)
+		if u, err := disk.Used(); err == nil && u >= disk.Size()-256<<10 {
+			full = true
+		}
+		if m, err := pl.Sinks.Metrics(ctx); err == nil && m.Count(ops.MetricSinkErrors, map[string]string{"stage": clickhouse.Stage}) > 0 {
+			full = true
+		}
+	}
+	if !full {
+		r.Fail("the disk never filled up: the fault was not exercised")
+	}
+	r.Note("disk full; the sink's errors: %s", ch.LastErrors())
+	sleep(ctx, r.Dur(30*time.Second))
+	m, err := pl.Sinks.Metrics(ctx)
+	if err != nil {
+		return err
+	}
+	errs := m.Count(ops.MetricSinkErrors, map[string]string{"stage": clickhouse.Stage})
+	rejected := m.Count(ops.MetricRecordsDLQ, map[string]string{"stage": clickhouse.Stage})
+	r.Note("while the disk was full: %v failed attempts, %v records dead-lettered", errs, rejected)
+	if !pl.Sinks.Running() {
+		r.Fail("the sinks stopped on a full disk:\n%s", tail(pl.Sinks.Log(), 1500))
+	}
+	r.Healed()
+	if err := disk.Resize(2 << 30); err != nil {
+		return err
+	}
+	if !pl.Sinks.Running() {
+		if err := pl.Sinks.Restart(); err != nil {
+			return err
+		}
+	}
+	_, err = load.Wait()
+	return err
 }

@@ -178,7 +178,19 @@ func New(cfg Config) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.addr }
 
 // Target is the real server.
-func (p *Proxy) Target() string { return p.cfg.Target }
+func (p *Proxy) Target() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Target
+}
+
+// SetTarget points new connections at another server; open ones are reset.
+func (p *Proxy) SetTarget(addr string) {
+	p.mu.Lock()
+	p.cfg.Target = addr
+	p.resetAllLocked()
+	p.mu.Unlock()
+}
 
 // Mode returns the current mode.
 func (p *Proxy) Mode() Mode {
@@ -313,7 +325,10 @@ func (p *Proxy) handle(c net.Conn) {
 		p.respond(c)
 		return
 	}
-	s, err := net.DialTimeout("tcp", p.cfg.Target, p.cfg.DialTimeout)
+	p.mu.Lock()
+	target := p.cfg.Target
+	p.mu.Unlock()
+	s, err := net.DialTimeout("tcp", target, p.cfg.DialTimeout)
 	if err != nil {
 		reset(c) // the real server is down: the client sees a reset, as it would on the way
 		return
