@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -107,16 +106,6 @@ func (c *PrivateClickHouse) Open(ctx context.Context, db string) (driver.Conn, e
 		return nil, err
 	}
 	return clickhouse.Open(ctx, clickhouse.Config{Addr: c.Addr, Database: db})
-}
-
-// LastErrors is the tail of the server's error log.
-func (c *PrivateClickHouse) LastErrors() string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, "logs", "clickhouse.err.log"))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 2 {
-		lines = lines[len(lines)-2:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // Stop stops the server.

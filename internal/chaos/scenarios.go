@@ -1178,7 +1178,7 @@ func clickhouseDiskFull(ctx context.Context, r *Run) error {
 	if !full {
 		r.Fail("the disk never filled up: the fault was not exercised")
 	}
-	r.Note("disk full; the sink's errors: %s", ch.LastErrors())
+	r.Note("disk full: %s", lastLine(pl.Sinks.Log(), "No space left"))
 	sleep(ctx, r.Dur(30*time.Second))
 	m, err := pl.Sinks.Metrics(ctx)
 	if err != nil {
@@ -1201,4 +1201,18 @@ func clickhouseDiskFull(ctx context.Context, r *Run) error {
 	}
 	_, err = load.Wait()
 	return err
+}
+
+// lastLine is the last line of log that contains s, cut to 300 bytes.
+func lastLine(log, s string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], s) {
+			if len(lines[i]) > 300 {
+				return lines[i][:300] + "…"
+			}
+			return lines[i]
+		}
+	}
+	return "(no such line)"
 }
