@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/chaos"
 	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/loadgen"
@@ -241,32 +242,7 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 
 // sum adds up the series of name whose labels include want; -1 when there is none.
 func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	mf, ok := mfs[name]
-	if !ok {
-		return -1
-	}
-	total, n := 0.0, 0
-series:
-	for _, m := range mf.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
-				continue series
-			}
-		}
-		n++
-		switch {
-		case m.Counter != nil:
-			total += m.Counter.GetValue()
-		case m.Gauge != nil:
-			total += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			total += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	if n == 0 {
-		return -1
-	}
-	return total
+	return chaos.Metrics(mfs).Sum(name, want)
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
