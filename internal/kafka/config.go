@@ -230,6 +230,14 @@ func (c Config) Sarama() *sarama.Config {
 	// and loopback emits of one partition are acknowledged in the order they were made, which
 	// the in-order commits of ingest and the offset marks of the feature aggregates rely on.
 	sc.Net.MaxOpenRequests = 1
+	// The answer to a JoinGroup waits until every member has rejoined, up to the rebalance
+	// timeout (60 s), but sarama reads it with the plain read timeout (30 s). A rebalance that
+	// waited on a slow member (an ingest instance whose records wait out a moderation outage
+	// under --policy block) failed the joining member with "i/o timeout" and stopped its stage
+	// (fault suite #5). Kafka's Java client waits the rebalance timeout plus its request
+	// timeout for that answer; sarama has one read timeout for every request, so it gets the
+	// sum. A broker that stops answering is noticed 60 s later than before.
+	sc.Net.ReadTimeout = sc.Consumer.Group.Rebalance.Timeout + 30*time.Second
 	if c.TLS.On() {
 		// With no ServerName, sarama checks each broker against the host of its address.
 		// Should the files fail to load here (Validate has loaded them), TLS stays on with

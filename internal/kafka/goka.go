@@ -145,12 +145,14 @@ var newGokaProcessor = goka.NewProcessor
 // goka's topic check lost a race with a topic created a moment before, by the stage's own
 // Prepare or by another instance starting at the same time. goka looks the topic up in a
 // fresh sarama client's metadata, which a just-created topic may not be in yet, then fails
-// its own create with "Topic with this name already exists" (goka formats the error with %v,
-// so only its text tells). Without this the stage stopped at start-up now and then.
+// its own create with "Topic with this name already exists"; or it asks a broker for the
+// topic's configs before that broker knows the topic ("does not exist on this broker", on a
+// 3-broker cluster). goka formats these errors with %v, so only their text tells. Without
+// this the stage stopped at start-up now and then.
 func NewGokaProcessor(ctx context.Context, brokers []string, g *goka.GroupGraph, opts ...goka.ProcessorOption) (*goka.Processor, error) {
 	for attempt := 1; ; attempt++ {
 		p, err := newGokaProcessor(brokers, g, opts...)
-		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "already exists") {
+		if err == nil || attempt == 5 || !topicRace(err) {
 			return p, err
 		}
 		select {
@@ -159,4 +161,11 @@ func NewGokaProcessor(ctx context.Context, brokers []string, g *goka.GroupGraph,
 		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
 		}
 	}
+}
+
+// topicRace reports whether err is one of goka's topic checks losing a race with a topic
+// created a moment before.
+func topicRace(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "already exists") || strings.Contains(msg, "does not exist on this broker")
 }

@@ -31,6 +31,18 @@ func TestNewGokaProcessorRetriesATopicRace(t *testing.T) {
 		t.Fatalf("after two lost races: %v, %v, %d calls; want a processor after 3", p, err, calls)
 	}
 	calls = 0
+	unknown := errors.New("Error getting config for topic g-loop: kafka server: Request was for a topic or partition that does not exist on this broker")
+	newGokaProcessor = func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error) {
+		calls++
+		if calls == 1 {
+			return nil, unknown
+		}
+		return &goka.Processor{}, nil
+	}
+	if p, err := NewGokaProcessor(context.Background(), nil, nil); err != nil || p == nil || calls != 2 {
+		t.Fatalf("after a broker that did not know the topic yet: %v, %v, %d calls; want a processor after 2", p, err, calls)
+	}
+	calls = 0
 	other := errors.New("kafka: client has run out of available brokers")
 	newGokaProcessor = func([]string, *goka.GroupGraph, ...goka.ProcessorOption) (*goka.Processor, error) {
 		calls++
@@ -38,5 +50,17 @@ func TestNewGokaProcessorRetriesATopicRace(t *testing.T) {
 	}
 	if _, err := NewGokaProcessor(context.Background(), nil, nil); !errors.Is(err, other) || calls != 1 {
 		t.Fatalf("another error: %v after %d calls, want it at once", err, calls)
+	}
+}
+
+// TestSaramaWaitsOutARebalance: a JoinGroup answer can take the whole rebalance timeout, so
+// the read timeout must be longer; with sarama's 30 s against a 60 s rebalance, an instance
+// joining while another waited out a moderation outage stopped with "i/o timeout" (fault
+// suite #5).
+func TestSaramaWaitsOutARebalance(t *testing.T) {
+	sc := Config{Brokers: []string{"127.0.0.1:9092"}}.Sarama()
+	if sc.Net.ReadTimeout <= sc.Consumer.Group.Rebalance.Timeout {
+		t.Fatalf("read timeout %v, rebalance timeout %v: a JoinGroup waiting on a slow member times out client-side",
+			sc.Net.ReadTimeout, sc.Consumer.Group.Rebalance.Timeout)
 	}
 }

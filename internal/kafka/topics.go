@@ -135,6 +135,9 @@ func CheckTableChangelog(ctx context.Context, cl *kgo.Client, topic string) (str
 	if err != nil {
 		return "", fmt.Errorf("kafka: describe %s: %w", topic, err)
 	}
+	if len(rc.Configs) == 0 {
+		return "", nil // not (yet) known to the broker that answered: goka creates it compacted
+	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" {
 			if !strings.Contains(c.MaybeValue(), "compact") {
