@@ -29,12 +29,22 @@ func run() int {
 	soak := fs.Duration("soak", 0, "run only scenario 20, the soak, for this long")
 	out := fs.String("json", ".chaos/results.json", "where to write the results as JSON")
 	rssCap := fs.Int("rss-cap-mib", 768, "memory cap of each backflow process, MiB")
+	markdown := fs.String("print-markdown", "", "print the results JSON file given as the README's table, and run nothing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/chaos [flags]\n\nRuns the fault-injection suite on the stack of .stack/env (deploy/local/stack up;\nscenarios 15 and 20 need --brokers 3, scenario 19 the secured stack). Each scenario gets a\nprivate pipeline; the table shows lost, dup and misrouted against loadgen's manifest.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	if *markdown != "" {
+		rep, err := chaos.ReadReport(*markdown)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 1
+		}
+		rep.WriteMarkdown(os.Stdout)
+		return 0
 	}
 	var list []*chaos.Scenario
 	switch {

@@ -22,11 +22,13 @@ type Counts struct {
 	// counts fewer times than ClickHouse holds their RESPONSE (per tenant).
 	Lost        int `json:"lost"`
 	FeatureLost int `json:"featureLost"`
-	// DupDedup: count() - uniqExact(slot) through the deduplicating views, plus requests the
-	// feature store counts more than once. Must be 0.
+	// DupDedup: count() - uniqExact(key) through the deduplicating views (inference results,
+	// gateway logs, moderation hits), plus requests the feature store counts more than once.
+	// Must be 0.
 	DupDedup   int `json:"dupDedup"`
 	FeatureDup int `json:"featureDup"`
-	// DupRaw: the same over the raw tables: rows written more than once (reported, bounded).
+	// DupRaw: the same over the raw tables, the DLQ mirror's too: rows written more than once
+	// (reported, bounded).
 	DupRaw int `json:"dupRaw"`
 	// Misrouted: valid records in the DLQ, bad records (or rows of no generated record) in
 	// the tables, and poison records missing from the DLQ or there with the wrong class.
@@ -218,7 +220,9 @@ func (e *Env) Measure(ctx context.Context, ms []*loadgen.Manifest, opt MeasureOp
 		raw        bool
 	}{
 		{"v_inference_results", "source_topic, request_id", false}, {"v_gateway_logs", "source_topic, request_id, phase", false},
+		{"v_moderation_hits", "source_topic, request_id, phase, start", false},
 		{"inference_results", "source_topic, request_id", true}, {"gateway_logs", "source_topic, request_id, phase", true},
+		{"moderation_hits", "source_topic, request_id, phase, start", true}, {"dlq_entries", "dlq_topic, dlq_partition, dlq_offset", true},
 	} {
 		var n int64
 		if err := e.CH.QueryRow(ctx, fmt.Sprintf("SELECT toInt64(count()) - toInt64(uniqExact(%s)) FROM %s", q.key, q.table)).Scan(&n); err != nil {

@@ -94,3 +94,39 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// ReadReport reads a report WriteJSON wrote.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	return &r, json.Unmarshal(b, &r)
+}
+
+// WriteMarkdown prints the table as the README quotes it, with each scenario's first note.
+func (r *Report) WriteMarkdown(w io.Writer) {
+	fmt.Fprintln(w, "| # | scenario | records | lost | dup (dedup / raw) | misrouted | peak RSS | recover | result | observed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, x := range r.Results {
+		if x.Skipped != "" {
+			fmt.Fprintf(w, "| %d | %s | | | | | | | skipped: %s | |\n", x.ID, x.Name, x.Skipped)
+			continue
+		}
+		verdict := "pass"
+		if !x.Pass {
+			verdict = "**FAIL**: " + strings.ReplaceAll(firstLine(strings.Join(x.Failures, "; ")), "|", "\\|")
+		}
+		recover := "-"
+		if x.CaughtUp {
+			recover = fmt.Sprintf("%.1f s", x.RecoverSec)
+		}
+		note := ""
+		if len(x.Notes) > 0 {
+			note = strings.ReplaceAll(x.Notes[len(x.Notes)-1], "|", "\\|")
+		}
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d / %d | %d | %.0f MiB | %s | %s | %s |\n",
+			x.ID, x.Name, x.Records, x.Lost, x.DupDedup, x.DupRaw, x.Misrouted, x.PeakRSSMiB, recover, verdict, note)
+	}
+}

@@ -44,7 +44,7 @@ var Scenarios = []*Scenario{
 		Asserts: "restarted each time; exact at the end", Run: sigkillProcessor},
 	{ID: 2, Name: "clickhouse-down", Records: 20_000, Fault: "ClickHouse server stopped for 30 s mid-run (stack script), then started",
 		Asserts: "the sink's committed offsets do not move while it is down; lag recovers; RSS capped", Run: clickhouseDown},
-	{ID: 3, Name: "clickhouse-reply-lost", Records: 10_000, Fast: true, Fault: "5 INSERT replies dropped after ClickHouse wrote the rows (fault proxy), then connections reset",
+	{ID: 3, Name: "clickhouse-reply-lost", Records: 10_000, Fast: true, Fault: "12 INSERT replies dropped after ClickHouse wrote the rows (fault proxy), then connections reset",
 		Asserts: "retried: raw duplicates > 0, deduplicated dup 0", Run: clickhouseReplyLost},
 	{ID: 4, Name: "clickhouse-permanent-vs-retryable", Records: 10_000, Fault: "a narrowed column rejects non-OK inference results (permanent); connections reset for 10 s (retryable)",
 		Asserts: "rejected rows in the DLQ once each as clickhouse_rejected; resets retried, nothing else dead-lettered", Run: clickhousePermanent},
@@ -187,7 +187,7 @@ func clickhouseReplyLost(ctx context.Context, r *Run) error {
 	if err := sleep(ctx, r.Dur(5*time.Second)); err != nil {
 		return err
 	}
-	const lose = 5
+	const lose = 12
 	r.CHProxy.SetLoseReplies(lose)
 	deadline := time.Now().Add(2 * time.Minute)
 	for r.CHProxy.Stats().LostReplies < lose && time.Now().Before(deadline) {
