@@ -267,6 +267,15 @@ func (p *Proc) Kill() {
 	<-done
 }
 
+// Quit sends SIGQUIT: the Go runtime writes every goroutine's stack to the child's log and
+// exits. For finding where a stop hangs.
+func (p *Proc) Quit() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	cmd.Process.Signal(syscall.SIGQUIT)
+}
+
 // Signal sends sig and waits up to guard for the exit; it returns the exit code, or an error
 // (the child is then killed).
 func (p *Proc) Signal(sig os.Signal, guard time.Duration) (int, time.Duration, error) {

@@ -460,7 +460,10 @@ func sigtermBuffered(ctx context.Context, r *Run) error {
 	}
 	load := r.Load(ctx, r.Traffic(20), "")
 	sleep(ctx, r.Dur(8*time.Second))
+	// Should the stop hang, a goroutine dump (SIGQUIT) 25 s in shows where, in ingest.log.
+	dump := time.AfterFunc(25*time.Second, pl.Ingest.Quit)
 	code, took, err := pl.Ingest.Signal(syscall.SIGTERM, 2*time.Minute)
+	dump.Stop()
 	r.Note("ingest: SIGTERM mid-run: exit %d after %v", code, took.Round(time.Millisecond))
 	if err != nil || code != 0 || took > 30*time.Second {
 		r.Fail("ingest: SIGTERM mid-run: exit %d after %v (%v), want 0 within 30s", code, took, err)
