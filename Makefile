@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean
+.PHONY: help demo test test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-micro
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,15 @@ build: ## build bin/backflow
 
 config-reference: ## regenerate deploy/config.example.yaml after changing a config key (README: check-config --print-reference)
 	$(GO) run ./cmd/backflow check-config --print-example > deploy/config.example.yaml
+
+bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the raw-library ceiling and Benthos; results in bench/results (BENCH_FLAGS=--quick: a short run)
+	$(GO) build -o bin/bench-ceiling ./bench/ceiling
+	$(GO) build -o bin/bench-harness ./bench/harness
+	bench/benthos/build.sh
+	bin/bench-harness $(BENCH_FLAGS)
+
+bench-micro: check-go ## Go micro-benchmarks of the hot paths into bench/results/micro-*.txt, for benchstat (BENCH_COUNT, BENCH_RUN)
+	bench/micro.sh
 
 stack-plain-up:
 	$(STACK) up

@@ -76,7 +76,7 @@ $BF loadgen --duration "${SECS}s" --rate "$RATE" --backfill "$BACKFILL" --manife
 say "5. waiting until every group's lag is 0 (backflow_consumer_lag on /metrics)"
 start=$SECONDS
 while :; do
-  lags=$(metric backflow_consumer_lag | grep -E "$GROUPS_RE" | awk '
+  lags=$(metric 'backflow_consumer_lag\{' | grep -E "$GROUPS_RE" | awk '
     { match($0, /group="[^"]+"/); g = substr($0, RSTART + 7, RLENGTH - 8); seen[g] = 1; lag[g] += $NF }
     END { for (g in seen) printf "%s=%d ", g, lag[g] }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))

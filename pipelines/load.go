@@ -373,7 +373,8 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 }
 
 // resolveSecrets reads each secret: its variable wins, else the file its _file key names.
-// The result is keyed by the secret's variable name.
+// The result is keyed by the secret's variable name; a secret read from a file also leaves
+// the file's path under fromFile(variable), so conn can hand the package the file.
 func resolveSecrets(f File, getenv func(string) string, sources map[string]string) (map[string]string, ConfigErrors) {
 	out := map[string]string{}
 	var errs ConfigErrors
@@ -400,9 +401,13 @@ func resolveSecrets(f File, getenv func(string) string, sources map[string]strin
 			continue
 		}
 		out[l.secretEnv] = s
+		out[fromFile(l.secretEnv)] = path
 	}
 	return out, errs
 }
+
+// fromFile is the key of resolveSecrets' result that holds the file a secret was read from.
+func fromFile(secretEnv string) string { return "file:" + secretEnv }
 
 // linePrefix marks the entries of a sources map that hold a key's line in the file.
 const linePrefix = "line:"
@@ -431,12 +436,14 @@ func (f File) conn(secrets map[string]string, getenv func(string) string) (Confi
 		switch {
 		case l.secretEnv == "":
 			vals[l.env] = stringOf(l.v)
-		case getenv(l.secretEnv) != "":
-			inline[l.secretEnv] = secrets[l.secretEnv]
-		default:
+		case secrets[fromFile(l.secretEnv)] != "":
 			// A secret from a file reaches the package as the file's path, so packages that
 			// re-read it on each new connection (Kafka SASL, Redis) pick up a rotated file.
-			vals[l.env] = stringOf(l.v)
+			vals[l.env] = secrets[fromFile(l.secretEnv)]
+		default:
+			if v, ok := secrets[l.secretEnv]; ok {
+				inline[l.secretEnv] = v
+			}
 		}
 	}
 	c, err := FromEnv(func(k string) string {
@@ -628,6 +635,18 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 			l.v.Set(defLeaves[i].v)
 		}
 	}
+	// Only what the configuration as given gets wrong is reported: keys that each fail alone
+	// can be right together (a SASL mechanism and its user).
+	fullMsgs := map[string]map[string]bool{}
+	for _, g := range checkGroups {
+		m := map[string]bool{}
+		if err := g.check(f, secrets, getenv); err != nil {
+			for _, e := range split(err) {
+				m[e.Error()] = true
+			}
+		}
+		fullMsgs[g.name] = m
+	}
 	seenMsg := map[string]bool{}
 	for i, l := range leaves {
 		errsAlone, ok := candidates[i]
@@ -662,21 +681,22 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 			msgs[e.Error()] = true
 		}
 		for _, e := range errsAlone {
-			if msgs[e.Error()] && !seenMsg[e.Error()] {
+			if msgs[e.Error()] && fullMsgs[g.name][e.Error()] && !seenMsg[e.Error()] {
 				add(l.path, e.Error())
 				seenMsg[e.Error()] = true
 			}
 		}
 	}
-	// The whole, with the keys already reported at their defaults (so their errors are not
-	// repeated and do not hide the rest): rules between keys.
-	for i, l := range wholeLeaves {
+	// The configuration as given, with the keys already reported at their defaults (so their
+	// errors are not repeated and do not hide the rest): rules between keys.
+	final := f
+	for i, l := range fileLeaves(&final) {
 		if bad[l.path] {
 			l.v.Set(defLeaves[i].v)
 		}
 	}
 	for _, g := range checkGroups {
-		if err := g.check(whole, secrets, getenv); err != nil {
+		if err := g.check(final, secrets, getenv); err != nil {
 			for _, e := range split(err) {
 				if !seenMsg[e.Error()] {
 					seenMsg[e.Error()] = true

@@ -188,6 +188,24 @@ extra: 1
 			nErr: 21,
 		},
 		{
+			// Regression: each of these keys fails alone (a mechanism without a user, a user
+			// without a mechanism), and check-config reported both although together they are
+			// right, so every secured stage refused to start.
+			name: "keys that are only right together pass together",
+			yaml: "kafka: {sasl_mechanism: SCRAM-SHA-512, sasl_username: backflow, sasl_password_file: " + secret + "}\n",
+			check: func(t *testing.T, l Loaded) {
+				if l.Conn.Kafka.SASL.Mechanism != "SCRAM-SHA-512" || l.Conn.Kafka.SASL.Username != "backflow" || l.Conn.Kafka.SASL.PasswordFile != secret {
+					t.Errorf("kafka sasl %+v", l.Conn.Kafka.SASL)
+				}
+			},
+		},
+		{
+			name:    "a key missing its partner is still reported",
+			yaml:    "kafka: {sasl_mechanism: SCRAM-SHA-512}\n",
+			wantErr: []string{"kafka.sasl_mechanism (line 1): kafka: sasl username: empty with mechanism SCRAM-SHA-512"},
+			nErr:    1,
+		},
+		{
 			name:    "bad variables name the variable",
 			env:     map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "x", "BACKFLOW_REDIS_DB": "two", "BACKFLOW_SHUTDOWN_TIMEOUT": "0s"},
 			wantErr: []string{`sink_clickhouse.batch_rows (BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS): want a whole number, got "x"`, `redis.db (BACKFLOW_REDIS_DB): want a whole number`, "shutdown_timeout (BACKFLOW_SHUTDOWN_TIMEOUT): 0s, want more than 0"},

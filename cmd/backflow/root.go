@@ -26,13 +26,20 @@ const (
 var errUsage = errors.New("usage")
 
 type rootOptions struct {
-	envFile string
+	envFile  string
+	profiles profiles
 }
 
 // configPath is the --config flag every command shares: the YAML config file.
 var configPath string
 
 func newRootCmd() *cobra.Command {
+	root, _ := newRoot()
+	return root
+}
+
+// newRoot returns the root command and the options its persistent flags fill in.
+func newRoot() (*cobra.Command, *rootOptions) {
 	opts := &rootOptions{}
 	root := &cobra.Command{
 		Use:   "backflow",
@@ -59,17 +66,21 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return opts.applyEnvFile()
+			if err := opts.applyEnvFile(); err != nil {
+				return err
+			}
+			return opts.profiles.start()
 		},
 	}
 	root.PersistentFlags().StringVar(&opts.envFile, "env-file", "",
 		"read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
 	root.PersistentFlags().StringVar(&configPath, "config", "",
 		"YAML config file (every key: backflow check-config --print-example); BACKFLOW_* variables and flags given win over it")
+	opts.profiles.flags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
 		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd(), newRunCmd(), newCheckConfigCmd())
-	return root
+	return root, opts
 }
 
 // envHelp lists the connection variables with their defaults, from pipelines.EnvVars.
@@ -129,9 +140,12 @@ func loadConfig() (pipelines.Config, error) {
 }
 
 func execute(ctx context.Context, args []string) int {
-	root := newRootCmd()
+	root, opts := newRoot()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if perr := opts.profiles.stop(); perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil && !errors.Is(err, errFound) {
 		fmt.Fprintln(os.Stderr, "backflow:", err)
 	}

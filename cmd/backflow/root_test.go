@@ -65,3 +65,29 @@ func TestEnvFileDoesNotOverrideEnvironment(t *testing.T) {
 		t.Fatalf("A=%q B=%q, want A from the environment and B from the file", a, b)
 	}
 }
+
+// TestProfilesWritten: --cpu-profile, --alloc-profile and --block-profile leave gzipped pprof files after a
+// command, also one that failed while running; an unwritable path is a usage error.
+func TestProfilesWritten(t *testing.T) {
+	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", "no-port") // ping fails in its RunE: bad configuration
+	dir := t.TempDir()
+	cpu, alloc, block := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "alloc.pprof"), filepath.Join(dir, "block.pprof")
+	for _, args := range [][]string{{"version"}, {"ping"}} {
+		os.Remove(cpu)
+		os.Remove(alloc)
+		os.Remove(block)
+		code := execute(context.Background(), append([]string{"--cpu-profile", cpu, "--alloc-profile", alloc, "--block-profile", block}, args...))
+		if want := map[bool]int{true: exitOK, false: exitUsage}[args[0] == "version"]; code != want {
+			t.Fatalf("%v: exit %d, want %d", args, code, want)
+		}
+		for _, p := range []string{cpu, alloc, block} {
+			b, err := os.ReadFile(p)
+			if err != nil || len(b) < 20 || b[0] != 0x1f || b[1] != 0x8b {
+				t.Fatalf("%v: %s is not a gzipped profile (%d bytes, %v)", args, p, len(b), err)
+			}
+		}
+	}
+	if code := execute(context.Background(), []string{"--cpu-profile", filepath.Join(dir, "no", "such", "dir"), "version"}); code != exitUsage {
+		t.Fatalf("unwritable --cpu-profile: exit %d, want %d", code, exitUsage)
+	}
+}

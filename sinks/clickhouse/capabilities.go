@@ -23,13 +23,18 @@ type Capabilities struct {
 	// DateTime64: DateTime64(3) columns, millisecond event times. 18.16 has only DateTime
 	// (seconds). Used for event_time, ingest_time, origin_time and error_time.
 	DateTime64 bool
+	// AddColumnIfNotExists: ALTER TABLE ... ADD COLUMN IF NOT EXISTS. 18.16 lacks it, and
+	// Migrate then skips an ADD COLUMN whose column system.columns already lists; where the
+	// server has it, the statement says so itself and is safe to run twice anywhere.
+	AddColumnIfNotExists bool
 }
 
 // Capability names, as migrations name them in a "-- requires:" line.
 const (
-	CapTTL            = "ttl"
-	CapLowCardinality = "low_cardinality"
-	CapDateTime64     = "datetime64"
+	CapTTL                  = "ttl"
+	CapLowCardinality       = "low_cardinality"
+	CapDateTime64           = "datetime64"
+	CapAddColumnIfNotExists = "add_column_if_not_exists"
 )
 
 // The first server version (major, minor) that has each capability. They are conservative:
@@ -42,6 +47,7 @@ var capabilitySince = []struct {
 	{CapTTL, 19, 6},
 	{CapLowCardinality, 20, 1},
 	{CapDateTime64, 20, 1},
+	{CapAddColumnIfNotExists, 20, 1},
 }
 
 // Has reports whether c holds the capability named name (CapTTL, ...); an unknown name is false.
@@ -53,6 +59,8 @@ func (c Capabilities) Has(name string) bool {
 		return c.LowCardinality
 	case CapDateTime64:
 		return c.DateTime64
+	case CapAddColumnIfNotExists:
+		return c.AddColumnIfNotExists
 	}
 	return false
 }
@@ -111,6 +119,8 @@ func (v ServerVersion) Capabilities() Capabilities {
 				c.LowCardinality = true
 			case CapDateTime64:
 				c.DateTime64 = true
+			case CapAddColumnIfNotExists:
+				c.AddColumnIfNotExists = true
 			}
 		}
 	}

@@ -92,7 +92,7 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	caps := v.Capabilities()
-	if caps != (Capabilities{TTL: true, LowCardinality: true, DateTime64: true}) {
+	if caps != (Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}) {
 		t.Fatalf("ClickHouse %s has %v; this test needs a server with every capability", v.Raw, caps)
 	}
 	ms, err := MigrationsFor(caps)

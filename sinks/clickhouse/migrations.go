@@ -33,6 +33,7 @@ var migrationFiles embed.FS
 //
 //	{{lowcard}}   LowCardinality(String) where the server has it, else String
 //	{{time}}      DateTime64(3) where the server has it, else DateTime
+//	{{ifnotexists}} "IF NOT EXISTS " in an ADD COLUMN where the server has it, else nothing
 //
 // With no capabilities (ClickHouse 18.16) every file renders to the DDL written for 18.16,
 // byte for byte (testdata/migrations-18.16.golden.sql pins that). A line
@@ -85,6 +86,12 @@ func templateFuncs(caps Capabilities) template.FuncMap {
 				return "DateTime64(3)"
 			}
 			return "DateTime"
+		},
+		"ifnotexists": func() string {
+			if caps.AddColumnIfNotExists {
+				return "IF NOT EXISTS "
+			}
+			return ""
 		},
 	}
 }
@@ -279,7 +286,7 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	return applied, nil
 }
 
-var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+ADD\s+COLUMN\s+([A-Za-z0-9_]+)\s`)
+var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z0-9_]+)\s`)
 
 // columnExists reports whether stmt is an ALTER TABLE ... ADD COLUMN whose column the table in
 // the current database already has; any other statement reports false.

@@ -132,6 +132,14 @@ func TestMigrateTwice(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = 'sink_ledger' AND name = 'max_event_time'", cfg.Database).Scan(&ledgerCols); err != nil || ledgerCols != 1 {
 		t.Fatalf("sink_ledger.max_event_time listed %d times (%v), want 1", ledgerCols, err)
 	}
+	var msCols uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = ? AND table IN ('inference_results', 'gateway_logs')
+		AND name IN ('event_time_ms', 'landed_time_ms') AND type = 'Int64'`, cfg.Database).Scan(&msCols); err != nil {
+		t.Fatal(err)
+	}
+	if msCols != 4 {
+		t.Fatalf("%d millisecond columns, want 4 (event_time_ms and landed_time_ms in two tables)", msCols)
+	}
 }
 
 // TestDLQViewCountsEachOriginOnce: a replay in a new ingest epoch dead-letters the same bad

@@ -16,13 +16,14 @@ func TestMigrationsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every numbered file is a migration; numbers are unique and increasing (gaps allowed).
-	// On 18.16, 0010_ttl waits: 10 of the 11 files.
-	if len(ms) != 10 {
-		t.Fatalf("%d migrations, want 10", len(ms))
+	// On 18.16, 0010_ttl waits: 11 of the 12 files.
+	if len(ms) != 11 {
+		t.Fatalf("%d migrations, want 11", len(ms))
 	}
 	byVersion := map[uint32]Migration{}
 	// ClickHouse 18.16 rejects these; they may appear in comments only.
 	forbidden := regexp.MustCompile(`(?i)\bTTL\b|\bMap\(|DateTime64|LowCardinality|ADD COLUMN IF NOT EXISTS`)
+	// Numbers are reserved per area (README), so there may be gaps; the order must be strict.
 	for i, m := range ms {
 		if i > 0 && m.Version <= ms[i-1].Version {
 			t.Fatalf("migration %d has version %d after %d: versions must increase", i, m.Version, ms[i-1].Version)
@@ -34,6 +35,9 @@ func TestMigrationsParse(t *testing.T) {
 			}
 			if strings.HasPrefix(s, "CREATE") && !strings.Contains(s, "IF NOT EXISTS") {
 				t.Errorf("%04d_%s: %q is not safe to run twice", m.Version, m.Name, s[:40])
+			}
+			if strings.HasPrefix(s, "ALTER") && (!addColumn.MatchString(s) || strings.Contains(s, ",")) {
+				t.Errorf("%04d_%s: %q is not one ADD COLUMN, so not safe to run twice", m.Version, m.Name, s)
 			}
 			if strings.Contains(s, "ENGINE = ReplacingMergeTree") && (!strings.Contains(s, "ReplacingMergeTree(version)") || !regexp.MustCompile(`PARTITION BY toYYYYMM\((event_time|error_time)\)`).MatchString(s)) {
 				t.Errorf("%04d_%s: ReplacingMergeTree without the version column or the event-time partition", m.Version, m.Name)
@@ -58,6 +62,7 @@ func TestAddColumnPattern(t *testing.T) {
 		"ALTER TABLE sink_ledger ADD COLUMN max_event_time DateTime DEFAULT toDateTime(0)": {"sink_ledger", "max_event_time"},
 		"alter table t\n  add column c UInt8":                                              {"t", "c"},
 		"ALTER TABLE t MODIFY COLUMN c UInt8":                                              nil,
+		"ALTER TABLE t ADD COLUMN IF NOT EXISTS c UInt8":                                   {"t", "c"},
 		"CREATE TABLE IF NOT EXISTS t (c UInt8) ENGINE = Memory":                           nil,
 	} {
 		m := addColumn.FindStringSubmatch(stmt)
@@ -157,8 +162,8 @@ func TestMigrationsRenderPerCapability(t *testing.T) {
 		t.Errorf("DateTime64 columns: %d, want 7", n)
 	}
 	n, versions := count(Capabilities{TTL: true}, `MODIFY TTL`)
-	if n != 5 || fmt.Sprint(versions) != "[1 2 3 4 5 6 7 8 9 10 11]" {
-		t.Errorf("TTL: %d MODIFY TTL in %v, want 5 in [1 2 3 4 5 6 7 8 9 10 11]", n, versions)
+	if n != 5 || fmt.Sprint(versions) != "[1 2 3 4 5 6 7 8 9 10 11 12]" {
+		t.Errorf("TTL: %d MODIFY TTL in %v, want 5 in [1 2 3 4 5 6 7 8 9 10 11 12]", n, versions)
 	}
 	if n, _ := count(Capabilities{TTL: true}, `LowCardinality|DateTime64`); n != 0 {
 		t.Errorf("TTL alone brings %d LowCardinality/DateTime64", n)
@@ -175,10 +180,10 @@ func TestParseServerVersion(t *testing.T) {
 		{in: "19.5.4.22", want: Capabilities{}},
 		{in: "19.6.1.1", want: Capabilities{TTL: true}},
 		{in: "19.17.2", want: Capabilities{TTL: true}},
-		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
-		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true}},
+		{in: "20.1.2.4", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: "26.9.2.1", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: " 24.8.4.13\n", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
+		{in: "25.3.1-testing", want: Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}},
 		{in: "", wantErr: true},
 		{in: "26", wantErr: true},
 		{in: "x.y.z", wantErr: true},

@@ -73,6 +73,8 @@ type InferenceRow struct {
 	SourceOffset     int64     `ch:"source_offset"`
 	IngestTime       time.Time `ch:"ingest_time"`
 	Version          uint64    `ch:"version"`
+	EventTimeMs      int64     `ch:"event_time_ms"`  // EventTime in Unix ms (18.16 has no DateTime64)
+	LandedTimeMs     int64     `ch:"landed_time_ms"` // when the sink sent the INSERT, Unix ms; set by the sink
 }
 
 // GatewayRow is a row of gateway_logs.
@@ -102,6 +104,8 @@ type GatewayRow struct {
 	SourceOffset     int64     `ch:"source_offset"`
 	IngestTime       time.Time `ch:"ingest_time"`
 	Version          uint64    `ch:"version"`
+	EventTimeMs      int64     `ch:"event_time_ms"`  // EventTime in Unix ms (18.16 has no DateTime64)
+	LandedTimeMs     int64     `ch:"landed_time_ms"` // when the sink sent the INSERT, Unix ms; set by the sink
 }
 
 // HitRow is a row of moderation_hits. Phase is "" for inference results.
@@ -186,7 +190,7 @@ func MapRecord(e *avro.EnrichedRecord) (Rows, error) {
 			ModerationStatus: mod.Status, Verdict: mod.Verdict, ModerationRisk: mod.RiskScore,
 			Categories: categories, HitCount: u16(len(mod.Hits)),
 			SchemaID: e.SchemaID, Epoch: e.Epoch, SourcePartition: e.SourcePartition, SourceOffset: e.SourceOffset,
-			IngestTime: e.IngestTime.UTC(), Version: ver,
+			IngestTime: e.IngestTime.UTC(), Version: ver, EventTimeMs: in.EventTime.UnixMilli(),
 		}
 	} else {
 		g := e.Gateway
@@ -201,7 +205,7 @@ func MapRecord(e *avro.EnrichedRecord) (Rows, error) {
 			ModerationStatus: mod.Status, Verdict: mod.Verdict, ModerationRisk: mod.RiskScore,
 			Categories: categories, HitCount: u16(len(mod.Hits)),
 			SchemaID: e.SchemaID, Epoch: e.Epoch, SourcePartition: e.SourcePartition, SourceOffset: e.SourceOffset,
-			IngestTime: e.IngestTime.UTC(), Version: ver,
+			IngestTime: e.IngestTime.UTC(), Version: ver, EventTimeMs: g.EventTime.UnixMilli(),
 		}
 	}
 	for _, h := range mod.Hits {

@@ -53,7 +53,7 @@ func TestMapInference(t *testing.T) {
 	e := enriched()
 	e.SourceTopic = avro.TopicInferenceResult
 	errMsg, finish := "boom", "length"
-	et := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	et := time.Date(2026, 11, 1, 12, 0, 0, 123e6, time.UTC)
 	e.Inference = &avro.InferenceResult{RequestID: "req-1", Model: "chat-large", ModelVersion: "v3", EventTime: et,
 		LatencyMs: 250, PromptTokens: 10, CompletionTokens: 20, CachedTokens: 4, RiskScore: 0.25,
 		Labels:    []avro.Label{{Name: "toxicity", Score: 0.1}, {Name: "pii", Score: 0.9}},
@@ -70,7 +70,7 @@ func TestMapInference(t *testing.T) {
 		Labels: []string{"toxicity", "pii"}, LabelScores: []float32{0.1, 0.9}, Status: "ERROR", Error: &errMsg, Region: "eu-west-1",
 		FinishReason: &finish, EmbeddingDim: 384, OutputChars: 11, ModerationStatus: "CHECKED", Verdict: "REVIEW", ModerationRisk: 0.5,
 		Categories: []string{"violence"}, HitCount: 2, SchemaID: 7, Epoch: 1, SourcePartition: 2, SourceOffset: 99,
-		IngestTime: time.Date(2026, 11, 2, 2, 4, 5, 0, time.UTC), Version: 1<<40 | 99}
+		IngestTime: time.Date(2026, 11, 2, 2, 4, 5, 0, time.UTC), Version: 1<<40 | 99, EventTimeMs: 1793534400123}
 	if !reflect.DeepEqual(*rows.Inference, want) {
 		t.Fatalf("inference row\n got %+v\nwant %+v", *rows.Inference, want)
 	}
@@ -81,7 +81,7 @@ func TestMapInference(t *testing.T) {
 }
 
 func TestMapGatewayPhases(t *testing.T) {
-	et := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	et := time.Date(2026, 11, 1, 12, 0, 0, 7e6, time.UTC)
 	for _, tt := range []struct {
 		phase                      string
 		g                          avro.GatewayLog
@@ -109,7 +109,7 @@ func TestMapGatewayPhases(t *testing.T) {
 			if r.Phase != tt.phase || r.PromptChars != tt.promptChars || r.ResponseChars != tt.responseChars || r.StatusCode != tt.status ||
 				r.LatencyMs != uint32(g.LatencyMs) || r.PromptTokens != uint32(g.PromptTokens) || r.CompletionTokens != uint32(g.CompletionTokens) ||
 				r.TenantID != "t1" || r.UserID != "u1" || r.Route != "/v1/chat" || r.Model != "m" || !r.EventTime.Equal(et) ||
-				r.Version != 1<<40|99 || r.HitCount != 0 || r.Categories == nil || len(r.Categories) != 0 || r.ModerationStatus != "SKIPPED" {
+				r.Version != 1<<40|99 || r.EventTimeMs != 1793534400007 || r.LandedTimeMs != 0 || r.HitCount != 0 || r.Categories == nil || len(r.Categories) != 0 || r.ModerationStatus != "SKIPPED" {
 				t.Fatalf("gateway row %+v", *r)
 			}
 		})

@@ -516,16 +516,24 @@ func insertRows[T any](ctx context.Context, s *Sink, table string, rows []T, own
 	return attempts + a1 + a2, err
 }
 
-// send is one attempt at inserting rows: one PrepareBatch with the columns named.
+// send is one attempt at inserting rows: one PrepareBatch with the columns named. It stamps
+// inference and gateway rows with landed_time_ms, the moment this attempt started.
 func (s *Sink) send(ctx context.Context, table string, rows any) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.InsertTimeout)
 	defer cancel()
 	var sql string
 	var appendAll func(driver.Batch) error
+	landed := time.Now().UnixMilli()
 	switch rs := rows.(type) {
 	case []InferenceRow:
+		for i := range rs {
+			rs[i].LandedTimeMs = landed
+		}
 		sql, appendAll = insertSQL(table, InferenceRow{}), appender(rs)
 	case []GatewayRow:
+		for i := range rs {
+			rs[i].LandedTimeMs = landed
+		}
 		sql, appendAll = insertSQL(table, GatewayRow{}), appender(rs)
 	case []HitRow:
 		sql, appendAll = insertSQL(table, HitRow{}), appender(rs)

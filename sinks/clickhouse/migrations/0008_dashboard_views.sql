@@ -8,10 +8,10 @@
 -- (enable_optimize_predicate_expression is 0 there, 1 on current releases), so on 18.16 each
 -- query reads the whole deduplicated table; fine for demo volumes, see README.
 --
--- The ledger records the newest event time each flush landed, for the freshness view. 18.16 has
--- no ADD COLUMN IF NOT EXISTS; Migrate skips an ADD COLUMN whose column exists, so re-running
--- this file converges.
-ALTER TABLE sink_ledger ADD COLUMN max_event_time DateTime DEFAULT toDateTime(0);
+-- The ledger records the newest event time each flush landed, for the freshness view. Where the
+-- server has ADD COLUMN IF NOT EXISTS the statement carries it; 18.16 lacks it, and there Migrate
+-- skips an ADD COLUMN whose column exists. Either way re-running this file converges.
+ALTER TABLE sink_ledger ADD COLUMN {{ifnotexists}}max_event_time DateTime DEFAULT toDateTime(0);
 
 -- Inference results per model and minute: requests, errors (status other than OK), latency and
 -- tokens. latency_ms_quantiles is a quantilesState(0.5, 0.95, 0.99): merge it with

@@ -264,3 +264,11 @@ FROM dlq_entries FINAL
 ORDER BY dlq_topic, dlq_partition, dlq_offset
 LIMIT 1 BY origin_topic, origin_partition, origin_offset, stage,
     if(origin_topic = '', concat(dlq_topic, '/', toString(dlq_partition), '/', toString(dlq_offset)), '');
+-- 0012_latency_ms statement 1
+ALTER TABLE inference_results ADD COLUMN event_time_ms Int64 DEFAULT toInt64(toUInt32(event_time)) * 1000;
+-- 0012_latency_ms statement 2
+ALTER TABLE inference_results ADD COLUMN landed_time_ms Int64 DEFAULT 0;
+-- 0012_latency_ms statement 3
+ALTER TABLE gateway_logs ADD COLUMN event_time_ms Int64 DEFAULT toInt64(toUInt32(event_time)) * 1000;
+-- 0012_latency_ms statement 4
+ALTER TABLE gateway_logs ADD COLUMN landed_time_ms Int64 DEFAULT 0;

@@ -1,0 +1,309 @@
+// Command bench-harness is `make bench`: it measures backflow against two yardsticks on the
+// same backlog, in the same run, on the local stack (deploy/local/stack).
+//
+//  1. It pre-fills two fresh source topics from loadgen (default 1M records: 333,334 requests,
+//     3 records each, with duplicates and poison).
+//  2. For each run (default 3) and each peer (backflow, the raw-library ceiling in
+//     bench/ceiling, Benthos v4.27.0 built by bench/benthos/build.sh) it starts the peer's
+//     processes as children, with fresh consumer groups and a ClickHouse database of their own,
+//     and measures draining the backlog: end-to-end records/s (start until every group committed
+//     its input, so the last row is in ClickHouse and the last feature in Redis), records/s per
+//     stage (from committed offsets over time), CPU seconds per million records and peak RSS
+//     (from /proc/<pid>/stat and VmHWM in /proc/<pid>/status).
+//  3. A latency run: backflow on fresh topics while loadgen sends at a fixed rate (default half
+//     the measured maximum); p50/p95/p99 of landed_time_ms - event_time_ms read from ClickHouse.
+//  4. It writes the medians (and every run) as JSON and a markdown table under bench/results/,
+//     with the machine's cores and memory, and optionally CPU and allocation profiles of
+//     backflow's stages from the first run.
+//
+// Run it through `make bench` (which builds what it needs); `bench-harness --help` lists flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/backflowhq/backflow/internal/envfile"
+	"github.com/backflowhq/backflow/pipelines"
+)
+
+type options struct {
+	envFile       string
+	records       int
+	runs          int
+	peers         string
+	quick         bool
+	latency       bool
+	latencyRate   float64
+	latencyFor    time.Duration
+	latencyRuns   int
+	profile       bool
+	out           string
+	backflow      string
+	ceiling       string
+	benthos       string
+	benthosConfig string
+	redisDB       int
+	timeout       time.Duration
+	keep          bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.envFile, "env-file", ".stack/env", "the stack's env file (deploy/local/stack up writes it); variables already set win")
+	flag.IntVar(&o.records, "records", 1_000_000, "source records in the backlog (loadgen writes 3 per request, plus duplicates and poison)")
+	flag.IntVar(&o.runs, "runs", 3, "runs per peer; every figure is the median over them")
+	flag.StringVar(&o.peers, "peers", strings.Join(allPeers, ","), "peers to measure, in order: backflow, ceiling, benthos")
+	flag.BoolVar(&o.quick, "quick", false, "development mode: 60,000 records, 1 run, a 10 s latency run (flags given explicitly still win)")
+	flag.BoolVar(&o.latency, "latency", true, "do the latency run (backflow at a fixed rate)")
+	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "requests/s of the latency run (0: half of backflow's measured maximum)")
+	flag.DurationVar(&o.latencyFor, "latency-duration", 30*time.Second, "how long loadgen sends in each latency run")
+	flag.IntVar(&o.latencyRuns, "latency-runs", 0, "latency runs (0: as many as --runs)")
+	flag.BoolVar(&o.profile, "profile", true, "write CPU and allocation profiles of backflow's stages during its first run")
+	flag.StringVar(&o.out, "out", "bench/results", "folder for the results (JSON, markdown, profiles); logs go to <out>/tmp")
+	flag.StringVar(&o.backflow, "backflow", "bin/backflow", "the backflow binary")
+	flag.StringVar(&o.ceiling, "ceiling", "bin/bench-ceiling", "the ceiling binary (go build ./bench/ceiling)")
+	flag.StringVar(&o.benthos, "benthos", ".stack/benthos/benthos", "the Benthos binary (bench/benthos/build.sh)")
+	flag.StringVar(&o.benthosConfig, "benthos-config", "bench/benthos/config.yaml", "the Benthos config doing backflow's job")
+	flag.IntVar(&o.redisDB, "redis-db", 9, "Redis database the peers write features to; flushed before each run (never 0)")
+	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest a peer may take to drain the backlog")
+	flag.BoolVar(&o.keep, "keep", false, "keep each run's topics, groups and ClickHouse database (default: deleted after the run)")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.quick {
+		if !set["records"] {
+			o.records = 60_000
+		}
+		if !set["runs"] {
+			o.runs = 1
+		}
+		if !set["latency-duration"] {
+			o.latencyFor = 10 * time.Second
+		}
+	}
+	if o.latencyRuns == 0 {
+		o.latencyRuns = o.runs
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-harness:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-harness:", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) peerList() []string {
+	var out []string
+	for _, p := range strings.Split(o.peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (o options) validate() error {
+	var errs []error
+	if o.records < 3 {
+		errs = append(errs, fmt.Errorf("--records: %d, want at least 3", o.records))
+	}
+	if o.runs < 1 || o.latencyRuns < 1 {
+		errs = append(errs, fmt.Errorf("--runs and --latency-runs: %d and %d, want at least 1", o.runs, o.latencyRuns))
+	}
+	if o.redisDB < 1 {
+		errs = append(errs, fmt.Errorf("--redis-db: %d; the harness flushes it, so 0 (the default database) is refused", o.redisDB))
+	}
+	if o.latencyRate < 0 || o.latencyFor <= 0 {
+		errs = append(errs, fmt.Errorf("--latency-rate and --latency-duration: %v and %v, want >= 0 and > 0", o.latencyRate, o.latencyFor))
+	}
+	peers := o.peerList()
+	if len(peers) == 0 {
+		errs = append(errs, errors.New("--peers: empty"))
+	}
+	for _, p := range peers {
+		if !slices.Contains(allPeers, p) {
+			errs = append(errs, fmt.Errorf("--peers: %q is unknown (known: %s)", p, strings.Join(allPeers, ", ")))
+		}
+	}
+	bins := map[string]string{peerBackflow: o.backflow, peerCeiling: o.ceiling, peerBenthos: o.benthos}
+	for _, p := range peers {
+		if b := bins[p]; b != "" {
+			if _, err := os.Stat(b); err != nil {
+				errs = append(errs, fmt.Errorf("%s binary %s: %w (make bench builds it)", p, b, err))
+			}
+		}
+	}
+	if slices.Contains(peers, peerBenthos) {
+		if _, err := os.Stat(o.benthosConfig); err != nil {
+			errs = append(errs, fmt.Errorf("--benthos-config: %w", err))
+		}
+	}
+	if _, err := os.Stat(o.backflow); err != nil && !slices.Contains(peers, peerBackflow) {
+		errs = append(errs, fmt.Errorf("--backflow %s: %w (the harness also uses it for the latency run)", o.backflow, err))
+	}
+	return errors.Join(errs...)
+}
+
+// harness is one benchmark invocation.
+type harness struct {
+	opt     options
+	conn    pipelines.Config
+	st      *stack
+	tmp     string // logs and local storage of this invocation
+	stamp   string
+	stack   string // the stack's folder (for service pids)
+	started time.Time
+}
+
+func run(ctx context.Context, o options) error {
+	if vals, err := envfile.Load(o.envFile); err != nil {
+		return fmt.Errorf("--env-file: %w (start the stack: deploy/local/stack up)", err)
+	} else {
+		for k, v := range vals {
+			if _, ok := os.LookupEnv(k); !ok {
+				os.Setenv(k, v)
+			}
+		}
+	}
+	conn, err := pipelines.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	conn.Redis.DB = o.redisDB
+	for name, v := range map[string]string{"BACKFLOW_REGISTRY_URL": conn.Registry.URL, "BACKFLOW_CLICKHOUSE_ADDR": conn.ClickHouse.Addr, "BACKFLOW_REDIS_ADDR": conn.Redis.Addr} {
+		if v == "" {
+			return fmt.Errorf("%s is not set (is %s the stack's env file?)", name, o.envFile)
+		}
+	}
+	h := &harness{opt: o, conn: conn, started: time.Now(), stamp: time.Now().UTC().Format("20060102T150405")}
+	h.stack = filepath.Dir(o.envFile)
+	h.tmp, err = filepath.Abs(filepath.Join(o.out, "tmp", h.stamp))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(h.tmp, 0o755); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	h.st, err = openStack(sctx, conn)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the local stack does not answer (deploy/local/stack up): %w", err)
+	}
+	defer h.st.Close()
+
+	res := &results{Machine: machineInfo(), Started: h.started.UTC(), Options: o.summary()}
+	say("bench %s: %d records, %d run(s) per peer, peers %s; logs in %s", h.stamp, o.records, o.runs, o.peers, h.tmp)
+	say("machine: %s", res.Machine)
+
+	bl, err := h.prefill(ctx, "b"+strings.ToLower(h.stamp[4:]), o.records)
+	if err != nil {
+		return err
+	}
+	res.Backlog = bl.summary()
+	defer func() {
+		if !o.keep {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			h.st.deleteTopics(cctx, bl.inference, bl.gateway)
+			cancel()
+		}
+	}()
+
+	peers := o.peerList()
+	res.Peers = map[string]*peerResults{}
+	for _, p := range peers {
+		res.Peers[p] = &peerResults{}
+	}
+	for r := 1; r <= o.runs; r++ {
+		for _, p := range peers {
+			prof := ""
+			if o.profile && p == peerBackflow && r == 1 {
+				prof = filepath.Join(o.out, "profiles", h.stamp)
+				if err := os.MkdirAll(prof, 0o755); err != nil {
+					return err
+				}
+				res.ProfileDir = prof
+			}
+			pr := h.newPeerRun(p, r, bl, bl.tag, prof)
+			m, err := h.measure(ctx, pr, bl)
+			if err != nil {
+				return fmt.Errorf("%s run %d: %w", p, r, err)
+			}
+			res.Peers[p].Runs = append(res.Peers[p].Runs, m)
+			say("%s run %d/%d: %s", p, r, o.runs, m.line())
+			res.Peers[p].Median = median(res.Peers[p].Runs)
+			res.ratios()
+			h.checkpoint(res) // what was measured survives a later failure
+		}
+	}
+
+	if o.latency {
+		rate := o.latencyRate
+		if rate == 0 {
+			if b := res.Peers[peerBackflow]; b != nil && b.Median.RecordsPerSec > 0 {
+				rate = b.Median.RecordsPerSec / 2 / bl.recordsPerRequest()
+			} else {
+				rate = 1000
+			}
+		}
+		res.Latency = &latencyResults{RateRequests: rate, Duration: o.latencyFor.String()}
+		for r := 1; r <= o.latencyRuns; r++ {
+			l, err := h.latencyRun(ctx, r, rate)
+			if err != nil {
+				return fmt.Errorf("latency run %d: %w", r, err)
+			}
+			res.Latency.Runs = append(res.Latency.Runs, l)
+			res.Latency.Median = medianLatency(res.Latency.Runs)
+			h.checkpoint(res)
+			say("latency run %d/%d at %.0f requests/s: p50 %.0f ms, p95 %.0f ms, p99 %.0f ms over %d requests", r, o.latencyRuns, rate, l.P50, l.P95, l.P99, l.Samples)
+		}
+		res.Latency.Median = medianLatency(res.Latency.Runs)
+	}
+	if res.ProfileDir != "" {
+		res.Profiles = h.profileTops(res.ProfileDir)
+	}
+	res.Finished = time.Now().UTC()
+	res.LoadAfter = loadAverage()
+	paths, err := res.write(o.out, h.stamp, o.quick)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println(res.markdown())
+	say("results: %s", strings.Join(paths, ", "))
+	return nil
+}
+
+// checkpoint writes the results so far (marked partial) to the run's files; the final write
+// replaces them.
+func (h *harness) checkpoint(res *results) {
+	res.Partial = true
+	res.Finished = time.Now().UTC()
+	if _, err := res.write(h.opt.out, h.stamp, h.opt.quick); err != nil {
+		say("could not write the results so far: %v", err)
+	}
+	res.Partial = false
+}
+
+// say prints a progress line with the time.
+func say(format string, a ...any) {
+	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}

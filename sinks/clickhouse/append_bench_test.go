@@ -1,0 +1,97 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/internal/testenv"
+)
+
+// BenchmarkAppend is the ClickHouse append per row on the real server (deploy/local/stack):
+// AppendStruct of an inference row, as the sink does, against a positional Append of the same
+// values, as bench/ceiling does; and Send of a whole 10,000-row batch (network and server
+// included). Rows are appended to a batch prepared on a database of the benchmark's own, and
+// the appending batches are aborted, so nothing is written but by send.
+func BenchmarkAppend(b *testing.B) {
+	testenv.Integration(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	admin, err := Open(ctx, Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close()
+	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+	conn, err := Open(ctx, Config{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := Migrate(ctx, conn); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := MapRecord(&benchEnriched()[1])
+	if err != nil {
+		b.Fatal(err)
+	}
+	row := *rows.Inference
+	row.LandedTimeMs = time.Now().UnixMilli()
+	sql := insertSQL(TableInference, InferenceRow{})
+	const batch = 10000
+	prepare := func(b *testing.B) driver.Batch {
+		bt, err := conn.PrepareBatch(ctx, sql)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return bt
+	}
+	appendRows := func(name string, add func(driver.Batch, *InferenceRow) error) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			bt := prepare(b)
+			n := 0
+			for b.Loop() {
+				if err := add(bt, &row); err != nil {
+					b.Fatal(err)
+				}
+				if n++; n == batch {
+					b.StopTimer()
+					bt.Abort()
+					bt, n = prepare(b), 0
+					b.StartTimer()
+				}
+			}
+			bt.Abort()
+		})
+	}
+	appendRows("struct", func(bt driver.Batch, r *InferenceRow) error { return bt.AppendStruct(r) })
+	appendRows("values", func(bt driver.Batch, r *InferenceRow) error {
+		return bt.Append(r.SourceTopic, r.RequestID, r.Model, r.ModelVersion, r.EventTime, r.LatencyMs, r.PromptTokens,
+			r.CompletionTokens, r.CachedTokens, r.RiskScore, r.Labels, r.LabelScores, r.Status, r.Error, r.Region, r.FinishReason,
+			r.EmbeddingDim, r.OutputChars, r.ModerationStatus, r.Verdict, r.ModerationRisk, r.Categories, r.HitCount, r.SchemaID,
+			r.Epoch, r.SourcePartition, r.SourceOffset, r.IngestTime, r.Version, r.EventTimeMs, r.LandedTimeMs)
+	})
+	b.Run("send-10000", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			bt := prepare(b)
+			for range batch {
+				if err := bt.AppendStruct(&row); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := bt.Send(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
