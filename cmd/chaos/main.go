@@ -67,7 +67,7 @@ func run() int {
 			id, err := strconv.Atoi(strings.TrimSpace(f))
 			s := chaos.ByID(id)
 			if err != nil || s == nil {
-				fmt.Fprintf(os.Stderr, "chaos: --scenarios: %q is not a scenario number (1..20)\n", f)
+				fmt.Fprintf(os.Stderr, "chaos: --scenarios: %q is not a scenario number (1..%d)\n", f, len(chaos.Scenarios))
 				return 2
 			}
 			list = append(list, s)

@@ -180,6 +180,18 @@ func serviceDown(ctx context.Context, r *Run, service string, group func() strin
 
 // 3
 func clickhouseReplyLost(ctx context.Context, r *Run) error {
+	// The raw tables are ReplacingMergeTrees: a background merge collapses the rows a retry
+	// wrote twice, and the raw count would then show no duplicate although the lost replies
+	// hit INSERTs that landed. Merges stay off on this private database's tables (reads
+	// through the views' FINAL still deduplicate).
+	if _, err := clickhouse.Migrate(ctx, r.CH); err != nil {
+		return err
+	}
+	for _, t := range []string{"inference_results", "gateway_logs", "moderation_hits", "dlq_entries"} {
+		if err := r.CH.Exec(ctx, "SYSTEM STOP MERGES "+r.DB+"."+t); err != nil {
+			return fmt.Errorf("stop merges on %s: %w", t, err)
+		}
+	}
 	if _, err := r.StartPipeline(ctx, nil, map[string]string{"sink_clickhouse": "batch_rows: 1000"}); err != nil {
 		return err
 	}
