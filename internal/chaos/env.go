@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -349,8 +350,15 @@ func (e *Env) Lag(ctx context.Context) (map[string]int64, error) {
 			return nil, err
 		}
 		var lag int64
+		var perr error
 		ends.Each(func(lo kadm.ListedOffset) {
+			if errors.Is(lo.Err, kerr.UnknownTopicOrPartition) {
+				return // not created yet (a loop topic before its stage started): nothing to read
+			}
 			if lo.Err != nil {
+				// A partition without a leader (a broker killed) is not "no lag": say so,
+				// and the caller asks again.
+				perr = fmt.Errorf("end offset of %s/%d: %w", lo.Topic, lo.Partition, lo.Err)
 				return
 			}
 			at := int64(0)
@@ -359,6 +367,9 @@ func (e *Env) Lag(ctx context.Context) (map[string]int64, error) {
 			}
 			lag += lo.Offset - at
 		})
+		if perr != nil {
+			return nil, perr
+		}
 		out[g] = lag
 	}
 	return out, nil
