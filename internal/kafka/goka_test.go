@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/lovoo/goka"
 )
@@ -62,5 +63,27 @@ func TestSaramaWaitsOutARebalance(t *testing.T) {
 	if sc.Net.ReadTimeout <= sc.Consumer.Group.Rebalance.Timeout {
 		t.Fatalf("read timeout %v, rebalance timeout %v: a JoinGroup waiting on a slow member times out client-side",
 			sc.Net.ReadTimeout, sc.Consumer.Group.Rebalance.Timeout)
+	}
+}
+
+// TestSaramaProducerOutlastsALeaderElection (regression): goka's producer gave up on a table
+// changelog write about a second after its partition's leader died, before KRaft had fenced
+// the broker (9 s) and elected another leader, and the stage stopped (fault suite #20). The
+// retries must now span longer than that.
+func TestSaramaProducerOutlastsALeaderElection(t *testing.T) {
+	sc := Config{Brokers: []string{"127.0.0.1:9092"}}.Sarama()
+	var total time.Duration
+	for n := 0; n < sc.Producer.Retry.Max; n++ {
+		if sc.Producer.Retry.BackoffFunc != nil {
+			total += sc.Producer.Retry.BackoffFunc(n, sc.Producer.Retry.Max)
+		} else {
+			total += sc.Producer.Retry.Backoff
+		}
+	}
+	if total < 20*time.Second {
+		t.Fatalf("produce retries span %v (%d retries): shorter than a leader election after a broker dies", total, sc.Producer.Retry.Max)
+	}
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
