@@ -23,7 +23,7 @@ check-go:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 is needed: https://go.dev/dl/ (not found on PATH)" >&2; exit 1; }
 
 fmt-check: ## fail if gofmt would change a file
-	@out=$$(find . -name '*.go' -not -path './.stack/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l); \
+	@out=$$(find . -name '*.go' -not -path './.stack/*' -not -path './.git/*' -not -path './.tmp/*' -not -path './.chaos/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
