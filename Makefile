@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-micro
+.PHONY: help demo test test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-micro
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -68,6 +68,17 @@ dashboard-screenshot: ## after make demo: docs/dashboard.png from the running da
 
 grafana-json: ## regenerate deploy/grafana/dashboards/backflow.json from internal/dashboard/panels.go
 	$(GO) test ./internal/dashboard -run TestGrafanaJSONUpToDate -count=1 -update
+
+CHAOS_FLAGS ?=
+chaos: check-go ## the fault-injection suite: every scenario of reliability.md on a 3-broker stack and the secured one (CHAOS_FLAGS="--scenarios 2,16")
+	$(STACK) up --brokers 3 || { $(STACK) down kafka && $(STACK) up --brokers 3; }
+	$(STACK) --secure up
+	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+
+DURATION ?= 10m
+soak: check-go ## scenario 20: faults 1, 2, 5, 9 and 15 in turn under steady traffic for DURATION (default 10m)
+	$(STACK) up --brokers 3 || { $(STACK) down kafka && $(STACK) up --brokers 3; }
+	$(GO) run ./cmd/chaos --soak $(DURATION) --json .chaos/soak.json
 
 clean: stack-down ## stop the stack and delete its state (.stack/) and bin/
 	rm -rf .stack bin

@@ -439,6 +439,38 @@ func TestEncoderLosesRegistrationRace(t *testing.T) {
 	}
 }
 
+// TestEncoderFalseAlreadyExistsIsRetried (regression): Apicurio on H2 answered a lone first
+// registration 409 "already exists" (a unique-index clash with another registration under
+// load) while the subject held nothing, and a lookup said 404. The encoder took it as a
+// refusal and ingest stopped (fault suite #2). It is retryable now, and asking again succeeds.
+func TestEncoderFalseAlreadyExistsIsRetried(t *testing.T) {
+	fake, cl := newRegistry(t)
+	subject := TopicName.Subject(TopicInferenceResult, InferenceResultV2)
+	var conflicts atomic.Int32
+	fake.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && r.URL.Path == "/subjects/"+subject+"/versions" && conflicts.Add(1) == 1 {
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"error_code":0,"message":"An artifact with ID '` + subject + `' in group 'null' already exists."}`))
+			return true
+		}
+		return false
+	})
+	enc, dec := inferenceCodec(t, cl, nil)
+	if _, err := enc.Encode(context.Background(), sampleInference()); !IsRetryable(err) {
+		t.Fatalf("err = %v, want retryable", err)
+	}
+	b, err := enc.Encode(context.Background(), sampleInference())
+	if err != nil {
+		t.Fatalf("second encode: %v", err)
+	}
+	if conflicts.Load() != 2 {
+		t.Fatalf("%d registrations, want 2", conflicts.Load())
+	}
+	if got, _, err := dec.Decode(context.Background(), b); err != nil || got.RequestID != sampleInference().RequestID {
+		t.Fatalf("decode: %+v, %v", got, err)
+	}
+}
+
 // TestEncoderRejectedSchemaIsPermanent: a 409 for a schema the subject does not hold is the
 // registry refusing it (incompatible); that is not retryable.
 func TestEncoderRejectedSchemaIsPermanent(t *testing.T) {

@@ -535,6 +535,18 @@ func groupOf(path string) (checkGroup, bool) {
 	return checkGroup{}, false
 }
 
+// sharesMessage reports whether a and b have an error message in common.
+func sharesMessage(a, b []error) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.Error() == y.Error() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // validate checks f; prior are the errors already found (their keys are not checked again).
 func validate(f File, secrets map[string]string, getenv func(string) string, sources map[string]string, prior ConfigErrors) ConfigErrors {
 	var errs ConfigErrors
@@ -642,6 +654,21 @@ func validate(f File, secrets map[string]string, getenv func(string) string, sou
 			continue
 		}
 		g, _ := groupOf(l.path)
+		// Keys of one section that fail alone but not together (a SASL mechanism and its
+		// user) are no error: put back every failing key of the section and look again.
+		section, _, _ := strings.Cut(l.path, ".")
+		together := whole
+		togetherLeaves := fileLeaves(&together)
+		for j, lj := range leaves {
+			if s, _, _ := strings.Cut(lj.path, "."); s == section && !bad[lj.path] {
+				if _, failed := candidates[j]; failed {
+					togetherLeaves[j].v.Set(lj.v)
+				}
+			}
+		}
+		if err := g.check(together, secrets, noenv); err == nil || !sharesMessage(split(err), errsAlone) {
+			continue
+		}
 		again := whole
 		againLeaves := fileLeaves(&again)
 		againLeaves[i].v.Set(l.v)

@@ -48,6 +48,25 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			// Regression: a SASL mechanism and its user are each invalid alone, and every
+			// secured setup (variables, or file keys) was refused with both keys named.
+			name: "a SASL mechanism with its user and password file, from variables and from the file",
+			yaml: "kafka:\n  sasl_username: backflow\n",
+			env: map[string]string{"BACKFLOW_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "BACKFLOW_KAFKA_SASL_PASSWORD_FILE": secret,
+				"BACKFLOW_REDIS_USERNAME": "backflow", "BACKFLOW_REDIS_PASSWORD_FILE": secret},
+			check: func(t *testing.T, l Loaded) {
+				if k := l.Conn.Kafka.SASL; k.Mechanism != "SCRAM-SHA-512" || k.Username != "backflow" {
+					t.Errorf("kafka sasl %+v", k)
+				}
+			},
+		},
+		{
+			name:    "a SASL mechanism without its user is still refused",
+			env:     map[string]string{"BACKFLOW_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"},
+			wantErr: []string{"kafka.sasl_mechanism (BACKFLOW_KAFKA_SASL_MECHANISM): kafka: sasl username: empty"},
+			nErr:    1,
+		},
+		{
 			name: "values are read, in every section",
 			yaml: `
 stages: [sink-clickhouse]

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,9 +26,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/chaos"
+	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/loadgen"
 	"github.com/backflowhq/backflow/internal/ops"
@@ -242,32 +242,7 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 
 // sum adds up the series of name whose labels include want; -1 when there is none.
 func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	mf, ok := mfs[name]
-	if !ok {
-		return -1
-	}
-	total, n := 0.0, 0
-series:
-	for _, m := range mf.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
-				continue series
-			}
-		}
-		n++
-		switch {
-		case m.Counter != nil:
-			total += m.Counter.GetValue()
-		case m.Gauge != nil:
-			total += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			total += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	if n == 0 {
-		return -1
-	}
-	return total
+	return chaos.Metrics(mfs).Sum(name, want)
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -483,15 +458,7 @@ func int64Feature(ctx context.Context, rdb *redis.Client, key, view, feat string
 	if err != nil {
 		return 0, err
 	}
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != 4 || typ != protowire.VarintType {
-		return 0, fmt.Errorf("%s: not an int64 Value: %x", feat, b)
-	}
-	v, m := protowire.ConsumeVarint(b[n:])
-	if m < 0 {
-		return 0, fmt.Errorf("%s: bad varint %x", feat, b)
-	}
-	return int64(v), nil
+	return features.DecodeInt64Value(b)
 }
 
 // TestRunEndToEnd runs `backflow run` with every stage in one process from a config file (with
@@ -707,8 +674,12 @@ func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
 	defer cancel()
 	e := newPipelineEnv(t, ctx)
 	bin := build(t, "cmd/backflow")
-	px := newFreezeProxy(t, e.chAddr)
-	e.vars["BACKFLOW_CLICKHOUSE_ADDR"] = px.addr
+	px, err := faultproxy.New(faultproxy.Config{Target: e.chAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	e.vars["BACKFLOW_CLICKHOUSE_ADDR"] = px.Addr()
 	cfg := e.config(t, "ingest, sink-clickhouse", map[string]string{"shutdown_timeout": "5s",
 		"sink_clickhouse": "batch_interval: 1h, batch_rows: 100000, insert_timeout: 10m, mirror_dlq: false"})
 	p := startRun(t, bin, e.vars, "run", "--config", cfg)
@@ -716,7 +687,7 @@ func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
 	m := e.load(t, ctx, loadgen.Config{Requests: 300, DuplicateRate: 0.02, PoisonRate: 0.02, Seed: 73})
 	o := e.oracle(m)
 	waitBuffered(t, base, o.originals)
-	px.freeze()
+	px.Set(faultproxy.Blackhole) // connections stay open, no byte moves: a hung server
 	if code := p.signal(syscall.SIGTERM, 2*time.Minute); code != exitShutdownTimeout {
 		t.Fatalf("exit code %d after SIGTERM with ClickHouse hung, want %d:\n%s", code, exitShutdownTimeout, p.log())
 	}
@@ -736,7 +707,7 @@ func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
 	if committed != 0 {
 		t.Fatalf("the sink committed %d partitions although nothing landed", committed)
 	}
-	px.thaw()
+	px.Set(faultproxy.Forward)
 
 	cfg = e.config(t, "sink-clickhouse", map[string]string{"sink_clickhouse": "batch_interval: 200ms, mirror_dlq: false"})
 	p2 := startRun(t, bin, e.vars, "run", "--config", cfg)
@@ -804,89 +775,4 @@ func committedToEnd(t *testing.T, ctx context.Context, cl *kgo.Client, group str
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// freezeProxy passes TCP through to a real server until frozen: then it stops moving bytes
-// (both ways) while keeping every connection open, which is what a hung server looks like.
-type freezeProxy struct {
-	addr   string
-	mu     sync.Mutex
-	cond   *sync.Cond
-	frozen bool
-}
-
-func newFreezeProxy(t *testing.T, upstream string) *freezeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &freezeProxy{addr: ln.Addr().String()}
-	px.cond = sync.NewCond(&px.mu)
-	var conns []net.Conn
-	var cmu sync.Mutex
-	t.Cleanup(func() {
-		px.thaw()
-		ln.Close()
-		cmu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		cmu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			cmu.Lock()
-			conns = append(conns, c, up)
-			cmu.Unlock()
-			go px.pipe(up, c)
-			go px.pipe(c, up)
-		}
-	}()
-	return px
-}
-
-func (px *freezeProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		px.mu.Lock()
-		for px.frozen {
-			px.cond.Wait()
-		}
-		px.mu.Unlock()
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				dst.Close()
-			}
-			return
-		}
-	}
-}
-
-func (px *freezeProxy) freeze() {
-	px.mu.Lock()
-	px.frozen = true
-	px.mu.Unlock()
-}
-
-func (px *freezeProxy) thaw() {
-	px.mu.Lock()
-	px.frozen = false
-	px.cond.Broadcast()
-	px.mu.Unlock()
 }

@@ -230,6 +230,21 @@ func (c Config) Sarama() *sarama.Config {
 	// and loopback emits of one partition are acknowledged in the order they were made, which
 	// the in-order commits of ingest and the offset marks of the feature aggregates rely on.
 	sc.Net.MaxOpenRequests = 1
+	// A write whose partition leader died is retried until another broker leads it: KRaft
+	// fences a dead broker after broker.session.timeout.ms (9 s), then elects. goka's 10
+	// retries 100 ms apart gave up after about a second, so a table changelog write failed
+	// and the stage stopped (fault suite #20, the leader killed under load). Now about 33 s:
+	// 100 ms doubling to 2 s, 20 times.
+	sc.Producer.Retry.Max = 20
+	sc.Producer.Retry.BackoffFunc = producerBackoff
+	// The answer to a JoinGroup waits until every member has rejoined, up to the rebalance
+	// timeout (60 s), but sarama reads it with the plain read timeout (30 s). A rebalance that
+	// waited on a slow member (an ingest instance whose records wait out a moderation outage
+	// under --policy block) failed the joining member with "i/o timeout" and stopped its stage
+	// (fault suite #5). Kafka's Java client waits the rebalance timeout plus its request
+	// timeout for that answer; sarama has one read timeout for every request, so it gets the
+	// sum. A broker that stops answering is noticed 60 s later than before.
+	sc.Net.ReadTimeout = sc.Consumer.Group.Rebalance.Timeout + 30*time.Second
 	// With one request in flight, a table write waits in the producer's input while the
 	// previous produce is acknowledged, and a partition's records wait in the consumer's
 	// buffer while its goroutine writes. sarama's 256 (goka's default too) held the partition
@@ -264,6 +279,14 @@ func (c Config) Sarama() *sarama.Config {
 		}
 	}
 	return sc
+}
+
+// producerBackoff is sarama's wait before retry n of a produce: 100 ms doubling, at most 2 s.
+func producerBackoff(n, _ int) time.Duration {
+	if n > 5 {
+		return 2 * time.Second
+	}
+	return min(100*time.Millisecond<<n, 2*time.Second)
 }
 
 // TopicManager returns the goka topic-manager settings: replication for the tables goka

@@ -137,3 +137,35 @@ func (g gokaLogger) Println(v ...any) { g.log.Info(strings.TrimSpace(fmt.Sprintl
 func (g gokaLogger) Printf(format string, v ...any) {
 	g.log.Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
+
+// newGokaProcessor is goka.NewProcessor; tests replace it.
+var newGokaProcessor = goka.NewProcessor
+
+// NewGokaProcessor is goka.NewProcessor, tried again (up to 5 times, ctx permitting) when
+// goka's topic check lost a race with a topic created a moment before, by the stage's own
+// Prepare or by another instance starting at the same time. goka looks the topic up in a
+// fresh sarama client's metadata, which a just-created topic may not be in yet, then fails
+// its own create with "Topic with this name already exists"; or it asks a broker for the
+// topic's configs before that broker knows the topic ("does not exist on this broker", on a
+// 3-broker cluster). goka formats these errors with %v, so only their text tells. Without
+// this the stage stopped at start-up now and then.
+func NewGokaProcessor(ctx context.Context, brokers []string, g *goka.GroupGraph, opts ...goka.ProcessorOption) (*goka.Processor, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := newGokaProcessor(brokers, g, opts...)
+		if err == nil || attempt == 5 || !topicRace(err) {
+			return p, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
+		}
+	}
+}
+
+// topicRace reports whether err is one of goka's topic checks losing a race with a topic
+// created a moment before.
+func topicRace(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "already exists") || strings.Contains(msg, "does not exist on this broker")
+}

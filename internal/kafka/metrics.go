@@ -1,7 +1,11 @@
 package kafka
 
 import (
+	"context"
+	"log/slog"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/ops"
 )
@@ -40,4 +44,32 @@ func newLagMetrics(reg prometheus.Registerer) *lagMetrics {
 	m.rate = ops.Register(reg, m.rate)
 	m.pollErrors = ops.Register(reg, m.pollErrors)
 	return m
+}
+
+// MetricTableChangelogMisconfigured is 1 for a goka table changelog that the start-up check
+// (CheckTableChangelog) found wrong, 0 when it is fine (label topic).
+const MetricTableChangelogMisconfigured = "backflow_table_changelog_misconfigured"
+
+// FlagTableChangelog runs CheckTableChangelog on topic, logs a problem as a warning, and sets
+// MetricTableChangelogMisconfigured on reg (nil: no metric). It never fails the stage: a check
+// that cannot run is logged too.
+func FlagTableChangelog(ctx context.Context, cl *kgo.Client, reg prometheus.Registerer, log *slog.Logger, topic string) {
+	problem, err := CheckTableChangelog(ctx, cl, topic)
+	if err != nil {
+		log.Warn("could not check the table changelog", "topic", topic, "error", err)
+		return
+	}
+	if problem != "" {
+		log.Warn(problem, "topic", topic)
+	}
+	if reg == nil {
+		return
+	}
+	g := ops.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricTableChangelogMisconfigured,
+		Help: "1 when a group table's changelog topic is not compacted (checked at start-up), else 0."}, []string{"topic"}))
+	v := 0.0
+	if problem != "" {
+		v = 1
+	}
+	g.WithLabelValues(topic).Set(v)
 }

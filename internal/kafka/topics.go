@@ -113,3 +113,38 @@ func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics
 		}
 	}
 }
+
+// CheckTableChangelog looks at a goka group table's changelog topic and returns what is wrong
+// with it, or "" when it is fine or does not exist yet (goka creates it compacted). goka
+// itself ignores a changelog it did not create, whatever its settings. A changelog that is
+// not compacted loses keys to retention: a store rebuilt from it forgets what the group has
+// seen (the dedupe claims, the aggregates' high-water marks). Stages log the problem and set
+// MetricTableChangelogMisconfigured at start-up, and run on: stopping would only crash-loop,
+// since the topic needs an operator (`kafka-configs --alter --add-config
+// cleanup.policy=compact`).
+func CheckTableChangelog(ctx context.Context, cl *kgo.Client, topic string) (string, error) {
+	adm := kadm.NewClient(cl)
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("kafka: describe %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("kafka: describe %s: %w", topic, err)
+	}
+	if len(rc.Configs) == 0 {
+		return "", nil // not (yet) known to the broker that answered: goka creates it compacted
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			if !strings.Contains(c.MaybeValue(), "compact") {
+				return fmt.Sprintf("table changelog %s is not compacted (cleanup.policy=%s): a store rebuilt from it loses what retention deleted; set cleanup.policy=compact", topic, c.MaybeValue()), nil
+			}
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("table changelog %s has no cleanup.policy: want compact", topic), nil
+}

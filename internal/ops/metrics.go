@@ -18,6 +18,9 @@ const (
 	MetricFlushSeconds = "backflow_stage_flush_seconds"
 	MetricSinkErrors   = "backflow_sink_errors_total"
 	MetricStageReady   = "backflow_stage_ready"
+	// MetricDLQWriteErrors counts DLQ writes that failed and are being retried: the bad
+	// record's source offset waits uncommitted until one succeeds.
+	MetricDLQWriteErrors = "backflow_dlq_write_errors_total"
 )
 
 // Metrics holds the shared families on one registry. Build it once per process with
@@ -31,6 +34,7 @@ type Metrics struct {
 	flush *prometheus.HistogramVec
 	errs  *prometheus.CounterVec
 	ready *prometheus.GaugeVec
+	dlqw  *prometheus.CounterVec
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors, what a process
@@ -61,6 +65,8 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			[]string{"stage", "class"}),
 		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricStageReady,
 			Help: "1 while a stage consumes with partitions assigned, else 0."}, []string{"stage"}),
+		dlqw: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDLQWriteErrors,
+			Help: "DLQ writes that failed and are retried; the bad record's source offset stays uncommitted meanwhile."}, []string{"stage"}),
 	}
 	m.in = Register(reg, m.in)
 	m.out = Register(reg, m.out)
@@ -69,6 +75,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	m.flush = Register(reg, m.flush)
 	m.errs = Register(reg, m.errs)
 	m.ready = Register(reg, m.ready)
+	m.dlqw = Register(reg, m.dlqw)
 	return m
 }
 
@@ -84,7 +91,7 @@ func (m *Metrics) Stage(name string) *Stage {
 	s := &Stage{name: name, reg: m.reg, in: m.in.WithLabelValues(name), out: m.out.WithLabelValues(name),
 		dlq: m.dlq.MustCurryWith(prometheus.Labels{"stage": name}), batch: m.batch.WithLabelValues(name),
 		flush: m.flush.WithLabelValues(name), errs: m.errs.MustCurryWith(prometheus.Labels{"stage": name}),
-		ready: m.ready.WithLabelValues(name)}
+		ready: m.ready.WithLabelValues(name), dlqw: m.dlqw.WithLabelValues(name)}
 	return s
 }
 
@@ -99,6 +106,7 @@ type Stage struct {
 	flush prometheus.Observer
 	errs  *prometheus.CounterVec
 	ready prometheus.Gauge
+	dlqw  prometheus.Counter
 }
 
 // Name is the stage label.
@@ -156,6 +164,13 @@ func (s *Stage) Flush(d time.Duration) {
 func (s *Stage) SinkError(class string) {
 	if s != nil {
 		s.errs.WithLabelValues(class).Inc()
+	}
+}
+
+// DLQWriteError counts one failed DLQ write that will be retried.
+func (s *Stage) DLQWriteError() {
+	if s != nil {
+		s.dlqw.Inc()
 	}
 }
 

@@ -90,7 +90,9 @@ func (q *commitQueue) Len() int {
 }
 
 // Close releases every pending record with errShutdown (goka commits none of them) and makes
-// later Adds fail. Records finishing afterwards are ignored.
+// later Adds fail. Records finishing afterwards are ignored. Pending includes records that
+// finished but wait behind an unfinished one: their commits were not released either, and
+// goka's partition shutdown waits (60 s) for every deferred commit to be released.
 func (q *commitQueue) Close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -99,10 +101,8 @@ func (q *commitQueue) Close() {
 	}
 	q.closed = true
 	for _, p := range q.pending {
-		if !p.done {
-			p.done = true
-			p.commit(errShutdown)
-		}
+		p.done = true
+		p.commit(errShutdown)
 	}
 	q.pending = nil
 	q.cond.Broadcast()

@@ -121,7 +121,10 @@ func TestCommitQueueBoundsInFlight(t *testing.T) {
 }
 
 // TestCommitQueueShutdown: a closed queue commits nothing that was in flight, ignores late
-// finishers, and refuses new records; a blocked Add gives up when its context ends.
+// finishers, and refuses new records; a blocked Add gives up when its context ends. Every
+// record's commit function is called exactly once, including offset 1, which finished before
+// the close but waited behind offset 0: goka's partition shutdown waits for each one, and a
+// stop hung past shutdown_timeout when one was never called.
 func TestCommitQueueShutdown(t *testing.T) {
 	var rec recorder
 	q := newCommitQueue(2)
@@ -144,7 +147,7 @@ func TestCommitQueueShutdown(t *testing.T) {
 	if _, err := q.Add(context.Background(), rec.fn(3)); !errors.Is(err, errShutdown) {
 		t.Fatalf("Add after Close: %v", err)
 	}
-	if len(rec.committed) != 0 || !equal(rec.failed, []int{2, 0, 1, 3}) && !equal(rec.failed, []int{2, 0, 3}) {
+	if len(rec.committed) != 0 || !equal(rec.failed, []int{2, 0, 1, 3}) {
 		t.Fatalf("committed %v failed %v", rec.committed, rec.failed)
 	}
 }

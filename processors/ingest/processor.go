@@ -362,6 +362,7 @@ func (p *Processor) produce(r *kgo.Record, done func()) {
 func (p *Processor) deadLetter(o dlq.Origin, cause error) bool {
 	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
 	err := retry(p.runCtx, b, func(error) bool { return true }, func(err error) {
+		p.metrics.st().DLQWriteError()
 		p.log.Warn("DLQ write failed; retrying", "topic", o.Topic, "offset", o.Offset, "error", err)
 	}, func() error { return p.dead.Write(p.runCtx, o, cause) })
 	if err == nil {

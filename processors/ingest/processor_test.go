@@ -15,6 +15,7 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
@@ -53,6 +54,7 @@ func (c *capture) topic(t string) []*kgo.Record {
 type deadBox struct {
 	mu      sync.Mutex
 	entries []dlq.Entry
+	refuse  int           // the next writes to refuse, as a broker does with a record it will not take
 	gate    chan struct{} // when set, each Write waits for a value on it
 }
 
@@ -66,6 +68,10 @@ func (d *deadBox) Write(ctx context.Context, o dlq.Origin, err error) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.refuse > 0 {
+		d.refuse--
+		return fmt.Errorf("dlq: write 1 record(s): %w", kerr.MessageTooLarge)
+	}
 	d.entries = append(d.entries, dlq.NewEntry(o, err))
 	return nil
 }
@@ -381,6 +387,24 @@ func TestPoisonToDLQ(t *testing.T) {
 	if nf, inv, in := h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "not_framed"}), h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "invalid"}),
 		h.metric(ops.MetricRecordsIn, nil); nf != 2 || inv != 1 || in != 4 {
 		t.Fatalf("metrics: dlq not_framed %v, invalid %v, in %v; want 2, 1, 4", nf, inv, in)
+	}
+}
+
+// TestRefusedDLQWriteIsCountedAndRetried (reliability.md #18): a DLQ the broker refuses to
+// write to held the source offset back, and logged, but /metrics showed nothing, so an alert
+// could not see a stage stuck behind its DLQ. Each refused write must count in
+// backflow_dlq_write_errors_total, and the record must still reach the DLQ once writes work.
+func TestRefusedDLQWriteIsCountedAndRetried(t *testing.T) {
+	h := newHarness(t, Config{BatchLinger: time.Millisecond}, 0)
+	h.dead.refuse = 3
+	good := h.inference("r1", "x")
+	h.tt.Consume(infTopic, "p1", append([]byte{7}, good[1:]...))
+	h.waitFor("dead-lettered", func() bool { return len(h.dead.list()) == 1 && h.p.InFlight() == 0 })
+	if n := h.metric(ops.MetricDLQWriteErrors, map[string]string{"stage": "ingest"}); n != 3 {
+		t.Fatalf("%s = %v, want 3 (one per refused write)", ops.MetricDLQWriteErrors, n)
+	}
+	if n := h.metric(ops.MetricRecordsDLQ, map[string]string{"class": "not_framed"}); n != 1 {
+		t.Fatalf("dead-lettered %v, want 1", n)
 	}
 }
 

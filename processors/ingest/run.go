@@ -105,13 +105,16 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 			}
 		}()
 	}
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	kafka.FlagTableChangelog(cctx, cl, rc.Metrics.Registerer(), log, cfg.TableTopic())
+	ccancel()
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka")
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
 	opts = append(opts, goka.WithStorageBuilder(kafka.GokaStorage(dir)), goka.WithLogger(kafka.GokaLogger(log)))
-	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
+	proc, err := kafka.NewGokaProcessor(life.Ctx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)
 	}

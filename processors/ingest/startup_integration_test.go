@@ -1,16 +1,24 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
 )
 
@@ -114,4 +122,96 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	if n, err := ingest.Prepare(ctx, cl, cfg, 1); err != nil || n != 3 {
 		t.Fatalf("second prepare: %d, %v", n, err)
 	}
+}
+
+// TestStartFlagsNonCompactedChangelog (reliability.md #14): the group table's changelog exists
+// but with cleanup.policy=delete, so retention would drop dedupe claims and a store rebuilt from
+// it would let duplicates through. goka ignores the settings of a changelog it did not create,
+// so ingest used to start without a word. Its start-up check must flag the topic (a warning
+// and backflow_table_changelog_misconfigured 1) and still run: stopping would only crash-loop.
+func TestStartFlagsNonCompactedChangelog(t *testing.T) {
+	kcfg := testenv.Kafka(t, "changelog-test")
+	cl, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id := fmt.Sprint(time.Now().UnixNano())
+	cfg := ingest.Config{Group: "chl-" + id, InferenceTopic: "chl-inf-" + id, GatewayTopic: "chl-gw-" + id,
+		EnrichedTopic: "chl-enriched-" + id, DLQTopic: "chl-dlq-" + id, ControlTopic: "chl-control-" + id}
+	adm := kadm.NewClient(cl)
+	defer adm.DeleteTopics(context.Background(), cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic(), cfg.TableTopic())
+	del := "delete"
+	for _, topic := range []string{cfg.InferenceTopic, cfg.GatewayTopic, cfg.TableTopic()} {
+		if resp, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"cleanup.policy": &del}, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	m := ops.NewMetrics(ops.NewRegistry())
+	ready := make(chan struct{})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- ingest.Run(runCtx, cfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, Checker: mod, StorageDir: t.TempDir(), Logger: log,
+			Metrics: m.Stage("ingest"), OnReady: func(*ingest.Processor) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("ingest stopped on a non-compacted changelog: %v", err)
+	case <-ctx.Done():
+		t.Fatal("ingest never got ready")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == kafka.MetricTableChangelogMisconfigured {
+			for _, s := range mf.GetMetric() {
+				for _, l := range s.GetLabel() {
+					if l.GetName() == "topic" && l.GetValue() == cfg.TableTopic() {
+						flag = s.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if flag != 1 {
+		t.Errorf("%s{topic=%q} = %v, want 1", kafka.MetricTableChangelogMisconfigured, cfg.TableTopic(), flag)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "is not compacted") || !strings.Contains(logs.String(), cfg.TableTopic()) {
+		t.Errorf("no warning naming the non-compacted changelog in the log:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

@@ -52,6 +52,7 @@ const (
 	codeAuthenticationFailed  = 516
 	codeAccessDenied          = 497
 	codeNotEnoughSpace        = 243
+	codeCannotWriteToFile     = 75
 	codeAbortedQuery          = 394
 	codeThereIsNoColumn       = 8
 	codeIllegalColumn         = 44
@@ -72,6 +73,9 @@ const (
 //     NETWORK_ERROR, 203 NO_FREE_CONNECTION, 279 ALL_CONNECTION_TRIES_FAILED, 242
 //     TABLE_IS_READ_ONLY (replica lost ZooKeeper), 243 NOT_ENOUGH_SPACE, 999 KEEPER_EXCEPTION,
 //     394 QUERY_WAS_CANCELLED (server shutting down): load or a transient server state;
+//   - code 75 CANNOT_WRITE_TO_FILE_DESCRIPTOR: the server could not write a part to its disk.
+//     18.16 reports a full disk so ("errno: 28, strerror: No space left on device") where
+//     current servers say 243; the rows wait until there is room, as they do for 243;
 //   - the driver's acquire-connection timeout and closed connection.
 func IsRetryable(err error) bool {
 	if err == nil {
@@ -82,7 +86,7 @@ func IsRetryable(err error) bool {
 		switch ex.Code {
 		case codeTooManyParts, codeTimeoutExceeded, codeMemoryLimitExceeded, codeTooManySimultaneous,
 			codeSocketTimeout, codeNetworkError, codeNoFreeConnection, codeAllConnectionTriesBad,
-			codeTableIsReadOnly, codeNotEnoughSpace, codeKeeperException, codeAbortedQuery:
+			codeTableIsReadOnly, codeNotEnoughSpace, codeCannotWriteToFile, codeKeeperException, codeAbortedQuery:
 			return true
 		}
 		return false

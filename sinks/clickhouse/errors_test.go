@@ -36,6 +36,11 @@ func TestErrorClasses(t *testing.T) {
 		{"TOO_MANY_SIMULTANEOUS_QUERIES", exc(202), true, false, false},
 		{"NETWORK_ERROR", exc(210), true, false, false},
 		{"TABLE_IS_READ_ONLY", exc(242), true, false, false},
+		{"NOT_ENOUGH_SPACE", exc(243), true, false, false},
+		// Regression (fault suite #21): 18.16 reports a full disk as code 75 with errno 28, and
+		// the sink stopped with exit 1 instead of waiting for room.
+		{"full disk on 18.16", fmt.Errorf("insert moderation_hits: %w", &ch.Exception{Code: 75, Name: "DB::Exception",
+			Message: "Cannot write to file /var/lib/clickhouse/data/tmp_insert_202612_2_2_0/minmax_event_time.idx, errno: 28, strerror: No space left on device"}), true, false, false},
 		{"TYPE_MISMATCH", exc(53), false, true, false},
 		{"CANNOT_PARSE_TEXT", exc(6), false, true, false},
 		{"driver conversion", &ch.OpError{Op: "AppendStruct", ColumnName: "x", Err: &column.ColumnConverterError{Op: "Append", From: "string", To: "UInt8"}}, false, true, false},

@@ -580,6 +580,9 @@ func (s *Sink) retry(ctx context.Context, what string, attempts *int, op func(co
 		*attempts++
 		s.stats.retries.Add(1)
 		s.pause()
+		if what == "dlq write" {
+			s.m.st().DLQWriteError()
+		}
 		s.log.Warn("clickhouse sink: retrying", "op", what, "attempt", attempt, "err", err)
 		if !s.sleep(ctx, attempt) {
 			return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/loadgen"
 	"github.com/backflowhq/backflow/internal/testenv"
@@ -261,11 +262,15 @@ func runE2E(t *testing.T, outage time.Duration) {
 		ingestDone <- ingest.Run(runCtx, icfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, Checker: checker, StorageDir: t.TempDir(), Logger: log})
 	}()
 	sinkRedis := rdb
-	var px *switchProxy
+	var px *faultproxy.Proxy
 	if outage > 0 {
 		fcfg.Writer.QueueSize = 1024 // the outage's traffic (about 6,000 jobs) must fill it
-		px = newSwitchProxy(t, testenv.Get(testenv.RedisAddr))
-		sinkRedis = redis.NewClient(&redis.Options{Addr: px.addr, DialTimeout: time.Second, MaxRetries: -1})
+		var err error
+		if px, err = faultproxy.New(faultproxy.Config{Target: testenv.Get(testenv.RedisAddr)}); err != nil {
+			t.Fatal(err)
+		}
+		defer px.Close()
+		sinkRedis = redis.NewClient(&redis.Options{Addr: px.Addr(), DialTimeout: time.Second, MaxRetries: -1})
 		defer sinkRedis.Close()
 	}
 	storage := t.TempDir()
@@ -292,7 +297,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 		}
 	}
 	if px != nil {
-		px.down()
+		px.Set(faultproxy.Refuse) // the listener and every connection closed: Redis is unreachable
 		t.Logf("redis down for the sink")
 	}
 	// One record in the enriched topic that is not Avro at all: it must reach the sink's DLQ.
@@ -570,7 +575,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 			t.Fatalf("no Redis retries during a %v outage", outage)
 		}
 		t.Logf("after %v down: %d enriched records applied, %d Redis pipeline retries; redis up again", outage, p.Stats.Records.Load(), p.RedisRetries())
-		px.up()
+		px.Set(faultproxy.Forward)
 		compare("after redis outage")
 		waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.EnrichedTopic)
 		waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.LoopTopic())

@@ -26,6 +26,7 @@ package features
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/bits"
 	"sort"
@@ -164,6 +165,19 @@ func StringValue(s string) []byte {
 func Int64Value(v int64) []byte {
 	b := protowire.AppendTag(nil, fieldInt64Val, protowire.VarintType)
 	return protowire.AppendVarint(b, uint64(v))
+}
+
+// DecodeInt64Value reads what Int64Value wrote.
+func DecodeInt64Value(b []byte) (int64, error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != fieldInt64Val || typ != protowire.VarintType {
+		return 0, fmt.Errorf("features: not an int64 Value: %x", b)
+	}
+	v, m := protowire.ConsumeVarint(b[n:])
+	if m < 0 {
+		return 0, fmt.Errorf("features: int64 Value: bad varint %x", b)
+	}
+	return int64(v), nil
 }
 
 // DoubleValue is a serialized Value{double_val}.

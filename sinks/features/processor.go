@@ -259,6 +259,7 @@ func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
 		if p.runCtx.Err() != nil {
 			gctx.Fail(p.runCtx.Err())
 		}
+		p.Metrics.DLQWriteError()
 		p.log.Warn("DLQ write failed; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):
@@ -425,6 +426,9 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		return err
 	}
 	p.Metrics, p.m = rc.Metrics, newMetrics(rc.Metrics, cfg.Group)
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	kafka.FlagTableChangelog(cctx, cl, rc.Metrics.Registerer(), log, cfg.Group+"-table")
+	ccancel()
 	dir := rc.StorageDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
@@ -437,7 +441,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		goka.WithStorageBuilder(kafka.GokaStorage(dir)),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
-	proc, err := goka.NewProcessor(rc.Kafka.Brokers, p.Graph(), opts...)
+	proc, err := kafka.NewGokaProcessor(runCtx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("features: processor: %w", err)
 	}
