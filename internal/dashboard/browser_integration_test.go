@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,11 +83,15 @@ func (d *demo) checkBrowser(t *testing.T) {
 	}
 	var mu sync.Mutex
 	ranges := map[string]int{} // panel requests per ?range= the page sent
+	var slow atomic.Bool       // panel answers take longer than a 1 s auto-refresh period
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/panels/") {
 			mu.Lock()
 			ranges[r.URL.Query().Get("range")]++
 			mu.Unlock()
+			if slow.Load() {
+				time.Sleep(1500 * time.Millisecond)
+			}
 		}
 		srv.Handler().ServeHTTP(w, r)
 	}))
@@ -108,7 +113,7 @@ func (d *demo) checkBrowser(t *testing.T) {
 	defer cancel()
 	// Done when a refresh finished and no panel is still loading.
 	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](`document.body.dataset.refreshed && !document.querySelector('.panel[data-state="loading"]')`,
-		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
 		t.Fatalf("the page did not finish drawing: %v", err)
 	}
 	raw, err := chromedp.Run(bctx, chromedp.Evaluate[json.RawMessage](readPage))
@@ -183,7 +188,7 @@ func (d *demo) checkBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](fmt.Sprintf(`Number(document.body.dataset.refreshed) > %s && !document.querySelector('.panel[data-state="loading"]') && location.hash.includes("range=1h")`, ps.Refreshed),
-		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
 		t.Fatalf("choosing the last hour did not redraw the page: %v", err)
 	}
 	mu.Lock()
@@ -192,13 +197,19 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if hour != want {
 		t.Fatalf("after choosing the last hour the page asked for %d panels with range=1h, want %d (requests per range: %v)", hour, want, ranges)
 	}
-	// Auto-refresh: opened with a 1 s period, the page redraws by itself.
+	// Auto-refresh: opened with a 1 s period, the page redraws by itself, also when each
+	// round takes longer than the period (as on a busy server): a fixed interval started
+	// every round before the last had drawn, so the page never finished one.
+	slow.Store(true)
 	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/?again#range=15m&refresh=1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshed) >= 3`, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+	rctx, cancelRefresh := context.WithTimeout(bctx, 60*time.Second) // the polls below wait on their context, not chromedp's 30 s
+	defer cancelRefresh()
+	if _, err := chromedp.Run(rctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshed) >= 3`, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
 		t.Fatalf("the page did not refresh by itself: %v", err)
 	}
+	slow.Store(false)
 	mu.Lock()
 	t.Logf("panel requests per range: %v", ranges)
 	if ranges["15m"] < 3*want {

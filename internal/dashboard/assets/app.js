@@ -228,9 +228,12 @@ async function refresh() {
   }
 }
 
+// schedule starts the next automatic refresh state.refresh seconds after the last one ended,
+// never while one is under way: on a busy server a round can take longer than the period, and
+// a fixed interval would then start each round before the last drew, so nothing ever drew.
 function schedule() {
-  clearInterval(state.timer);
-  if (state.refresh > 0) state.timer = setInterval(refresh, state.refresh * 1000);
+  clearTimeout(state.timer);
+  if (state.refresh > 0) state.timer = setTimeout(async () => { await refresh(); schedule(); }, state.refresh * 1000);
 }
 
 function saveHash() { location.hash = `range=${state.range}&refresh=${state.refresh}`; }
