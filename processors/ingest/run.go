@@ -185,6 +185,11 @@ func Prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int) (
 		kafka.TopicSpec{Name: cfg.DLQTopic, Partitions: int32(n), Replication: rf},
 		kafka.TopicSpec{Name: cfg.LoopTopic(), Partitions: int32(n), Replication: rf},
 		kafka.TopicSpec{Name: cfg.ControlTopic, Partitions: 1, Replication: rf, Configs: map[string]string{"cleanup.policy": "compact"}},
+		// goka would create the table's changelog itself, then at once ask each partition's
+		// leader for offsets; on a cluster of several brokers that leader may not be known
+		// yet (NOT_LEADER_FOR_PARTITION), and the stage stopped at start-up. Created here,
+		// EnsureTopics waits until every partition has a leader.
+		kafka.TopicSpec{Name: cfg.TableTopic(), Partitions: int32(n), Replication: rf, Configs: map[string]string{"cleanup.policy": "compact"}},
 	); err != nil {
 		return 0, fmt.Errorf("ingest: %w", err)
 	}

@@ -77,7 +77,7 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	cfg := ingest.Config{Group: "prep-" + id, InferenceTopic: "prep-inf-" + id, GatewayTopic: "prep-gw-" + id,
 		EnrichedTopic: "prep-enriched-" + id, DLQTopic: "prep-dlq-" + id, ControlTopic: "prep-control-" + id}
 	adm := kadm.NewClient(cl)
-	defer adm.DeleteTopics(context.Background(), cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic())
+	defer adm.DeleteTopics(context.Background(), cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic(), cfg.TableTopic())
 
 	if _, err := ingest.Prepare(ctx, cl, cfg, 1); !errors.Is(err, ingest.ErrMissingTopic) || !strings.Contains(err.Error(), cfg.InferenceTopic) {
 		t.Fatalf("missing topics: %v", err)
@@ -116,6 +116,35 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	n, err := ingest.Prepare(ctx, cl, cfg, 1)
 	if err != nil || n != 3 {
 		t.Fatalf("co-partitioned: %d, %v", n, err)
+	}
+	// The table's changelog is created here too, compacted, and by the time Prepare returns
+	// every partition has a leader: goka asks those leaders for offsets at once, and on three
+	// brokers a changelog goka created itself was not led yet (fault suite #17).
+	td, err := adm.ListTopics(ctx, cfg.TableTopic())
+	if err != nil || len(td[cfg.TableTopic()].Partitions) != 3 {
+		t.Fatalf("table changelog after Prepare: %v %v, want 3 partitions", td, err)
+	}
+	for _, p := range td[cfg.TableTopic()].Partitions {
+		if p.Leader < 0 || p.Err != nil {
+			t.Fatalf("table changelog partition %d: leader %d, %v", p.Partition, p.Leader, p.Err)
+		}
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, cfg.TableTopic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(cfg.TableTopic(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ""
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			policy = c.MaybeValue()
+		}
+	}
+	if policy != "compact" {
+		t.Fatalf("table changelog cleanup.policy %q, want compact", policy)
 	}
 	waitPartitions(map[string]int{cfg.EnrichedTopic: 3, cfg.DLQTopic: 3, cfg.LoopTopic(): 3, cfg.ControlTopic: 1})
 	// A second Prepare leaves the existing topics alone.

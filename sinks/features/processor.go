@@ -370,14 +370,16 @@ func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) 
 	if repl < 1 {
 		repl = 1
 	}
-	for _, topic := range []string{cfg.LoopTopic(), cfg.DLQTopic} {
-		resp, err := adm.CreateTopic(ctx, int32(n), int16(repl), nil, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return 0, fmt.Errorf("features: create topic %s: %w", topic, err)
-		}
+	// The table's changelog too, which goka would create itself and then at once ask each
+	// partition's leader for offsets: on a cluster of several brokers that leader may not be
+	// known yet (NOT_LEADER_FOR_PARTITION), and the stage stopped at start-up. EnsureTopics
+	// waits until every partition of a topic it created has a leader.
+	if err := kafka.EnsureTopics(ctx, cl,
+		kafka.TopicSpec{Name: cfg.LoopTopic(), Partitions: int32(n), Replication: int16(repl)},
+		kafka.TopicSpec{Name: cfg.DLQTopic, Partitions: int32(n), Replication: int16(repl)},
+		kafka.TopicSpec{Name: cfg.Group + "-table", Partitions: int32(n), Replication: int16(repl), Configs: map[string]string{"cleanup.policy": "compact"}},
+	); err != nil {
+		return 0, fmt.Errorf("features: %w", err)
 	}
 	return n, nil
 }
