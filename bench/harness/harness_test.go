@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,24 +41,6 @@ func TestMedian(t *testing.T) {
 	if runs[0].Stages[0].RecordsPerSec != 10 {
 		t.Fatal("median changed the first run's stages")
 	}
-}
-
-// TestReadProc reads the test process's own /proc entry after burning some CPU and memory.
-func TestReadProc(t *testing.T) {
-	buf := make([]byte, 64<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-	}
-	s, err := readProc(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.CPU < 0.1 || s.RSS < 64<<20 || s.PeakRSS < s.RSS {
-		t.Fatalf("sample %+v: want CPU >= 0.1 s and RSS >= 64 MiB <= peak", s)
-	}
-	_ = buf[len(buf)-1]
 }
 
 // TestPeerRunsDoNotShare: two runs of a peer, and two peers, never share a group, a topic or a

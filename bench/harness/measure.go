@@ -11,6 +11,8 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/loadgen"
+
+	"github.com/backflowhq/backflow/internal/procstat"
 )
 
 // backlog is the pre-filled source topics every peer drains.
@@ -116,9 +118,9 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	defer h.cleanup(pr)
 
 	svcPids := servicePids(h.stack)
-	svcBefore := map[string]procSample{}
+	svcBefore := map[string]procstat.Sample{}
 	for name, pid := range svcPids {
-		if s, err := readProc(pid); err == nil {
+		if s, err := procstat.Read(pid); err == nil {
 			svcBefore[name] = s
 		}
 	}
@@ -128,8 +130,8 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	say("%s run %d: starting %d process(es); ClickHouse database %s", pr.peer, pr.run, len(pr.procs), pr.db)
 	start := time.Now()
 	var children []*child
-	stopAll := func() []procSample {
-		out := make([]procSample, len(children))
+	stopAll := func() []procstat.Sample {
+		out := make([]procstat.Sample, len(children))
 		for i, c := range children {
 			out[i] = c.sample()
 		}
@@ -246,7 +248,7 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	}
 	for name, pid := range svcPids {
 		b, ok := svcBefore[name]
-		a, err := readProc(pid)
+		a, err := procstat.Read(pid)
 		if !ok || err != nil {
 			continue
 		}

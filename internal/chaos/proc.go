@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/backflowhq/backflow/internal/procstat"
 )
 
 // Bins are the binaries the children run: backflow and sensitive-words, built as shipped
@@ -464,8 +465,8 @@ func (s *rssSampler) run() {
 		}
 		s.mu.Lock()
 		for pid, name := range s.pids {
-			if rss := rssOf(pid); rss > s.peak[name] {
-				s.peak[name] = rss
+			if st, err := procstat.Read(pid); err == nil && st.RSS > s.peak[name] {
+				s.peak[name] = st.RSS
 			}
 		}
 		s.mu.Unlock()
@@ -486,21 +487,6 @@ func (e *Env) PeakRSS() (int64, string) {
 		}
 	}
 	return max, who
-}
-
-// rssOf reads VmRSS of pid from /proc, in bytes; 0 when it cannot.
-func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 func freePort() (int, error) {
