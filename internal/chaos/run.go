@@ -323,7 +323,11 @@ func Execute(ctx context.Context, s *Scenario, o Options) Result {
 	}
 	peak, who := env.PeakRSS()
 	res.PeakRSSMiB, res.PeakRSSOf = float64(peak)/(1<<20), who
-	if peak > o.RSSCap {
+	switch {
+	case peak == 0:
+		// The cap holds only if something was measured.
+		r.Fail("no RSS sample of any stage: the memory check saw nothing")
+	case peak > o.RSSCap:
 		r.Fail("%s peaked at %.0f MiB RSS, over the %.0f MiB cap", who, res.PeakRSSMiB, res.RSSCapMiB)
 	}
 	r.mu.Lock()
