@@ -147,9 +147,10 @@ func (s *Sink) Stats() Stats {
 		DLQ: s.stats.dlq.Load(), Flushes: s.stats.flushes.Load(), Retries: s.stats.retries.Load(), Dropped: s.stats.dropped.Load()}
 }
 
-// Run consumes until ctx ends or a fatal error. When ctx ends it makes one last attempt, bounded
-// by InsertTimeout, to flush and commit what is buffered; what does not make it stays
-// uncommitted and is read again by the next run. It returns nil after a clean stop.
+// Run consumes until ctx ends or a fatal error. When ctx ends, the flush under way (if any) is
+// finished, and one last flush lands and commits what is still buffered, both bounded by
+// InsertTimeout from the stop; what does not make it stays uncommitted and is read again by the
+// next run. It returns nil after a clean stop.
 func (s *Sink) Run(ctx context.Context) error {
 	conn, err := s.openClickHouse(ctx)
 	if err != nil {
@@ -187,9 +188,15 @@ func (s *Sink) Run(ctx context.Context) error {
 		return err
 	}
 
+	// Flushes run on lctx, which outlives ctx by InsertTimeout: a flush that is under way when
+	// the sink is stopped finishes its inserts, ledger row and commit instead of being cut off
+	// between them (which left rows and a ledger row landed but uncommitted, written a second
+	// time by the partition's next owner).
+	lctx, lcancel := afterStop(ctx, s.cfg.InsertTimeout)
+	defer lcancel()
 	for {
 		if ctx.Err() != nil {
-			return s.stop()
+			return s.stop(lctx)
 		}
 		s.mu.Lock()
 		room, n, first := s.cfg.BatchRows-s.n, s.n, s.first
@@ -203,7 +210,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			fs := s.cl.PollRecords(pctx, room)
 			cancel()
 			if fs.IsClientClosed() {
-				return s.stop()
+				return s.stop(lctx)
 			}
 			fs.EachError(func(t string, p int32, err error) {
 				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -216,7 +223,7 @@ func (s *Sink) Run(ctx context.Context) error {
 				if err := s.add(ctx, r); err != nil {
 					if ctx.Err() != nil {
 						s.cl.AllowRebalance()
-						return s.stop()
+						return s.stop(lctx)
 					}
 					return err
 				}
@@ -226,10 +233,11 @@ func (s *Sink) Run(ctx context.Context) error {
 		due := s.n >= s.cfg.BatchRows || (s.n > 0 && time.Since(s.first) >= s.cfg.BatchInterval)
 		s.mu.Unlock()
 		if due {
-			if err := s.flush(ctx); err != nil {
+			if err := s.flush(lctx); err != nil {
 				s.cl.AllowRebalance()
 				if ctx.Err() != nil {
-					return s.stop()
+					s.log.Warn("clickhouse sink: flush under way at the stop failed; its records stay uncommitted and are read again", "err", err)
+					return s.stop(lctx)
 				}
 				return err
 			}
@@ -238,17 +246,26 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 }
 
-// stop makes one bounded attempt to flush what is buffered.
-func (s *Sink) stop() error {
+// afterStop returns a context that ends d after ctx ends (or when cancel is called).
+func afterStop(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, cancel) })
+	return lctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// stop makes one attempt to flush what is buffered, bounded by lctx (InsertTimeout from the
+// stop).
+func (s *Sink) stop(lctx context.Context) error {
 	s.mu.Lock()
 	n := s.n
 	s.mu.Unlock()
 	if n == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.InsertTimeout)
-	defer cancel()
-	if err := s.flush(ctx); err != nil {
+	if err := s.flush(lctx); err != nil {
 		s.log.Warn("clickhouse sink: final flush failed; its records stay uncommitted and are read again", "records", n, "err", err)
 	}
 	return nil

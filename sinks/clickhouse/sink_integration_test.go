@@ -24,6 +24,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/loadgen"
 	"github.com/backflowhq/backflow/internal/testenv"
@@ -348,6 +349,17 @@ func (s *e2e) assertExact(ctx context.Context, pass int, want map[slot][]string,
 		pass, ledgerRows, rawRows, ledgerHits, rawHits, finalHits, sensitive)
 }
 
+// stopMerges turns off background merges of the test database's row tables, so that their raw
+// counts are what was inserted and can be held against the ledger.
+func (s *e2e) stopMerges(ctx context.Context) {
+	s.t.Helper()
+	for _, table := range []string{"inference_results", "gateway_logs", "moderation_hits"} {
+		if err := s.conn.Exec(ctx, "SYSTEM STOP MERGES "+table); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
 // TestSinkExact runs loadgen → ingest → ClickHouse sink on the real stack. The deduplicated
 // views must hold exactly the manifest's valid originals per (topic, phase), id for id; the
 // ledger must account for every inserted row; the group must have committed the enriched
@@ -361,13 +373,8 @@ func TestSinkExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The raw counts below say what was inserted, exactly: a background merge would collapse
-	// the second pass's re-writes early (seen on a loaded machine), so merges of this test's
-	// tables are off.
-	for _, table := range []string{"inference_results", "gateway_logs", "moderation_hits"} {
-		if err := s.conn.Exec(ctx, "SYSTEM STOP MERGES "+table); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// the second pass's re-writes early (seen on a loaded machine).
+	s.stopMerges(ctx)
 	m := s.load(loadgen.Config{Requests: 3000, DuplicateRate: 0.05, CrossPartitionShare: 0.5, PoisonRate: 0.03, SensitiveShare: 0.2, Seed: 5})
 	want, wantRows, sensitive := wantOf(m)
 	s.runIngest(ctx)
@@ -774,6 +781,80 @@ func TestSinkFlushesOnStop(t *testing.T) {
 	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
 }
 
+// TestSinkFinishesTheFlushUnderWayAtStop (regression): a flush under way when the sink was
+// told to stop ran on the stopped context, so it was cut off between its inserts and its
+// commit: rows and a ledger row landed, the offsets were not committed, and the partition's
+// next owner wrote them all again (TestSinkRebalance saw the ledger count 1,215 rows more than
+// the tables). ClickHouse is reached through a proxy that delays every chunk, so the flush
+// takes long enough to be stopped in the middle; it must still land once, be counted, and be
+// committed.
+func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	s.stopMerges(ctx)
+	m := s.load(loadgen.Config{Requests: 500, SensitiveShare: 0.2, Seed: 21})
+	want, wantRows, sensitive := wantOf(m)
+	s.runIngest(ctx)
+
+	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: 60 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	chcfg := s.chcfg
+	chcfg.Addr = proxy.Addr()
+	group := "sinkch-" + s.id
+	s.groups = append(s.groups, group)
+	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
+		BatchRows: 100000, BatchInterval: 2 * time.Second, InsertTimeout: 20 * time.Second, FromStart: true,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
+		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: chcfg,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sink.Run(runCtx) }()
+	for sink.Stats().Buffered < int64(wantRows) {
+		if ctx.Err() != nil {
+			t.Fatalf("buffered %d of %d records", sink.Stats().Buffered, wantRows)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := proxy.Set(faultproxy.Delay); err != nil {
+		t.Fatal(err)
+	}
+	// The flush is under way once its first insert landed; stop the sink right then.
+	for s.scalar(ctx, `SELECT toUInt64(count()) FROM inference_results`) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the flush never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ledgerAtStop := s.scalar(ctx, `SELECT toUInt64(count()) FROM sink_ledger`)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("sink: %v", err)
+	}
+	st := sink.Stats()
+	t.Logf("stopped with the first insert landed and %d ledger rows; then %+v", ledgerAtStop, st)
+	if ledgerAtStop != 0 {
+		t.Fatalf("the flush had written its ledger before the stop: the test did not stop it in the middle")
+	}
+	if st.Flushes != 1 || st.Records != int64(wantRows) || st.Buffered != 0 {
+		t.Fatalf("after the stop: %+v, want the one flush of %d records finished", st, wantRows)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	s.waitCommitted(wctx, group, s.icfg.EnrichedTopic)
+	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+}
+
 type loaded struct {
 	m   *loadgen.Manifest
 	err error
@@ -821,6 +902,9 @@ func TestSinkRebalance(t *testing.T) {
 	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
 		t.Fatal(err)
 	}
+	// With merges off, a row written twice stays visible: raw counts equal the ledger's only
+	// if no flush was cut off between its inserts and its commit.
+	s.stopMerges(ctx)
 	waitIngest := s.startIngest(ctx)
 	group := "sinkch-" + s.id
 	a, stopA, doneA := s.startSinkStoppable(ctx, group, 2000, 500*time.Millisecond)
