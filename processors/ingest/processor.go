@@ -86,6 +86,7 @@ type Processor struct {
 
 	runCtx   context.Context
 	queues   *commitQueues
+	claims   *claims
 	mu       sync.Mutex
 	batchers map[int32]*batcher
 	// deadQueues feed each partition's dead-letter writer (deadLetterAsync).
@@ -129,7 +130,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	}
 	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
 		fail: d.Fail, log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
-		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics}
+		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics, claims: newClaims(cfg.TableTopic())}
 	var err error
 	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
 		return nil, err
@@ -158,6 +159,13 @@ func (p *Processor) Graph() *goka.GroupGraph {
 	)
 }
 
+// ProducerOption is the goka option that lets the processor see when each dedupe claim is
+// durable (see claims); inner is the producer builder goka would use otherwise. Pass it after
+// the cluster's options. Without it, enriched records do not wait for their claims.
+func (p *Processor) ProducerOption(inner goka.ProducerBuilder) goka.ProcessorOption {
+	return p.claims.Option(inner)
+}
+
 // GokaOptions are the processor options the graph needs on top of the cluster's: Kafka's
 // murmur2 partitioning (so table and loopback agree with ordinary producers on every key's
 // partition) and delivery of null values (a tombstone on a source topic is bad input).
@@ -172,6 +180,9 @@ type job struct {
 	enriched avro.EnrichedRecord
 	text     string
 	pc       *pendingCommit
+	// claim is the table write this record claimed its requestId with (nil: none, or no
+	// watching producer); the enriched record is produced only once it is acknowledged.
+	claim *goka.Promise
 }
 
 func (p *Processor) consume(gctx goka.Context, msg any) {
@@ -267,11 +278,18 @@ func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) 
 		return
 	case DecideClaim:
 		gctx.SetValue(next)
+		j.claim = p.claims.take(gctx.Key())
 		p.Stats.Claimed.Add(1)
 	case DecideRedelivery:
-		if next != nil { // the claimer re-read in a newer epoch: its claim moves to this epoch
-			gctx.SetValue(next)
+		// The claimer read again. Its claim is written again (moved to this epoch when it was
+		// re-read in a newer one): the claim may be only in the local store, its changelog write
+		// lost in the crash that caused the redelivery, and the record must not go out again
+		// before the changelog has it.
+		if next == nil {
+			next = st
 		}
+		gctx.SetValue(next)
+		j.claim = p.claims.take(gctx.Key())
 		p.Stats.Redelivered.Add(1)
 	}
 	e := &j.enriched
@@ -297,10 +315,11 @@ func (p *Processor) expire(gctx goka.Context, _ any) {
 	case len(next.Slots) != len(v.(*State).Slots):
 		gctx.SetValue(next)
 	}
+	p.claims.take(gctx.Key()) // no record waits for this write; forget its promise
 }
 
-// emit encodes and produces the enriched record; the record's commit is released once the
-// brokers acknowledged it.
+// emit encodes and produces the enriched record once its claim is durable; the record's commit
+// is released once the brokers acknowledged it.
 func (p *Processor) emit(j *job, o outcome) {
 	j.enriched.Moderation = o.verdict()
 	j.enriched.IngestTime = p.now().UTC().Truncate(time.Millisecond)
@@ -325,10 +344,27 @@ func (p *Processor) emit(j *job, o outcome) {
 		}
 		return
 	}
-	p.produce(&kgo.Record{Topic: p.cfg.EnrichedTopic, Key: j.origin.Key, Value: value}, func() {
-		p.Stats.Emitted.Add(1)
-		p.metrics.st().Out(1)
-		j.pc.Done()
+	r := &kgo.Record{Topic: p.cfg.EnrichedTopic, Key: j.origin.Key, Value: value}
+	send := func() {
+		p.produce(r, func() {
+			p.Stats.Emitted.Add(1)
+			p.metrics.st().Out(1)
+			j.pc.Done()
+		})
+	}
+	if j.claim == nil {
+		send()
+		return
+	}
+	// Usually acknowledged already (moderation takes longer than the table write); if not, the
+	// record goes out from goka's producer callback once it is.
+	j.claim.Then(func(err error) {
+		if err != nil {
+			// goka fails the processor for it; the record stays uncommitted and is read again.
+			p.log.Warn("dedupe claim not written; the record is not emitted", "requestId", j.enriched.RequestID, "error", err)
+			return
+		}
+		send()
 	})
 }
 

@@ -141,7 +141,9 @@ type harness struct {
 	prom  *prometheus.Registry // what the processor's metrics are registered on
 }
 
-func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
+// newHarness runs a processor on goka's tester. wrap, when given, wraps the tester's producer
+// builder (to hold or fail goka's own writes).
+func newHarness(t *testing.T, cfg Config, epoch int32, wrap ...func(goka.ProducerBuilder) goka.ProducerBuilder) *harness {
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
@@ -168,7 +170,12 @@ func newHarness(t *testing.T, cfg Config, epoch int32) *harness {
 	h.gw, _ = avro.NewEncoder[avro.GatewayLog](reg, avro.GatewayLogSchema, "gateway-log-value")
 
 	h.tt = tester.New(t)
-	proc, err := goka.NewProcessor(nil, h.p.Graph(), append([]goka.ProcessorOption{goka.WithTester(h.tt)}, GokaOptions()...)...)
+	pb := h.tt.ProducerBuilder()
+	for _, w := range wrap {
+		pb = w(pb)
+	}
+	proc, err := goka.NewProcessor(nil, h.p.Graph(), append([]goka.ProcessorOption{goka.WithTester(h.tt)},
+		append(GokaOptions(), h.p.ProducerOption(pb))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

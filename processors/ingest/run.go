@@ -113,7 +113,8 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 		dir = filepath.Join(os.TempDir(), "backflow-goka")
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
-	opts = append(opts, goka.WithStorageBuilder(kafka.GokaStorage(dir)), goka.WithLogger(kafka.GokaLogger(log)))
+	opts = append(opts, goka.WithStorageBuilder(kafka.GokaStorage(dir)), goka.WithLogger(kafka.GokaLogger(log)),
+		p.ProducerOption(goka.ProducerBuilderWithConfig(rc.Kafka.Sarama())))
 	proc, err := kafka.NewGokaProcessor(life.Ctx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)
