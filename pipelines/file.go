@@ -159,7 +159,7 @@ type SinkClickHouseFile struct {
 	DLQTopic       string        `yaml:"dlq_topic" doc:"dead-letter topic for records that do not decode or that ClickHouse rejects"`
 	BatchRows      int           `yaml:"batch_rows" doc:"flush at this many buffered records; also the cap on buffered records"`
 	BatchInterval  time.Duration `yaml:"batch_interval" doc:"flush this long after the first buffered record"`
-	InsertTimeout  time.Duration `yaml:"insert_timeout" doc:"bound on one INSERT attempt (a timed-out attempt is retried), and on the final flush at shutdown"`
+	InsertTimeout  time.Duration `yaml:"insert_timeout" doc:"bound on one INSERT attempt (a timed-out attempt is retried), and on the flushes at shutdown (the one under way and the final one)"`
 	BackoffMin     time.Duration `yaml:"backoff_min" doc:"shortest backoff between attempts of a failed flush"`
 	BackoffMax     time.Duration `yaml:"backoff_max" doc:"longest backoff between attempts of a failed flush"`
 	FromStart      bool          `yaml:"from_start" doc:"a group with no committed offsets starts at the topic's start (false: at its end)"`
