@@ -58,6 +58,7 @@ type MetricsFile struct {
 	Addr         string        `yaml:"addr" doc:"host:port of /metrics, /healthz and /readyz; port 0 picks a free port (logged); off disables them"`
 	LagInterval  time.Duration `yaml:"lag_interval" doc:"how often consumer lag and consume rate are polled from Kafka"`
 	ReadyTimeout time.Duration `yaml:"ready_timeout" doc:"bound on each dependency check /readyz makes"`
+	Pprof        bool          `yaml:"pprof" doc:"also serve Go's runtime profiles under /debug/pprof/ (live heap, goroutines, CPU on request)"`
 }
 
 // KafkaFile is kafka.Config as a file section.

@@ -96,6 +96,9 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 
 	if addr := f.Metrics.Addr; addr != "" && addr != "off" {
 		srv := ops.NewServer(addr, reg, ready, log)
+		if f.Metrics.Pprof {
+			srv.EnablePprof()
+		}
 		if err := srv.Start(); err != nil {
 			return err
 		}

@@ -71,6 +71,28 @@ func TestServerEndpoints(t *testing.T) {
 	}
 }
 
+// TestServerPprof: /debug/pprof/ is served only after EnablePprof, and its heap profile is a
+// real one (gzipped protobuf).
+func TestServerPprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv := NewServer("127.0.0.1:0", prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+		if on {
+			srv.EnablePprof()
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		code, body := get(t, "http://"+srv.Addr()+"/debug/pprof/heap")
+		srv.Shutdown(context.Background())
+		switch {
+		case !on && code != http.StatusNotFound:
+			t.Fatalf("pprof off: /debug/pprof/heap answered %d, want 404", code)
+		case on && (code != http.StatusOK || !strings.HasPrefix(body, "\x1f\x8b")):
+			t.Fatalf("pprof on: /debug/pprof/heap answered %d with %d bytes, want 200 and a gzipped profile", code, len(body))
+		}
+	}
+}
+
 // TestReadinessCheckTimeout: a check that hangs is cut at the timeout and reported failing.
 func TestReadinessCheckTimeout(t *testing.T) {
 	r := NewReadiness(50 * time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -113,6 +114,7 @@ func (r *Readiness) Evaluate(ctx context.Context) []Result {
 // condition of the Readiness holds and 503 otherwise, one line per condition either way.
 type Server struct {
 	srv   *http.Server
+	mux   *http.ServeMux
 	ln    net.Listener
 	log   *slog.Logger
 	ready *Readiness
@@ -135,8 +137,21 @@ func NewServer(addr string, reg *prometheus.Registry, ready *Readiness, log *slo
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux = mux
 	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s
+}
+
+// EnablePprof serves Go's runtime profiles under /debug/pprof/ (net/http/pprof): the live heap,
+// goroutines, and a CPU profile on request, e.g. go tool pprof http://ADDR/debug/pprof/heap.
+// Call it before Start. Off by default: a profile exposes code paths and data sizes, and a CPU
+// profile costs while it runs.
+func (s *Server) EnablePprof() {
+	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
