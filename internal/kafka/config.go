@@ -245,12 +245,20 @@ func (c Config) Sarama() *sarama.Config {
 	// timeout for that answer; sarama has one read timeout for every request, so it gets the
 	// sum. A broker that stops answering is noticed 60 s later than before.
 	sc.Net.ReadTimeout = sc.Consumer.Group.Rebalance.Timeout + 30*time.Second
-	// With one request in flight, a table write waits in the producer's input while the
-	// previous produce is acknowledged, and a partition's records wait in the consumer's
-	// buffer while its goroutine writes. sarama's 256 (goka's default too) held the partition
-	// goroutines on the producer's input in the benchmark (10 s per 60k records); 1024 lets a
-	// whole fetch or a produce round trip's worth wait instead.
-	sc.ChannelBufferSize = 1024
+	// ChannelBufferSize stays at sarama's (and goka's) 256. 1024 was tried for the partition
+	// goroutines that wait on the producer's input: the benchmark showed no measurable change
+	// there (26 s and 32 s blocked per 300k records either way), while every partition
+	// consumer kept four times as many fetched records, with their decompressed batches, alive
+	// (pprof of a 1.5M-record drain: snappy.Decode 21-26 MB and parseRecords 7-15 MB of heap).
+	sc.ChannelBufferSize = 256
+	// Each partition consumer holds its last fetch, decompressed, until the partition's
+	// goroutine has taken every record of it. At sarama's 1 MiB per partition and fetch, the
+	// fifteen partition consumers of one process draining a backlog (ingest: both source
+	// topics and the loopback; sink-features: the enriched topic and its loopback) held about
+	// 44 MB that way (pprof: snappy.Decode, the largest item of the live heap). 256 KiB still
+	// carries hundreds of records per fetch; a record larger than that is fetched whole anyway
+	// (the broker returns at least one batch).
+	sc.Consumer.Fetch.Default = 256 << 10
 	if c.TLS.On() {
 		// With no ServerName, sarama checks each broker against the host of its address.
 		// Should the files fail to load here (Validate has loaded them), TLS stays on with
