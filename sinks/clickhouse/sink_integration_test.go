@@ -174,12 +174,20 @@ func (s *e2e) startSink(ctx context.Context, group string, batchRows int, interv
 // Run's result arrives.
 func (s *e2e) startSinkStoppable(ctx context.Context, group string, batchRows int, interval time.Duration) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
 	s.t.Helper()
+	return s.startSinkAt(ctx, group, s.chcfg, batchRows, interval, 5*time.Second, slog.LevelError)
+}
+
+// startSinkAt is startSinkStoppable against chcfg (a proxy in front of the test database, say),
+// with the insert timeout and log level given.
+func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Config, batchRows int, interval, insertTimeout time.Duration,
+	level slog.Level) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
+	s.t.Helper()
 	s.groups = append(s.groups, group)
 	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
-		BatchRows: batchRows, BatchInterval: interval, InsertTimeout: 5 * time.Second, FromStart: true,
+		BatchRows: batchRows, BatchInterval: interval, InsertTimeout: insertTimeout, FromStart: true,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
-		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: s.chcfg,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: chcfg,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -808,18 +816,7 @@ func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
 	chcfg := s.chcfg
 	chcfg.Addr = proxy.Addr()
 	group := "sinkch-" + s.id
-	s.groups = append(s.groups, group)
-	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
-		BatchRows: 100000, BatchInterval: 2 * time.Second, InsertTimeout: 20 * time.Second, FromStart: true,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
-		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: chcfg,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- sink.Run(runCtx) }()
+	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 2*time.Second, 20*time.Second, slog.LevelWarn)
 	for sink.Stats().Buffered < int64(wantRows) {
 		if ctx.Err() != nil {
 			t.Fatalf("buffered %d of %d records", sink.Stats().Buffered, wantRows)
