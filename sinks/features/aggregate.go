@@ -439,43 +439,54 @@ const (
 )
 
 // Op is one Redis write: HSET key fields, then EXPIRE key TTL when TTL > 0.
+//
+// The row ops (RequestOp, TenantOp, UserOp, ModelOp) leave Fields nil and build their row
+// when the writer sends it (Row), from the state they were made with: that state must not be
+// changed afterwards. Each writes its key's whole row, so the writer sends only the last row op
+// of a pipeline on a key (see coalesce).
 type Op struct {
 	Key    string
 	Fields map[string]any
 	TTL    time.Duration
+	row    func() map[string]any // builds the whole row; nil: Fields is the write
+}
+
+// Row returns the fields the op writes.
+func (o Op) Row() map[string]any {
+	if o.row != nil {
+		return o.row()
+	}
+	return o.Fields
 }
 
 // RequestOp is the request_features row of a request.
 func RequestOp(project, requestID string, st *RequestState, ttl time.Duration) Op {
-	cats := st.Categories
-	if cats == nil {
-		cats = []string{}
-	}
-	verdict := st.Verdict
-	return Op{
-		Key: RedisKey(project, StringEntity(RequestEntity, requestID)),
-		Fields: HashFields(RequestView, st.EventTime, []Feature{
+	return Op{Key: RedisKey(project, StringEntity(RequestEntity, requestID)), TTL: ttl, row: func() map[string]any {
+		cats := st.Categories
+		if cats == nil {
+			cats = []string{}
+		}
+		return HashFields(RequestView, st.EventTime, []Feature{
 			{"risk_score", FloatValue(st.RiskScore)},
-			{"verdict", StringValue(verdict)},
+			{"verdict", StringValue(st.Verdict)},
 			{"categories", StringListValue(cats)},
 			{"latency_ms", Int64Value(st.LatencyMs)},
 			{"total_tokens", Int64Value(st.TotalTokens)},
 			{"model", StringValue(st.Model)},
-		}),
-		TTL: ttl,
-	}
+		})
+	}}
 }
 
 // TenantOp is the tenant_features row of a tenant.
 func TenantOp(project, tenant string, st *TenantState) Op {
-	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant)), Fields: partyFields(TenantView, st)}
+	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant)), row: func() map[string]any { return partyFields(TenantView, st) }}
 }
 
 // UserOp is the user_features row of a user of a tenant. Its Redis key is the two-join-key
 // entity key (tenant_id, user_id), a hash of its own (apart from the tenant's).
 func UserOp(project, tenant, user string, st *UserState) Op {
 	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant), StringEntity(UserEntity, user)),
-		Fields: partyFields(UserView, (*TenantState)(st))}
+		row: func() map[string]any { return partyFields(UserView, (*TenantState)(st)) }}
 }
 
 func ratio(n, d int64) float64 {
@@ -512,6 +523,10 @@ func partyFields(view string, st *TenantState) map[string]any {
 // window (Windows) request_count_<w>, error_count_<w>, latency_avg_ms_<w>, latency_p95_ms_<w>
 // and latency_max_ms_<w>, as of last_seen.
 func ModelOp(project, model string, st *ModelState) Op {
+	return Op{Key: RedisKey(project, StringEntity(ModelEntity, model)), row: func() map[string]any { return modelFields(st) }}
+}
+
+func modelFields(st *ModelState) map[string]any {
 	feats := []Feature{
 		{"request_count", Int64Value(st.RequestCount)},
 		{"error_count", Int64Value(st.ErrorCount)},
@@ -530,7 +545,7 @@ func ModelOp(project, model string, st *ModelState) Op {
 			Feature{windowFeature("latency_max_ms", w), Int64Value(b.LatencyMax)},
 		)
 	}
-	return Op{Key: RedisKey(project, StringEntity(ModelEntity, model)), Fields: HashFields(ModelView, st.LastSeen, feats)}
+	return HashFields(ModelView, st.LastSeen, feats)
 }
 
 // splitKey tells a table key's kind: "tenant", "user" (id is "<tenant>/<user>", escaped as

@@ -119,8 +119,8 @@ func TestFlagBeforeTenant(t *testing.T) {
 		t.Fatalf("tenant = %+v", ten)
 	}
 	op := TenantOp("backflow", "t9", w.tenants["t9"])
-	if len(op.Fields) != 14 { // 5 all-time + 2 windows × 4 + _ts
-		t.Fatalf("tenant op fields = %d", len(op.Fields))
+	if len(op.Row()) != 14 { // 5 all-time + 2 windows × 4 + _ts
+		t.Fatalf("tenant op fields = %d", len(op.Row()))
 	}
 }
 
@@ -237,8 +237,8 @@ func TestFlagBeforeUser(t *testing.T) {
 		t.Fatalf("request without userId: users = %v, tenant = %+v", w.users, w.tenants["t9"])
 	}
 	op := UserOp("backflow", "t9", "u9", u)
-	if len(op.Fields) != 14 { // 5 all-time + 2 windows × 4 + _ts
-		t.Fatalf("user op fields = %d", len(op.Fields))
+	if len(op.Row()) != 14 { // 5 all-time + 2 windows × 4 + _ts
+		t.Fatalf("user op fields = %d", len(op.Row()))
 	}
 	if op.Key != RedisKey("backflow", StringEntity(UserEntity, "u9"), StringEntity(TenantEntity, "t9")) ||
 		op.Key == TenantOp("backflow", "t9", w.tenants["t9"]).Key {

@@ -47,7 +47,7 @@ func TestWindowsByEventTime(t *testing.T) {
 	if n := len(ten.Win["24h"]); n > 24 {
 		t.Fatalf("24h window keeps %d buckets", n)
 	}
-	fields := TenantOp("backflow", "t", ten).Fields
+	fields := TenantOp("backflow", "t", ten).Row()
 	if got := fields[FieldKey(TenantView, "request_count_1h")]; !reflect.DeepEqual(got, Int64Value(3)) {
 		t.Fatalf("request_count_1h field %x", got)
 	}
@@ -89,7 +89,7 @@ func TestWindowsOrderIndependent(t *testing.T) {
 				mod, _ = ApplyModel(mod, deltas[i])
 			}
 		}
-		gotT, gotM := TenantOp("p", "t", ten).Fields, ModelOp("p", "m", mod).Fields
+		gotT, gotM := TenantOp("p", "t", ten).Row(), ModelOp("p", "m", mod).Row()
 		if round == 0 {
 			wantT, wantM = gotT, gotM
 			b := ten.Win.sum(Windows[1], ten.LastSeen)
@@ -183,7 +183,7 @@ func TestModelWindows(t *testing.T) {
 	if m.RequestCount != 5 || m.LatencyHist.Quantile(0.95, m.LatencyMaxMs) != 9000 {
 		t.Fatalf("all-time %+v", m)
 	}
-	if n := len(ModelOp("p", "m", m).Fields); n != 6+2*5+1 {
+	if n := len(ModelOp("p", "m", m).Row()); n != 6+2*5+1 {
 		t.Fatalf("model op has %d fields", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,9 @@ type Writer struct {
 	stopped chan struct{}
 	retries atomic.Int64
 	written atomic.Int64
-	pending atomic.Int64 // jobs submitted whose done has not been called yet
+	// coalesced counts ops folded into a later op on the same key of their pipeline.
+	coalesced atomic.Int64
+	pending   atomic.Int64 // jobs submitted whose done has not been called yet
 }
 
 // NewWriter returns a writer; start it with Run.
@@ -128,8 +131,75 @@ func (w *Writer) Write(ctx context.Context, ops ...Op) error {
 // Retries is how many pipelines failed and were retried so far.
 func (w *Writer) Retries() int64 { return w.retries.Load() }
 
-// Written is how many ops reached Redis so far.
+// Written is how many submitted ops are in Redis so far, coalesced ones included.
 func (w *Writer) Written() int64 { return w.written.Load() }
+
+// Coalesced is how many of the written ops were not sent themselves, because a later op of
+// the same pipeline wrote the same key (see coalesce).
+func (w *Writer) Coalesced() int64 { return w.coalesced.Load() }
+
+// write is one key's HSET (and EXPIRE) in a pipeline, after coalescing.
+type write struct {
+	key  string
+	args []any // field, value, field, value, …
+	ttl  time.Duration
+}
+
+// coalesce turns a batch's ops into one write per key, in the order the keys first appear,
+// and returns them with the number of ops they stand for. Redis ends in the same state as
+// after sending every op in order:
+//   - a row op (RequestOp, TenantOp, UserOp, ModelOp) writes its key's whole row, the same
+//     fields every time, so a later row op on the key replaces an earlier one;
+//   - otherwise the fields are merged, later values winning, as successive HSETs would;
+//   - the TTL is the last positive one (HSET keeps a key's TTL; EXPIRE sets it).
+//
+// Rows are built here, once per key, rather than when each record is applied: of the many
+// updates a busy tenant or model gets while one pipeline fills, only the last is ever built.
+func coalesce(batch []job) (writes []write, total int) {
+	type pending struct {
+		op     Op             // the last row op (fields nil: not merged)
+		fields map[string]any // merged fields, once an op without a row builder joined
+		ttl    time.Duration
+	}
+	var order []string
+	byKey := map[string]*pending{}
+	for _, j := range batch {
+		for _, op := range j.ops {
+			total++
+			pd, ok := byKey[op.Key]
+			if !ok {
+				byKey[op.Key] = &pending{op: op, ttl: op.TTL}
+				order = append(order, op.Key)
+				continue
+			}
+			if op.TTL > 0 {
+				pd.ttl = op.TTL
+			}
+			if pd.fields == nil && op.row != nil && pd.op.row != nil {
+				pd.op = op
+				continue
+			}
+			if pd.fields == nil {
+				pd.fields = maps.Clone(pd.op.Row())
+			}
+			maps.Copy(pd.fields, op.Row())
+		}
+	}
+	writes = make([]write, 0, len(order))
+	for _, k := range order {
+		pd := byKey[k]
+		fields := pd.fields
+		if fields == nil {
+			fields = pd.op.Row()
+		}
+		args := make([]any, 0, 2*len(fields))
+		for f, v := range fields {
+			args = append(args, f, v)
+		}
+		writes = append(writes, write{key: k, args: args, ttl: pd.ttl})
+	}
+	return writes, total
+}
 
 // Run writes until ctx ends. Jobs not yet written then get ErrWriterStopped.
 func (w *Writer) Run(ctx context.Context) error {
@@ -187,29 +257,29 @@ func (w *Writer) Run(ctx context.Context) error {
 }
 
 // flush writes one batch as one pipeline, retrying until it succeeds or ctx ends. HSET and
-// EXPIRE are idempotent, so re-running a partly applied pipeline is safe.
+// EXPIRE are idempotent, so re-running a partly applied pipeline is safe. The batch's ops are
+// coalesced first (see coalesce): a tenant or model row updated by many records of the batch
+// is sent once, as of its last update.
 func (w *Writer) flush(ctx context.Context, batch []job) error {
 	backoff := w.cfg.MinBackoff
 	start := time.Now()
+	writes, total := coalesce(batch)
+	if total == 0 {
+		return nil
+	}
 	for attempt := 1; ; attempt++ {
 		pipe := w.rdb.Pipeline()
-		n := 0
-		for _, j := range batch {
-			for _, op := range j.ops {
-				pipe.HSet(ctx, op.Key, op.Fields)
-				if op.TTL > 0 {
-					pipe.Expire(ctx, op.Key, op.TTL)
-				}
-				n++
+		for _, c := range writes {
+			pipe.HSet(ctx, c.key, c.args...)
+			if c.ttl > 0 {
+				pipe.Expire(ctx, c.key, c.ttl)
 			}
-		}
-		if n == 0 {
-			return nil
 		}
 		_, err := pipe.Exec(ctx)
 		if err == nil {
-			w.written.Add(int64(n))
-			w.cfg.Metrics.Batch(n)
+			w.written.Add(int64(total))
+			w.coalesced.Add(int64(total - len(writes)))
+			w.cfg.Metrics.Batch(len(writes))
 			w.cfg.Metrics.Flush(time.Since(start))
 			return nil
 		}
@@ -218,7 +288,7 @@ func (w *Writer) flush(ctx context.Context, batch []job) error {
 		}
 		w.retries.Add(1)
 		w.cfg.Metrics.SinkError("retryable")
-		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "ops", n, "backoff", backoff, "err", err)
+		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "keys", len(writes), "backoff", backoff, "err", err)
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(sleep):

@@ -82,3 +82,78 @@ func TestWriterRetriesWhileRedisDown(t *testing.T) {
 	}
 	t.Logf("%d retries while down; %d ops written after Redis came back", w.Retries(), w.Written())
 }
+
+// TestWriterCoalescesOnRedis: 200 updates of one tenant and 100 of one model, interleaved with
+// 100 request rows, submitted while the writer holds one pipeline open. Redis must end with the
+// tenant's and the model's last rows byte for byte, every request row with its TTL, and the
+// writer must have sent each hot key once per pipeline, not once per update.
+func TestWriterCoalescesOnRedis(t *testing.T) {
+	testenv.Integration(t)
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Get(testenv.RedisAddr)})
+	defer rdb.Close()
+	// One pipeline for everything: 500 ops at most, and a linger long enough to submit them all.
+	w := features.NewWriter(rdb, features.WriterConfig{MaxBatch: 500, Linger: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go w.Run(ctx)
+
+	project := fmt.Sprintf("coalesce%d", time.Now().UnixNano())
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var lastTenant, lastModel features.Op
+	var reqKeys []string
+	var ops []features.Op
+	for i := 1; i <= 200; i++ {
+		lastTenant = features.TenantOp(project, "t1", &features.TenantState{RequestCount: int64(i), Tokens: int64(7 * i), LastSeen: t0.Add(time.Duration(i) * time.Second)})
+		ops = append(ops, lastTenant)
+		if i%2 == 0 {
+			lastModel = features.ModelOp(project, "m1", &features.ModelState{RequestCount: int64(i), LatencyMaxMs: int64(i), LastSeen: t0.Add(time.Duration(i) * time.Second)})
+			r := features.RequestOp(project, fmt.Sprintf("r%03d", i), &features.RequestState{Tenant: "t1", Model: "m1", Verdict: "ALLOW", TotalTokens: int64(i), EventTime: t0}, time.Hour)
+			reqKeys = append(reqKeys, r.Key)
+			ops = append(ops, lastModel, r)
+		}
+	}
+	defer func() {
+		rdb.Del(context.Background(), append(reqKeys, lastTenant.Key, lastModel.Key)...)
+	}()
+	done := make(chan error, len(ops))
+	for _, op := range ops {
+		if err := w.Submit(ctx, []features.Op{op}, func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range ops {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Written() != int64(len(ops)) {
+		t.Fatalf("written %d ops, want %d", w.Written(), len(ops))
+	}
+	// 400 ops on 102 keys: 199 tenant and 99 model updates folded into their last one.
+	if got, want := w.Coalesced(), int64(len(ops)-102); got != want {
+		t.Fatalf("coalesced %d ops, want %d", got, want)
+	}
+	for _, want := range []features.Op{lastTenant, lastModel} {
+		got, err := rdb.HGetAll(ctx, want.Key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := want.Row()
+		if len(got) != len(row) {
+			t.Fatalf("%q has %d fields, want %d", want.Key, len(got), len(row))
+		}
+		for f, v := range row {
+			if got[f] != string(v.([]byte)) {
+				t.Fatalf("%q field %x is not the last update's", want.Key, f)
+			}
+		}
+	}
+	for _, k := range reqKeys {
+		if n := rdb.HLen(ctx, k).Val(); n != 7 {
+			t.Fatalf("request row %q has %d fields, want 7", k, n)
+		}
+		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 0 || ttl > time.Hour {
+			t.Fatalf("request row %q ttl %v", k, ttl)
+		}
+	}
+}
