@@ -61,8 +61,11 @@ type Stats struct {
 	Dropped int64 // buffered records dropped because their partition was revoked or lost
 	// Buffered is the records the sink holds now and has not committed: those waiting in its
 	// buffer plus the batch a flush is landing (retrying through an outage included). The sink
-	// polls only into the room left, and not at all while it flushes, so this is at most BatchRows.
+	// polls only into the room the two leave, so this is at most BatchRows.
 	Buffered int64
+	// InFlight is the part of Buffered that a flush is landing; the rest is the next batch,
+	// polled meanwhile.
+	InFlight int64
 }
 
 // Sink is the ClickHouse sink: one member of a Kafka consumer group over the enriched topic.
@@ -82,8 +85,13 @@ type Stats struct {
 // Offsets are never committed past a record that has not landed in ClickHouse or the DLQ. Rows
 // may be written twice (a crash before the commit, a lost insert reply); the tables collapse
 // them (see Version). Partitions revoked or lost in a rebalance have their buffered records
-// dropped, uncommitted: their new owner reads them again. Rebalances wait while a poll's records
-// are being handled (kgo.BlockRebalanceOnPoll), so a flush never races a revocation.
+// dropped, uncommitted: their new owner reads them again.
+//
+// A flush runs in the background while Run polls the next batch into the room left, so a
+// batch's window starts while the one before it lands, and a slow insert does not add to the
+// next batch's wait. One flush runs at a time, and the next starts only after it succeeded.
+// Rebalances wait (kgo.BlockRebalanceOnPoll) until no flush is under way, so a flush never
+// races a revocation.
 type Sink struct {
 	cfg  SinkConfig
 	rc   RunConfig
@@ -141,9 +149,9 @@ func New(cfg SinkConfig, rc RunConfig) (*Sink, error) {
 // Stats returns the running totals.
 func (s *Sink) Stats() Stats {
 	s.mu.Lock()
-	buffered := int64(s.n + s.inflight)
+	buffered, inflight := int64(s.n+s.inflight), int64(s.inflight)
 	s.mu.Unlock()
-	return Stats{Buffered: buffered, Records: s.stats.records.Load(), Rows: s.stats.rows.Load(), HitRows: s.stats.hitRows.Load(),
+	return Stats{Buffered: buffered, InFlight: inflight, Records: s.stats.records.Load(), Rows: s.stats.rows.Load(), HitRows: s.stats.hitRows.Load(),
 		DLQ: s.stats.dlq.Load(), Flushes: s.stats.flushes.Load(), Retries: s.stats.retries.Load(), Dropped: s.stats.dropped.Load()}
 }
 
@@ -194,23 +202,53 @@ func (s *Sink) Run(ctx context.Context) error {
 	// time by the partition's next owner).
 	lctx, lcancel := afterStop(ctx, s.cfg.InsertTimeout)
 	defer lcancel()
+	var fl *flight // the flush under way; nil: none
 	for {
 		if ctx.Err() != nil {
-			return s.stop(lctx)
+			return s.stopAfter(lctx, fl)
+		}
+		if fl != nil && fl.over() {
+			err := fl.err
+			fl = nil
+			if err != nil {
+				s.cl.AllowRebalance()
+				if ctx.Err() != nil {
+					s.log.Warn("clickhouse sink: flush under way at the stop failed; its records stay uncommitted and are read again", "err", err)
+					return nil
+				}
+				return err
+			}
+		}
+		if fl == nil {
+			// No flush under way: a rebalance held since the last poll may run now.
+			s.cl.AllowRebalance()
 		}
 		s.mu.Lock()
-		room, n, first := s.cfg.BatchRows-s.n, s.n, s.first
+		room, n, first := s.cfg.BatchRows-s.n-s.inflight, s.n, s.first
 		s.mu.Unlock()
+		if room <= 0 && fl != nil {
+			fl.wait(ctx) // full: the batch being landed must make room first
+			continue
+		}
 		if room > 0 {
 			wait := s.cfg.BatchInterval
 			if n > 0 {
 				wait = max(time.Until(first.Add(s.cfg.BatchInterval)), time.Millisecond)
 			}
 			pctx, cancel := context.WithTimeout(ctx, wait)
+			if fl != nil {
+				go func(done <-chan struct{}) { // wake up when the flush ends, to start the next one
+					select {
+					case <-done:
+						cancel()
+					case <-pctx.Done():
+					}
+				}(fl.done)
+			}
 			fs := s.cl.PollRecords(pctx, room)
 			cancel()
 			if fs.IsClientClosed() {
-				return s.stop(lctx)
+				return s.stopAfter(lctx, fl)
 			}
 			fs.EachError(func(t string, p int32, err error) {
 				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -222,9 +260,10 @@ func (s *Sink) Run(ctx context.Context) error {
 			for _, r := range recs {
 				if err := s.add(ctx, r); err != nil {
 					if ctx.Err() != nil {
-						s.cl.AllowRebalance()
-						return s.stop(lctx)
+						return s.stopAfter(lctx, fl)
 					}
+					fl.wait(context.Background())
+					s.cl.AllowRebalance()
 					return err
 				}
 			}
@@ -232,18 +271,68 @@ func (s *Sink) Run(ctx context.Context) error {
 		s.mu.Lock()
 		due := s.n >= s.cfg.BatchRows || (s.n > 0 && time.Since(s.first) >= s.cfg.BatchInterval)
 		s.mu.Unlock()
-		if due {
-			if err := s.flush(lctx); err != nil {
-				s.cl.AllowRebalance()
-				if ctx.Err() != nil {
-					s.log.Warn("clickhouse sink: flush under way at the stop failed; its records stay uncommitted and are read again", "err", err)
-					return s.stop(lctx)
-				}
-				return err
-			}
+		switch {
+		case !due:
+		case fl != nil:
+			fl.wait(ctx) // due while the last batch is still landing: it goes first
+		default:
+			fl = s.startFlush(lctx)
 		}
-		s.cl.AllowRebalance()
 	}
+}
+
+// flight is a flush running in the background while Run polls the next batch. One runs at a
+// time, so batches land and commit in order; the next starts only after this one succeeded,
+// so a failed batch is never passed by a later commit.
+type flight struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+func (f *flight) over() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait returns when the flush has ended or ctx has; a nil flight has ended.
+func (f *flight) wait(ctx context.Context) {
+	if f == nil {
+		return
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+	}
+}
+
+// startFlush takes the buffer and lands it in the background.
+func (s *Sink) startFlush(ctx context.Context) *flight {
+	b := s.take()
+	f := &flight{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.err = s.land(ctx, b)
+	}()
+	return f
+}
+
+// stopAfter waits for the flush under way (it runs on lctx, so it may take until InsertTimeout
+// after the stop), then makes the final flush, unless the one under way failed: committing
+// the records behind it would pass it.
+func (s *Sink) stopAfter(lctx context.Context, fl *flight) error {
+	if fl != nil {
+		<-fl.done
+		if fl.err != nil {
+			s.log.Warn("clickhouse sink: flush under way at the stop failed; its records and those behind them stay uncommitted and are read again", "err", fl.err)
+			return nil
+		}
+	}
+	s.cl.AllowRebalance()
+	return s.stop(lctx)
 }
 
 // afterStop returns a context that ends d after ctx ends (or when cancel is called).
@@ -350,13 +439,32 @@ func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
 }
 
 // flush lands everything buffered, then commits it; see Sink.
-func (s *Sink) flush(ctx context.Context) error {
-	start := time.Now()
+func (s *Sink) flush(ctx context.Context) error { return s.land(ctx, s.take()) }
+
+// batch is a buffer taken for a flush.
+type batch struct {
+	buf   map[int32][]pending
+	n     int
+	taken time.Time
+}
+
+// take hands the buffer to a flush and starts a new one; until the flush ends its records
+// count as in flight.
+func (s *Sink) take() batch {
 	s.mu.Lock()
-	buf, n := s.buf, s.n
-	s.buf, s.n, s.inflight = map[int32][]pending{}, 0, n
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	b := batch{buf: s.buf, n: s.n, taken: time.Now()}
+	s.buf, s.n, s.inflight = map[int32][]pending{}, 0, b.n
+	return b
+}
+
+// land inserts a taken batch, writes its ledger rows and commits it.
+func (s *Sink) land(ctx context.Context, b batch) error {
+	start, buf, n := b.taken, b.buf, b.n
 	if n == 0 {
+		s.mu.Lock()
+		s.inflight = 0
+		s.mu.Unlock()
 		return nil
 	}
 	defer func() {

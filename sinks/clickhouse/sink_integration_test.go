@@ -987,3 +987,69 @@ func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 	}
 	s.t.Logf("dlq mirror: %d entries = the manifest's poison records, classes equal", got)
 }
+
+// TestSinkPollsWhileFlushing: with every ClickHouse round trip delayed, records that arrive
+// while a flush lands are polled into the next batch meanwhile (so a slow insert does not add
+// to the next batch's wait), and the result is still exact, one flush at a time committed in
+// order.
+func TestSinkPollsWhileFlushing(t *testing.T) {
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	s.stopMerges(ctx)
+	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: 40 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	if err := proxy.Set(faultproxy.Delay); err != nil {
+		t.Fatal(err)
+	}
+	chcfg := s.chcfg
+	chcfg.Addr = proxy.Addr()
+	group := "sinkch-" + s.id
+	waitIngest := s.startIngest(ctx)
+	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 300*time.Millisecond, 20*time.Second, slog.LevelWarn)
+	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 1200, Rate: 300, SensitiveShare: 0.2, Seed: 23})
+
+	var overlapped, samples int // samples with a flush landing and records polled behind it
+	var l loaded
+	sampling := true
+	for sampling {
+		select {
+		case l = <-loadDone:
+			sampling = false
+		case <-time.After(5 * time.Millisecond):
+		}
+		st := sink.Stats()
+		samples++
+		if st.InFlight > 0 && st.Buffered > st.InFlight {
+			overlapped++
+		}
+	}
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	waitIngest()
+	s.waitCommitted(ctx, group, s.icfg.EnrichedTopic)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("sink: %v", err)
+	}
+	st := sink.Stats()
+	t.Logf("%d of %d samples had records polled while a flush landed; %+v", overlapped, samples, st)
+	if overlapped == 0 {
+		t.Fatal("no record was polled while a flush was landing")
+	}
+	if st.Flushes < 3 || st.Buffered != 0 || st.InFlight != 0 {
+		t.Fatalf("after the stop: %+v, want several flushes and nothing held", st)
+	}
+	want, wantRows, sensitive := wantOf(l.m)
+	if st.Records != int64(wantRows) {
+		t.Fatalf("the sink landed %d records, want %d", st.Records, wantRows)
+	}
+	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+}
