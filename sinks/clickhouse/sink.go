@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -74,8 +75,8 @@ type Stats struct {
 // Run polls records into a buffer bounded by BatchRows, and flushes the buffer when it is full
 // or BatchInterval after its first record. A flush:
 //  1. writes the records that do not decode (a permanent avro error) to the DLQ;
-//  2. inserts inference_results, gateway_logs and moderation_hits, one PrepareBatch each with
-//     named columns; a retryable error (IsRetryable) pauses fetching and retries the same
+//  2. inserts inference_results, gateway_logs and moderation_hits at once, one PrepareBatch
+//     each with named columns, on connections of their own; a retryable error (IsRetryable) pauses fetching and retries the same
 //     insert with backoff until it succeeds or the sink stops; a rejected batch (IsRejected)
 //     is inserted row by row and the records whose rows are rejected go to the DLQ once; a
 //     fatal error (IsFatal) stops Run without committing;
@@ -110,6 +111,7 @@ type Sink struct {
 
 	runID  string
 	seq    int
+	pmu    sync.Mutex // guards paused
 	paused bool
 	m      *metrics
 	stats  struct{ records, rows, hitRows, dlq, flushes, retries, dropped atomic.Int64 }
@@ -509,16 +511,33 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 	}
 	attempts := 1
 	defer s.resume()
-	steps := []func() (int, error){
-		func() (int, error) { return insertRows(ctx, s, TableInference, inf, infOwn, rejects) },
-		func() (int, error) { return insertRows(ctx, s, TableGateway, gw, gwOwn, rejects) },
-		func() (int, error) { return insertRows(ctx, s, TableHits, hits, hitOwn, rejects) },
+	// The three tables are inserted at once, each on a connection of its own: a flush takes as
+	// long as its slowest insert, and every row of it is stamped landed at about its start.
+	// Each insert records its rejected rows apart; they are merged once all are done.
+	steps := []func(rejects map[*pending]error) (int, error){
+		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableInference, inf, infOwn, r) },
+		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableGateway, gw, gwOwn, r) },
+		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableHits, hits, hitOwn, r) },
 	}
-	for _, step := range steps {
-		a, err := step()
-		attempts += a
+	var wg sync.WaitGroup
+	tries, errs := make([]int, len(steps)), make([]error, len(steps))
+	stepRejects := make([]map[*pending]error, len(steps))
+	for i, step := range steps {
+		stepRejects[i] = map[*pending]error{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tries[i], errs[i] = step(stepRejects[i])
+		}()
+	}
+	wg.Wait()
+	for i := range steps {
+		attempts += tries[i]
+		maps.Copy(rejects, stepRejects[i])
+	}
+	for _, err := range errs {
 		if err != nil {
-			return err
+			return err // the first table's, in the order above
 		}
 	}
 	for pd, err := range rejects {
@@ -716,6 +735,8 @@ func (s *Sink) retry(ctx context.Context, what string, attempts *int, op func(co
 }
 
 func (s *Sink) pause() {
+	s.pmu.Lock() // the inserts of a flush retry at once
+	defer s.pmu.Unlock()
 	if !s.paused && s.cl != nil {
 		s.cl.PauseFetchTopics(s.cfg.Topic)
 		s.paused = true
@@ -723,6 +744,8 @@ func (s *Sink) pause() {
 }
 
 func (s *Sink) resume() {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
 	if s.paused {
 		s.cl.ResumeFetchTopics(s.cfg.Topic)
 		s.paused = false
