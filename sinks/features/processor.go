@@ -456,7 +456,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 		}})
 	<-wdone
 	log.Info("sink-features stopped", "records", p.Stats.Records.Load(), "deltas", p.Stats.Deltas.Load(),
-		"resent_deltas", p.Stats.Duplicates.Load(), "dead_lettered", p.Stats.Undecoded.Load(), "redis_ops", w.Written(), "redis_retries", w.Retries())
+		"resent_deltas", p.Stats.Duplicates.Load(), "dead_lettered", p.Stats.Undecoded.Load(), "redis_ops", w.Written(), "redis_coalesced", w.Coalesced(), "redis_retries", w.Retries())
 	if err != nil && ctx.Err() != nil {
 		// A requested stop: what goka reports while shutting down (cancelled contexts, the
 		// writer stopping under in-flight records) is not a failure; records not written stay
