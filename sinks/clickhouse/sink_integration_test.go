@@ -988,10 +988,10 @@ func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 	s.t.Logf("dlq mirror: %d entries = the manifest's poison records, classes equal", got)
 }
 
-// TestSinkPollsWhileFlushing: with every ClickHouse round trip delayed, records that arrive
-// while a flush lands are polled into the next batch meanwhile (so a slow insert does not add
-// to the next batch's wait), and the result is still exact, one flush at a time committed in
-// order.
+// TestSinkPollsWhileFlushing: with every ClickHouse round trip delayed (80 ms, so that a flush
+// takes longer than the window), records that arrive while a flush lands are polled into the
+// next batch meanwhile (so a slow insert does not add to the next batch's wait), and the
+// result is still exact, one flush at a time committed in order.
 func TestSinkPollsWhileFlushing(t *testing.T) {
 	s := newE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -1000,7 +1000,7 @@ func TestSinkPollsWhileFlushing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.stopMerges(ctx)
-	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: 40 * time.Millisecond})
+	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: 80 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1015,26 +1015,35 @@ func TestSinkPollsWhileFlushing(t *testing.T) {
 	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 300*time.Millisecond, 20*time.Second, slog.LevelWarn)
 	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 1200, Rate: 300, SensitiveShare: 0.2, Seed: 23})
 
+	// Sampled until the sink has committed everything: ingest may still be emitting well after
+	// loadgen is done.
 	var overlapped, samples int // samples with a flush landing and records polled behind it
-	var l loaded
-	sampling := true
-	for sampling {
-		select {
-		case l = <-loadDone:
-			sampling = false
-		case <-time.After(5 * time.Millisecond):
+	stopSampling, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+			st := sink.Stats()
+			samples++
+			if st.InFlight > 0 && st.Buffered > st.InFlight {
+				overlapped++
+			}
 		}
-		st := sink.Stats()
-		samples++
-		if st.InFlight > 0 && st.Buffered > st.InFlight {
-			overlapped++
-		}
-	}
+	}()
+	l := <-loadDone
 	if l.err != nil {
 		t.Fatal(l.err)
 	}
 	waitIngest()
 	s.waitCommitted(ctx, group, s.icfg.EnrichedTopic)
+	close(stopSampling)
+	<-sampled
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("sink: %v", err)
