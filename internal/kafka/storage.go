@@ -144,31 +144,26 @@ func (s *tableStore) Get(key string) ([]byte, error) {
 }
 
 // Set keeps value for key, writing the pending values once enough are waiting.
-func (s *tableStore) Set(key string, value []byte) error {
-	if !s.isRecovered() {
-		// Recovery hands over values that point into sarama's fetch buffers: copy them, so a
-		// pending value does not keep a whole fetch alive.
-		value = append([]byte{}, value...)
-	} else if value == nil {
-		value = []byte{} // nil marks a deletion
-	}
-	return s.put(key, value)
-}
-
-func (s *tableStore) isRecovered() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.recovered
-}
+func (s *tableStore) Set(key string, value []byte) error { return s.put(key, value, false) }
 
 // Delete removes key's value.
-func (s *tableStore) Delete(key string) error { return s.put(key, nil) }
+func (s *tableStore) Delete(key string) error { return s.put(key, nil, true) }
 
-func (s *tableStore) put(key string, value []byte) error {
+func (s *tableStore) put(key string, value []byte, deleted bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errStoreClosed
+	}
+	switch {
+	case deleted:
+		value = nil // nil marks a deletion
+	case !s.recovered:
+		// Recovery hands over values that point into sarama's fetch buffers: copy them, so a
+		// pending value does not keep a whole fetch alive.
+		value = append([]byte{}, value...)
+	case value == nil:
+		value = []byte{}
 	}
 	if old, ok := s.dirty[key]; ok {
 		s.dirtySize -= len(key) + len(old)
