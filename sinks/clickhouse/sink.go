@@ -76,10 +76,10 @@ type Stats struct {
 // or BatchInterval after its first record. A flush:
 //  1. writes the records that do not decode (a permanent avro error) to the DLQ;
 //  2. inserts inference_results, gateway_logs and moderation_hits at once, one PrepareBatch
-//     each with named columns, on connections of their own; a retryable error (IsRetryable) pauses fetching and retries the same
-//     insert with backoff until it succeeds or the sink stops; a rejected batch (IsRejected)
-//     is inserted row by row and the records whose rows are rejected go to the DLQ once; a
-//     fatal error (IsFatal) stops Run without committing;
+//     each with named columns, on connections of their own; a retryable error (IsRetryable)
+//     pauses fetching and retries the same insert with backoff until it succeeds or the sink
+//     stops; a rejected batch (IsRejected) is inserted row by row and the records whose rows
+//     are rejected go to the DLQ once; a fatal error (IsFatal) stops Run without committing;
 //  3. inserts one sink_ledger row per flushed partition;
 //  4. commits, per partition, the offset after the last flushed record.
 //
@@ -238,16 +238,12 @@ func (s *Sink) Run(ctx context.Context) error {
 				wait = max(time.Until(first.Add(s.cfg.BatchInterval)), time.Millisecond)
 			}
 			pctx, cancel := context.WithTimeout(ctx, wait)
+			unwake := func() bool { return false }
 			if fl != nil {
-				go func(done <-chan struct{}) { // wake up when the flush ends, to start the next one
-					select {
-					case <-done:
-						cancel()
-					case <-pctx.Done():
-					}
-				}(fl.done)
+				unwake = context.AfterFunc(fl.ended, cancel) // wake up when the flush ends, to start the next one
 			}
 			fs := s.cl.PollRecords(pctx, room)
+			unwake()
 			cancel()
 			if fs.IsClientClosed() {
 				return s.stopAfter(lctx, fl)
@@ -287,18 +283,11 @@ func (s *Sink) Run(ctx context.Context) error {
 // time, so batches land and commit in order; the next starts only after this one succeeded,
 // so a failed batch is never passed by a later commit.
 type flight struct {
-	done chan struct{}
-	err  error // set before done is closed
+	ended context.Context // done once the flush has ended
+	err   error           // set before ended is done
 }
 
-func (f *flight) over() bool {
-	select {
-	case <-f.done:
-		return true
-	default:
-		return false
-	}
-}
+func (f *flight) over() bool { return f.ended.Err() != nil }
 
 // wait returns when the flush has ended or ctx has; a nil flight has ended.
 func (f *flight) wait(ctx context.Context) {
@@ -306,7 +295,7 @@ func (f *flight) wait(ctx context.Context) {
 		return
 	}
 	select {
-	case <-f.done:
+	case <-f.ended.Done():
 	case <-ctx.Done():
 	}
 }
@@ -314,9 +303,10 @@ func (f *flight) wait(ctx context.Context) {
 // startFlush takes the buffer and lands it in the background.
 func (s *Sink) startFlush(ctx context.Context) *flight {
 	b := s.take()
-	f := &flight{done: make(chan struct{})}
+	ended, end := context.WithCancel(context.Background())
+	f := &flight{ended: ended}
 	go func() {
-		defer close(f.done)
+		defer end()
 		f.err = s.land(ctx, b)
 	}()
 	return f
@@ -327,7 +317,7 @@ func (s *Sink) startFlush(ctx context.Context) *flight {
 // the records behind it would pass it.
 func (s *Sink) stopAfter(lctx context.Context, fl *flight) error {
 	if fl != nil {
-		<-fl.done
+		<-fl.ended.Done()
 		if fl.err != nil {
 			s.log.Warn("clickhouse sink: flush under way at the stop failed; its records and those behind them stay uncommitted and are read again", "err", fl.err)
 			return nil
@@ -463,18 +453,15 @@ func (s *Sink) take() batch {
 // land inserts a taken batch, writes its ledger rows and commits it.
 func (s *Sink) land(ctx context.Context, b batch) error {
 	start, buf, n := b.taken, b.buf, b.n
-	if n == 0 {
-		s.mu.Lock()
-		s.inflight = 0
-		s.mu.Unlock()
-		return nil
-	}
 	defer func() {
 		s.mu.Lock()
 		s.inflight = 0
 		s.m.setBuffered(s.n)
 		s.mu.Unlock()
 	}()
+	if n == 0 {
+		return nil
+	}
 	parts := make([]int32, 0, len(buf))
 	for p := range buf {
 		parts = append(parts, p)
