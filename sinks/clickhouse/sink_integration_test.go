@@ -197,6 +197,21 @@ func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Co
 	return sink, stop, done
 }
 
+// clickHouseProxy puts a fault proxy in front of the test database, forwarding until it is set
+// to faultproxy.Delay (every chunk then waits delay), and returns the config that goes through
+// it. The proxy closes with the test.
+func (s *e2e) clickHouseProxy(delay time.Duration) (clickhouse.Config, *faultproxy.Proxy) {
+	s.t.Helper()
+	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: delay})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { proxy.Close() })
+	chcfg := s.chcfg
+	chcfg.Addr = proxy.Addr()
+	return chcfg, proxy
+}
+
 // waitCommitted waits until group committed the end offset of every partition of topics.
 func (s *e2e) waitCommitted(ctx context.Context, group string, topics ...string) {
 	s.t.Helper()
@@ -808,13 +823,7 @@ func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
 	want, wantRows, sensitive := wantOf(m)
 	s.runIngest(ctx)
 
-	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: 60 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	chcfg := s.chcfg
-	chcfg.Addr = proxy.Addr()
+	chcfg, proxy := s.clickHouseProxy(60 * time.Millisecond)
 	group := "sinkch-" + s.id
 	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 2*time.Second, 20*time.Second, slog.LevelWarn)
 	for sink.Stats().Buffered < int64(wantRows) {
@@ -1000,16 +1009,10 @@ func TestSinkPollsWhileFlushing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.stopMerges(ctx)
-	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: 80 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	chcfg, proxy := s.clickHouseProxy(80 * time.Millisecond)
 	if err := proxy.Set(faultproxy.Delay); err != nil {
 		t.Fatal(err)
 	}
-	chcfg := s.chcfg
-	chcfg.Addr = proxy.Addr()
 	group := "sinkch-" + s.id
 	waitIngest := s.startIngest(ctx)
 	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 300*time.Millisecond, 20*time.Second, slog.LevelWarn)
