@@ -29,8 +29,9 @@ fmt-check: ## fail if gofmt would change a file
 vet:
 	$(GO) vet $(PKGS)
 
-build: ## build bin/backflow
+build: ## build bin/backflow and the load generator bin/loadgen
 	$(GO) build -o bin/backflow ./cmd/backflow
+	$(GO) build -o bin/loadgen ./tools/loadgen/cmd/loadgen
 
 config-reference: ## regenerate deploy/config.example.yaml after changing a config key (README: check-config --print-reference)
 	$(GO) run ./cmd/backflow check-config --print-example > deploy/config.example.yaml
@@ -73,12 +74,12 @@ CHAOS_FLAGS ?=
 chaos: check-go ## the fault-injection suite: every scenario of reliability.md on a 3-broker stack and the secured one (CHAOS_FLAGS="--scenarios 2,16")
 	$(STACK) up --brokers 3 || { $(STACK) down kafka && $(STACK) up --brokers 3; }
 	$(STACK) --secure up
-	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+	$(GO) run ./test/chaos/cmd/chaos $(CHAOS_FLAGS)
 
 DURATION ?= 10m
 soak: check-go ## scenario 20: faults 1, 2, 5, 9 and 15 in turn under steady traffic for DURATION (default 10m)
 	$(STACK) up --brokers 3 || { $(STACK) down kafka && $(STACK) up --brokers 3; }
-	$(GO) run ./cmd/chaos --soak $(DURATION) --json .chaos/soak.json
+	$(GO) run ./test/chaos/cmd/chaos --soak $(DURATION) --json .chaos/soak.json
 
 clean: stack-down ## stop the stack and delete its state (.stack/) and bin/
 	rm -rf .stack bin

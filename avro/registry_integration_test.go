@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	bfavro "github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestRegisterFetchSchema registers an Avro schema, fetches it back by id, checks that

@@ -71,7 +71,7 @@ alive "$DASH_PID" || { tail -n 5 "$LOGS/demo-dashboard.log"; echo "the dashboard
 echo "   dashboard on http://$DASH_ADDR/ (pid $(cat "$DASH_PID"))"
 
 say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison, event times from $BACKFILL ago → .stack/demo-manifest.jsonl"
-$BF loadgen --duration "${SECS}s" --rate "$RATE" --backfill "$BACKFILL" --manifest .stack/demo-manifest.jsonl
+bin/loadgen --env-file "$ENV" --duration "${SECS}s" --rate "$RATE" --backfill "$BACKFILL" --manifest .stack/demo-manifest.jsonl
 
 say "5. waiting until every group's lag is 0 (backflow_consumer_lag on /metrics)"
 start=$SECONDS
@@ -137,7 +137,7 @@ cat <<TXT
    sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_URL/metrics | grep ^sensitive_words
    Feast:                    deploy/feast/README.md
    backflow's log:           $LOGS/demo-run.log
-   more traffic:             bin/backflow loadgen --env-file $ENV --duration 30s --rate 1000
+   more traffic:             bin/loadgen --env-file $ENV --duration 30s --rate 1000
    stop everything:          deploy/local/stack down   (SIGTERM to backflow run and the dashboard first)
 TXT
 

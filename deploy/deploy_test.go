@@ -423,7 +423,7 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("final image %s is not a static-only base", last)
 	}
 	_, dport, _ := net.SplitHostPort(ops.DefaultAddr)
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/backflow", "./cmd/sensitive-words", "EXPOSE " + dport, `ENTRYPOINT ["/usr/local/bin/backflow"]`, "USER nonroot"} {
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/backflow", "./tools/sensitive-words/cmd/sensitive-words", "EXPOSE " + dport, `ENTRYPOINT ["/usr/local/bin/backflow"]`, "USER nonroot"} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
@@ -441,7 +441,7 @@ func TestDockerfile(t *testing.T) {
 // go list resolves the whole graph under those settings without compiling it.
 func TestBuildsWithoutCgo(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Incomplete}}{{.ImportPath}}: {{.Error}}{{end}}{{if .CgoFiles}}{{.ImportPath}} needs cgo{{end}}",
-		"github.com/backflowhq/backflow/cmd/backflow", "github.com/backflowhq/backflow/cmd/sensitive-words")
+		"github.com/backflowhq/backflow/cmd/backflow", "github.com/backflowhq/backflow/tools/sensitive-words/cmd/sensitive-words")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "" {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestCheckStack asks every service of the local stack for a real answer.

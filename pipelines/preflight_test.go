@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/sensitive"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
+	"github.com/backflowhq/backflow/tools/sensitive-words"
 )
 
 // TestPreflight: a registry and a sensitive-word service that refuse our credentials stop
@@ -27,7 +27,7 @@ import (
 func TestPreflight(t *testing.T) {
 	reg := srfake.New(srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("backflow:right-pass"))))
 	defer reg.Close()
-	svc, err := sensitive.New(sensitive.Config{DictionaryPath: filepath.Join("..", "deploy", "sensitive-words", "sample.tsv"),
+	svc, err := sensitivewords.New(sensitivewords.Config{DictionaryPath: filepath.Join("..", "deploy", "sensitive-words", "sample.tsv"),
 		Token: "tok-right", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

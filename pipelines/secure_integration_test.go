@@ -24,12 +24,12 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/loadgen"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // secured is one test's view of the secured stack: its settings, its secrets (to look for
@@ -41,6 +41,7 @@ type secured struct {
 	cfg     pipelines.Config
 	secrets []string // every secret of the stack, as the files hold them
 	bin     string
+	loadgen string // the load generator, a binary of its own
 }
 
 func newSecured(t *testing.T) *secured {
@@ -70,6 +71,10 @@ func newSecured(t *testing.T) *secured {
 	}
 	if len(s.secrets) < 6 {
 		t.Fatalf("found %d secrets in %s, want the stack's 6 or more", len(s.secrets), dir)
+	}
+	s.loadgen = filepath.Join(t.TempDir(), "loadgen")
+	if out, err := exec.Command("go", "build", "-o", s.loadgen, "github.com/backflowhq/backflow/tools/loadgen/cmd/loadgen").CombinedOutput(); err != nil {
+		t.Fatalf("build loadgen: %v\n%s", err, out)
 	}
 	s.bin = filepath.Join(t.TempDir(), "backflow")
 	if out, err := exec.Command("go", "build", "-o", s.bin, "github.com/backflowhq/backflow/cmd/backflow").CombinedOutput(); err != nil {
@@ -118,7 +123,11 @@ func (w *syncBuffer) Bytes() []byte {
 // environment, less every BACKFLOW_* variable (those of the plain stack would win over the file).
 func (s *secured) start(ctx context.Context, name string, env map[string]string, args ...string) *proc {
 	s.t.Helper()
-	cmd := exec.CommandContext(ctx, s.bin, append(args, "--env-file", s.envFile)...)
+	bin := s.bin
+	if args[0] == "loadgen" { // the load generator is its own binary
+		bin, args = s.loadgen, args[1:]
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, "--env-file", s.envFile)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BACKFLOW_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -259,7 +268,7 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Traffic first, through `backflow loadgen` on the secured listener and registry.
+	// Traffic first, through loadgen on the secured listener and registry.
 	manifest := filepath.Join(t.TempDir(), "manifest.jsonl")
 	lg := s.start(ctx, "loadgen", nil, "loadgen", "--requests", "1000", "--dup-rate", "0.05", "--poison-rate", "0.03",
 		"--sensitive-share", "0.2", "--inference-topic", inf, "--gateway-topic", gw, "--run-id", id, "--manifest", manifest, "--no-progress")

@@ -15,8 +15,8 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
-	"github.com/backflowhq/backflow/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestOpenRedisWaitsOutAnOutageButNotABadPassword: sink-features keeps retrying a Redis it

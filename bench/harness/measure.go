@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/loadgen"
+	"github.com/backflowhq/backflow/tools/loadgen"
 
-	"github.com/backflowhq/backflow/internal/procstat"
+	"github.com/backflowhq/backflow/tools/procstat"
 )
 
 // backlog is the pre-filled source topics every peer drains.

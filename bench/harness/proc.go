@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/procstat"
+	"github.com/backflowhq/backflow/tools/procstat"
 )
 
 // child is a stage run as a child process of the harness, so that its /proc entry can be read

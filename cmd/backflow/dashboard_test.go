@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func TestDashboardUsageErrorsExit2(t *testing.T) {

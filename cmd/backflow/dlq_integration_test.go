@@ -16,7 +16,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // dlqFixture is a DLQ topic with 5 entries of 3 classes whose origins are in two fresh,

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/backflowhq/backflow/internal/replay"
+	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
 func newGroupsCmd() *cobra.Command {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/backflowhq/backflow/internal/replay"
+	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestReplayCommand drives `backflow replay` on the real stack: while the group has a live

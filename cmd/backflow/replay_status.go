@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/backflowhq/backflow/internal/replay"
+	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
 func newReplayStatusCmd() *cobra.Command {
@@ -175,4 +175,9 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -78,7 +78,7 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 		"YAML config file (every key: backflow check-config --print-example); BACKFLOW_* variables and flags given win over it")
 	opts.profiles.flags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
-	root.AddCommand(newVersionCmd(), newPingCmd(), newLoadgenCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
+	root.AddCommand(newVersionCmd(), newPingCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
 		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd(), newRunCmd(), newCheckConfigCmd())
 	return root, opts
 }

@@ -28,15 +28,15 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/chaos"
-	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/loadgen"
 	"github.com/backflowhq/backflow/internal/ops"
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/chaos"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/faultproxy"
+	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // build compiles one of the project's binaries once per test run (without -race: the child
@@ -89,7 +89,7 @@ type sensitive struct {
 
 func startSensitive(t *testing.T, token string) *sensitive {
 	t.Helper()
-	s := &sensitive{t: t, bin: build(t, "cmd/sensitive-words"), port: freePort(t)}
+	s := &sensitive{t: t, bin: build(t, "tools/sensitive-words/cmd/sensitive-words"), port: freePort(t)}
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
 	s.dict, _ = filepath.Abs("../../deploy/sensitive-words/sample.tsv")
 	s.tokf = filepath.Join(t.TempDir(), "token")

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func TestSinkClickHouseUsageErrorsExit2(t *testing.T) {

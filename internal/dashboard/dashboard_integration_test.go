@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/dashboard"
-	"github.com/backflowhq/backflow/internal/loadgen"
-	"github.com/backflowhq/backflow/internal/pipelinetest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // demo is the data every test in this file reads: loadgen → ingest → ClickHouse sink → DLQ

@@ -14,7 +14,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func stackConfig(t *testing.T) kafka.Config { return testenv.Kafka(t, "backflow-dlq-test") }

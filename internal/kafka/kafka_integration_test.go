@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func stackConfig(t *testing.T) kafka.Config { return testenv.Kafka(t, "backflow-smoke") }

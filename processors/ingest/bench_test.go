@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
 )
 
 // BenchmarkRecordPath measures ingest's per-record work without I/O: decode a framed v1

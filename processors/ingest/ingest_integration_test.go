@@ -23,10 +23,10 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/loadgen"
-	"github.com/backflowhq/backflow/internal/testenv"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // stage is one test's private set of topics and group on the real stack.
@@ -419,7 +419,7 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 // record lands exactly once.
 func TestIngestModerationOutage(t *testing.T) {
 	s := newStage(t, 3)
-	svc := build(t, "cmd/sensitive-words")
+	svc := build(t, "tools/sensitive-words/cmd/sensitive-words")
 	port := freePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dict, _ := filepath.Abs("../../deploy/sensitive-words/sample.tsv")

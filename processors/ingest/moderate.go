@@ -11,7 +11,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
 )
 
 // Checker is the sensitive-word service as ingest uses it; *moderation.Client implements it.

@@ -17,7 +17,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
 )
 
 // Producer sends records asynchronously; *kgo.Client implements it. promise runs once the

@@ -21,8 +21,8 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
-	"github.com/backflowhq/backflow/moderation"
 )
 
 // capture is an in-process Producer: it acknowledges every record at once and keeps them.

@@ -16,10 +16,10 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
-	"github.com/backflowhq/backflow/internal/testenv"
-	"github.com/backflowhq/backflow/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestEpochRightAfterCreate reads and writes the epoch on a control topic created a moment

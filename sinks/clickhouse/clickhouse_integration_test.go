@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestBatchInsertSelect inserts 1000 rows over 400 request ids into a ReplacingMergeTree with

@@ -18,7 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/testenv"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // currentEngine is a current ClickHouse (chDB, in-process, from PyPI) reached through

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // testDB creates a database of its own for t on the real ClickHouse, drops it in Cleanup, and

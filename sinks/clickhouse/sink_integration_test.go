@@ -24,13 +24,13 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
-	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/loadgen"
-	"github.com/backflowhq/backflow/internal/testenv"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/faultproxy"
+	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // e2e is one test's private topics, groups and database on the real stack.

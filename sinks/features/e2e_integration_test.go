@@ -21,13 +21,13 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
-	"github.com/backflowhq/backflow/internal/faultproxy"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/loadgen"
-	"github.com/backflowhq/backflow/internal/testenv"
-	"github.com/backflowhq/backflow/moderation"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/faultproxy"
+	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // int64Feature reads an Int64 Value of a feature from an entity's hash; ok false when absent.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func repoRoot(t *testing.T) string {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestHashSetGet writes a hash with binary fields (Feast's layout stores protobuf bytes under

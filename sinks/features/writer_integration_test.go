@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/backflowhq/backflow/internal/faultproxy"
-	"github.com/backflowhq/backflow/internal/testenv"
 	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/faultproxy"
 )
 
 // TestWriterRetriesWhileRedisDown: the writer's Redis is unreachable for ~1.5 s. Jobs submitted

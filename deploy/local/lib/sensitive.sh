@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The sensitive-word service: our own binary (cmd/sensitive-words), built from this checkout
+# The sensitive-word service: our own binary (tools/sensitive-words/cmd/sensitive-words), built from this checkout
 # into $STACK_DIR/bin and run on the harmless sample dictionary deploy/sensitive-words/sample.tsv.
 # The stack's service name is sensitive-words; its functions are sensitive_words_*.
 
@@ -27,7 +27,7 @@ sensitive_words_curl() {
 sensitive_words_stamp() {
   (
     cd "$REPO_DIR" || exit 1
-    find internal/sensitive cmd/sensitive-words -type f -name '*.go' ! -name '*_test.go' -print0 \
+    find tools/sensitive-words -type f -name '*.go' ! -name '*_test.go' -print0 \
       | sort -z | xargs -0 sha256sum
     sha256sum go.mod go.sum
   ) | sha256sum | cut -c1-16
@@ -39,9 +39,9 @@ sensitive_words_install() {
   stamp=$(sensitive_words_stamp)
   [ -x "$SENSITIVE_BIN" ] && [ "$(cat "$SENSITIVE_BIN.stamp" 2>/dev/null)" = "$stamp" ] && return 0
   command -v go >/dev/null || die "Go is needed to build the sensitive-word service (go not found on PATH)"
-  log "building sensitive-words (go build ./cmd/sensitive-words)"
+  log "building sensitive-words (go build ./tools/sensitive-words/cmd/sensitive-words)"
   mkdir -p "$STACK_DIR/bin"
-  (cd "$REPO_DIR" && go build -o "$STACK_DIR/bin/sensitive-words" ./cmd/sensitive-words) \
+  (cd "$REPO_DIR" && go build -o "$STACK_DIR/bin/sensitive-words" ./tools/sensitive-words/cmd/sensitive-words) \
     >"$LOG_DIR/sensitive-words-build.log" 2>&1 \
     || { tail -n 20 "$LOG_DIR/sensitive-words-build.log" >&2; die "building sensitive-words failed; see $LOG_DIR/sensitive-words-build.log"; }
   echo "$stamp" >"$SENSITIVE_BIN.stamp"

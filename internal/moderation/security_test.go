@@ -1,0 +1,87 @@
+package moderation
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backflowhq/backflow/internal/secure"
+	"github.com/backflowhq/backflow/internal/secure/securetest"
+	"github.com/backflowhq/backflow/tools/sensitive-words"
+)
+
+// TestCheckOverTLSWithTokenFile: the real handler behind TLS from a fresh CA, wanting a
+// token. The token from a file and the CA check a batch; a wrong token is ErrUnauthorized and
+// an untrusted CA a TLS failure, both IsAuthError, and neither shows the token.
+func TestCheckOverTLSWithTokenFile(t *testing.T) {
+	pki := securetest.New(t)
+	svc := startService(t, sensitivewords.Config{Token: "tok-R1ght"}) // for its handler
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { svc.Handler().ServeHTTP(w, r) }))
+	hs.TLS = pki.Server
+	hs.StartTLS()
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	items := []Item{{"a", "b l u e f i n"}, {"b", "hello"}}
+
+	c := newClient(t, Config{URL: hs.URL, TokenFile: securetest.SecretFile(t, "tok-R1ght"), TLS: secure.TLS{CAFile: pki.CAFile}})
+	res, err := c.Check(ctx, items)
+	if err != nil || len(res) != 2 || res[0].Hits[0].Word != "bluefin" || len(res[1].Hits) != 0 {
+		t.Fatalf("check over TLS: %+v %v", res, err)
+	}
+
+	other := securetest.New(t)
+	for name, cfg := range map[string]Config{
+		"wrong token":  {URL: hs.URL, Token: "tok-Wr0ng", TLS: secure.TLS{CAFile: pki.CAFile}},
+		"untrusted CA": {URL: hs.URL, Token: "tok-R1ght", TLS: secure.TLS{CAFile: other.CAFile}},
+		"no CA":        {URL: hs.URL, Token: "tok-R1ght"}, // system roots do not know the test CA
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := newClient(t, cfg).Check(ctx, items)
+			if !IsAuthError(err) {
+				t.Fatalf("IsAuthError(%v) = false", err)
+			}
+			if name == "wrong token" && !errors.Is(err, ErrUnauthorized) {
+				t.Fatalf("%v is not ErrUnauthorized", err)
+			}
+			if !IsRetryable(err) {
+				t.Fatalf("mid-run, %v must be retried (records wait), not dead-lettered", err)
+			}
+			if strings.Contains(err.Error(), "tok-") {
+				t.Fatalf("error shows the token: %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigValidateSecurity(t *testing.T) {
+	pki := securetest.New(t)
+	for _, tt := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"https with ca", Config{URL: "https://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
+		{"token file", Config{URL: "http://svc", TokenFile: securetest.SecretFile(t, "t")}, ""},
+		{"tls on http", Config{URL: "http://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, "moderation: tls: set, but the url"},
+		{"token twice", Config{URL: "http://svc", Token: "t", TokenFile: "/x"}, "moderation: token: set inline and as a file"},
+		{"missing token file", Config{URL: "http://svc", TokenFile: "/nonexistent/tok"}, "moderation: token file: open /nonexistent/tok"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

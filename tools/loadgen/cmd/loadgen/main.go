@@ -1,0 +1,267 @@
+// Command loadgen sends realistic traffic to backflow's source topics and writes a manifest of
+// what the brokers acknowledged: the oracle the tests, the demo, the fault suite and the
+// benchmarks check the pipeline against. It is a tool beside the product, not part of it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/envfile"
+	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/tools/loadgen"
+)
+
+// errUsage marks errors that are the caller's to fix; they exit 2.
+var errUsage = errors.New("usage")
+
+// errFound: the command already reported what happened; exit 1 with nothing more to print.
+var errFound = errors.New("interrupted")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop) // a second signal ends the process at once
+	cmd := newLoadgenCmd()
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
+	err := cmd.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		os.Exit(0)
+	case errors.Is(err, errFound):
+		os.Exit(1)
+	case errors.Is(err, errUsage) || errors.Is(err, pipelines.ErrConfig):
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func newLoadgenCmd() *cobra.Command {
+	var (
+		envFile      string
+		configPath   string
+		cfg          loadgen.Config
+		manifestPath string
+		poisonKinds  string
+		wordsFile    string
+		createTopics bool
+		partitions   int32
+		replication  int16
+		runID        string
+		noProgress   bool
+		subjects     string
+	)
+	cmd := &cobra.Command{
+		Use:   "loadgen",
+		Short: "Send realistic traffic to the source topics and write a manifest of what landed",
+		Long: `loadgen writes traffic to model-inference-result and gateway-log as a gateway and models
+would: each request yields a gateway REQUEST log, an inference result (schema v1 or v2) and a
+gateway RESPONSE log, all keyed by requestId. Models, tenants and users follow a Zipf law; some
+texts carry words of the sensitive-word dictionary, some disguised (case, spacing, full-width).
+On top come duplicates (the same bytes re-sent, some to another partition) and poison records of
+every bad-input class: bad_magic, short, unknown_schema, truncated, garbage, missing_request_id,
+absurd_timestamp, oversized.
+
+The manifest (JSON lines: a header, then one line per acknowledged record with its topic,
+partition, offset, requestId, kind, and for poison the class the pipeline must assign) is the
+oracle tests check the pipeline against. Only records the brokers acknowledged are listed.
+
+Stop with Ctrl-C at any time: records in flight are flushed and the manifest stays exact.`,
+		Example: `  loadgen --env-file .stack/env --requests 100000 --manifest /tmp/run.jsonl
+  loadgen --duration 5m --rate 2000 --poison-rate 0.001
+  loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(cmd, args); err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnvFile(envFile); err != nil {
+				return err
+			}
+			kinds, err := loadgen.ParsePoisonKinds(poisonKinds)
+			if err != nil {
+				return fmt.Errorf("%w: --poison-kinds: %w", errUsage, err)
+			}
+			cfg.PoisonKinds = kinds
+			if cfg.Subjects, err = avro.ParseSubjectStrategy(subjects); err != nil {
+				return fmt.Errorf("%w: --subject-strategy: %w", errUsage, err)
+			}
+			if wordsFile != "" {
+				words, err := loadgen.ReadWords(wordsFile)
+				if err != nil {
+					return fmt.Errorf("%w: --words-file: %w", errUsage, err)
+				}
+				cfg.Words = words
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			l, err := pipelines.Load(configPath, os.Getenv)
+			if err != nil {
+				return fmt.Errorf("%w: configuration: %w", errUsage, err)
+			}
+			conn := l.Conn
+			if runID == "" {
+				runID = time.Now().UTC().Format("20060102T150405")
+			}
+			if err := preflight(cmd.Context(), conn, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))); err != nil {
+				return err
+			}
+			reg, err := avro.NewRegistryClient(conn.Registry)
+			if err != nil {
+				return err
+			}
+			cl, err := conn.Kafka.NewClient(loadgen.ProducerOpts()...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := cmd.Context()
+			if createTopics {
+				tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err := loadgen.EnsureTopics(tctx, cl, partitions, replication, topicOr(cfg.InferenceTopic, avro.TopicInferenceResult), topicOr(cfg.GatewayTopic, avro.TopicGatewayLog))
+				cancel()
+				if err != nil {
+					return err
+				}
+			}
+
+			var manifest io.Writer
+			if manifestPath != "" {
+				f, err := os.Create(manifestPath)
+				if err != nil {
+					return fmt.Errorf("%w: --manifest: %w", errUsage, err)
+				}
+				defer f.Close()
+				manifest = f
+			}
+			bar := newProgressBar(cmd.ErrOrStderr(), cfg.Requests, noProgress)
+			st, err := loadgen.Run(ctx, cfg, cl, reg, loadgen.Options{RunID: runID, Manifest: manifest, Progress: func(n int) { bar.Set(n) }})
+			bar.Finish()
+			fmt.Fprintln(cmd.OutOrStdout(), st)
+			if manifestPath != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "manifest: %s (run id %s)\n", manifestPath, runID)
+			}
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "loadgen: interrupted; the manifest lists what was acknowledged")
+				return errFound
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&envFile, "env-file", "", "read KEY=VALUE settings from this file (e.g. .stack/env); variables already set in the environment win")
+	f.StringVar(&configPath, "config", "", "backflow's YAML config file, for its connection settings (kafka, registry)")
+	f.IntVar(&cfg.Requests, "requests", 0, "requests to generate, 3 records each (default 10000 unless --duration is set)")
+	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (with --requests, whichever comes first)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "requests per second (0: flat out)")
+	f.DurationVar(&cfg.Backfill, "backfill", 0, "date the first event times this long back, catching up with the clock by the end (fills a dashboard's history; at most 24h)")
+	f.StringVar(&cfg.InferenceTopic, "inference-topic", avro.TopicInferenceResult, "topic for inference results")
+	f.StringVar(&cfg.GatewayTopic, "gateway-topic", avro.TopicGatewayLog, "topic for gateway logs")
+	f.IntVar(&cfg.Models, "models", 12, "number of models")
+	f.IntVar(&cfg.Tenants, "tenants", 50, "number of tenants")
+	f.IntVar(&cfg.UsersPerTenant, "users-per-tenant", 200, "users in each tenant")
+	f.Float64Var(&cfg.ZipfS, "zipf", 1.2, "Zipf exponent of model, tenant and user popularity (> 1)")
+	f.Float64Var(&cfg.SensitiveShare, "sensitive-share", 0.05, "share of texts with a dictionary word (negative: none)")
+	f.StringVar(&wordsFile, "words-file", "", "dictionary to plant words from: one entry per line, first tab-separated column (default: the built-in sample words)")
+	f.Float64Var(&cfg.DuplicateRate, "dup-rate", 0.02, "share of records re-sent with the same requestId (negative: none)")
+	f.Float64Var(&cfg.CrossPartitionShare, "cross-partition-share", 0.25, "share of duplicates sent to another partition (negative: none)")
+	f.Float64Var(&cfg.PoisonRate, "poison-rate", 0.01, "poison records per source record (negative: none)")
+	f.StringVar(&poisonKinds, "poison-kinds", "all", "comma-separated poison kinds to rotate through")
+	f.Float64Var(&cfg.V2Share, "v2-share", 0.5, "share of inference results written with schema v2 (negative: none)")
+	f.Float64Var(&cfg.EmbeddingShare, "embedding-share", 0.3, "share of inference results with an embedding (negative: none)")
+	f.IntVar(&cfg.EmbeddingDim, "embedding-dim", 16, "embedding length")
+	f.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", avro.DefaultMaxRecordBytes, "the pipeline's record size limit; oversized poison exceeds it")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed: the same seed and run id give the same traffic")
+	f.StringVar(&subjects, "subject-strategy", "topic", "registry subject naming: topic (<topic>-value), record (full record name) or topic-record")
+	f.StringVar(&runID, "run-id", "", "prefix of every requestId (default: the start time, so runs never collide)")
+	f.StringVar(&manifestPath, "manifest", "", "write the manifest to this file")
+	f.BoolVar(&createTopics, "create-topics", true, "create missing topics")
+	f.Int32Var(&partitions, "partitions", 3, "partitions of topics it creates")
+	f.Int16Var(&replication, "replication", 1, "replication factor of topics it creates")
+	f.BoolVar(&noProgress, "no-progress", false, "do not draw a progress bar")
+	return cmd
+}
+
+func topicOr(t, def string) string {
+	if t == "" {
+		return def
+	}
+	return t
+}
+
+// newProgressBar draws on w: a bar when the total is known, a counter otherwise. It draws
+// nothing when disabled or when w is not a terminal (CI logs stay clean).
+func newProgressBar(w io.Writer, total int, disabled bool) *progressbar.ProgressBar {
+	if f, ok := w.(*os.File); disabled || !ok || !isTerminal(f) {
+		w = io.Discard
+	}
+	max := int64(total)
+	if total == 0 {
+		max = -1
+	}
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("requests"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("req"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// applyEnvFile copies the file's settings into the environment where not already set.
+func applyEnvFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	vals, err := envfile.Load(path)
+	if err != nil {
+		return fmt.Errorf("%w: --env-file: %w", errUsage, err)
+	}
+	for k, v := range vals {
+		if _, set := os.LookupEnv(k); !set {
+			os.Setenv(k, v)
+		}
+	}
+	return nil
+}
+
+// preflight asks Kafka and the registry once before sending: a refused credential or TLS
+// handshake stops it (exit 1); a system that is only down is logged and waited for.
+func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger) error {
+	results, err := pipelines.Preflight(ctx, conn, 0, pipelines.SystemKafka, pipelines.SystemRegistry)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			log.Warn("not answering at start-up; waiting for it", "system", r.System, "address", r.Address, "error", r.Err)
+		}
+	}
+	return nil
+}
