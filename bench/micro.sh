@@ -14,7 +14,7 @@ RUN=${BENCH_RUN:-.}
 TIME=${BENCH_TIME:-1s}
 mkdir -p bench/results
 out=bench/results/micro-$(date -u +%Y%m%dT%H%M%S).txt
-pkgs=(./avro/ ./processors/ingest/ ./sinks/clickhouse/ ./sinks/features/ ./tools/sensitive-words/ ./internal/kafka/)
+pkgs=(./avro/ ./processors/ingest/ ./sinks/clickhouse/ ./processors/features/ ./sinks/redis/ ./internal/feast/ ./tools/sensitive-words/ ./internal/kafka/)
 echo "micro-benchmarks: -count $COUNT -bench '$RUN' -benchtime $TIME over ${pkgs[*]} → $out"
 {
   echo "# backflow micro-benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); load average $(cut -d' ' -f1-3 /proc/loadavg)"

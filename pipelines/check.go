@@ -15,7 +15,7 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // CheckResult is what one system answered.
@@ -120,7 +120,7 @@ func isRefusal(system string, err error) bool {
 	case SystemClickHouse:
 		return clickhouse.IsAuthError(err)
 	case SystemRedis:
-		return features.IsAuthError(err)
+		return redis.IsAuthError(err)
 	case SystemModeration:
 		return moderation.IsAuthError(err)
 	}
@@ -179,7 +179,7 @@ func checkClickHouse(ctx context.Context, c Config) (string, error) {
 }
 
 func checkRedis(ctx context.Context, c Config) (string, error) {
-	rdb, err := features.Open(ctx, c.Redis)
+	rdb, err := redis.Open(ctx, c.Redis)
 	if err != nil {
 		return "", err
 	}

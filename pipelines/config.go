@@ -16,7 +16,7 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // Config holds the connection settings of every external system. Zero fields take each
@@ -25,7 +25,7 @@ type Config struct {
 	Kafka      kafka.Config
 	Registry   avro.RegistryConfig
 	ClickHouse clickhouse.Config
-	Redis      features.Config
+	Redis      redis.Config
 	Moderation moderation.Config
 }
 
@@ -114,7 +114,7 @@ var EnvVars = []EnvVar{
 	{EnvClickHouseTLSCAFile, "system roots", "PEM CA bundle (turns TLS on)", false},
 	{EnvClickHouseTLSCertFile + ", " + EnvClickHouseTLSKeyFile, "none", "client certificate and key", false},
 	{EnvClickHouseTLSServer, "the address's host", "name the certificate must carry", false},
-	{EnvRedisAddr, features.DefaultAddr, "host:port (Redis's tls-port with TLS)", false},
+	{EnvRedisAddr, redis.DefaultAddr, "host:port (Redis's tls-port with TLS)", false},
 	{EnvRedisDB, "0", "database number", false},
 	{EnvRedisUsername, "none", "ACL user (a password alone authenticates as default)", false},
 	{EnvRedisPassword, "none", "password", true},
@@ -178,7 +178,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			PasswordFile: getenv(EnvClickHousePasswordFile),
 			TLS:          tlsOf(EnvClickHouseTLS, EnvClickHouseTLSCAFile, EnvClickHouseTLSCertFile, EnvClickHouseTLSKeyFile, EnvClickHouseTLSServer),
 		},
-		Redis: features.Config{
+		Redis: redis.Config{
 			Addr:         getenv(EnvRedisAddr),
 			Username:     getenv(EnvRedisUsername),
 			Password:     getenv(EnvRedisPassword),

@@ -99,7 +99,7 @@ func TestFromEnv(t *testing.T) {
 				EnvSensitiveTLSCAFile:     pki.CAFile, // with the default http:// URL
 			},
 			wantErr: []string{`kafka: sasl mechanism: "GSSAPI"`, `BACKFLOW_KAFKA_TLS: "maybe"`, "avro: registry password: set inline and as a file",
-				"clickhouse: password file: open /nonexistent/ch-password", "features: redis tls ca file", "moderation: tls: set, but the url"},
+				"clickhouse: password file: open /nonexistent/ch-password", "redis: tls ca file", "moderation: tls: set, but the url"},
 		},
 		{
 			name:    "sasl without password",

@@ -9,7 +9,7 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // File is backflow's configuration file: what `backflow run --config FILE` reads and
@@ -103,7 +103,7 @@ type ClickHouseFile struct {
 	TLSServerName string        `yaml:"tls_server_name" doc:"name to verify the server's certificate against; default: the host of the address"`
 }
 
-// RedisFile is features.Config as a file section.
+// RedisFile is redis.Config as a file section.
 type RedisFile struct {
 	Addr          string        `yaml:"addr" doc:"host:port"`
 	DB            int           `yaml:"db" zero:"ok" doc:"database number"`
@@ -169,7 +169,7 @@ type SinkClickHouseFile struct {
 	MirrorDLQGroup string        `yaml:"mirror_dlq_group" doc:"consumer group of the DLQ mirror"`
 }
 
-// SinkFeaturesFile is features.SinkConfig as a file section.
+// SinkFeaturesFile is features.Config and the Redis writer's batching as a file section.
 type SinkFeaturesFile struct {
 	Group         string        `yaml:"group" doc:"goka group: consumer group, table and loopback topic prefix"`
 	EnrichedTopic string        `yaml:"enriched_topic" doc:"topic of enriched records"`
@@ -206,7 +206,7 @@ func Defaults() File {
 		Kafka:           KafkaFile{Brokers: []string{kafka.DefaultBrokers}, ClientID: "backflow", DialTimeout: 10 * time.Second, TableReplication: 1},
 		Registry:        RegistryFile{URL: avro.DefaultRegistryURL, Timeout: 10 * time.Second},
 		ClickHouse:      ClickHouseFile{Addr: clickhouse.DefaultAddr, Database: "default", User: "default", DialTimeout: 5 * time.Second},
-		Redis:           RedisFile{Addr: features.DefaultAddr, DialTimeout: 5 * time.Second},
+		Redis:           RedisFile{Addr: redis.DefaultAddr, DialTimeout: 5 * time.Second},
 		Sensitive:       SensitiveFile{URL: DefaultSensitiveURL, Timeout: moderation.DefaultTimeout, MaxItems: moderation.DefaultMaxItems},
 		Ingest: IngestFile{Group: "backflow-ingest", InferenceTopic: avro.TopicInferenceResult, GatewayTopic: avro.TopicGatewayLog,
 			EnrichedTopic: "backflow.enriched", DLQTopic: dlq.DefaultTopic, ControlTopic: "backflow.control",

@@ -16,9 +16,10 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // ErrConfig is what every configuration error matches (errors.Is): the caller's to fix.
@@ -492,11 +493,16 @@ func (f File) MirrorConfig() clickhouse.MirrorConfig {
 }
 
 // SinkFeaturesConfig is the sink_features section as the sink takes it.
-func (f File) SinkFeaturesConfig() features.SinkConfig {
+func (f File) SinkFeaturesConfig() features.Config {
 	s := f.SinkFeatures
-	return features.SinkConfig{Group: s.Group, EnrichedTopic: s.EnrichedTopic, DLQTopic: s.DLQTopic, Project: s.Project,
-		RequestTTL: s.RequestTTL, RequestWindow: s.RequestWindow, SweepEvery: s.SweepEvery,
-		Writer: features.WriterConfig{MaxBatch: s.RedisBatch, Linger: s.RedisLinger}}
+	return features.Config{Group: s.Group, EnrichedTopic: s.EnrichedTopic, DLQTopic: s.DLQTopic, Project: s.Project,
+		RequestTTL: s.RequestTTL, RequestWindow: s.RequestWindow, SweepEvery: s.SweepEvery}
+}
+
+// RedisWriterConfig is the sink_features section's Redis batching as the writer takes it.
+func (f File) RedisWriterConfig() redis.WriterConfig {
+	s := f.SinkFeatures
+	return redis.WriterConfig{MaxBatch: s.RedisBatch, Linger: s.RedisLinger}
 }
 
 // connSections are the sections whose keys make up Config; they are checked together.

@@ -100,7 +100,7 @@ sink_features: {project: prod, redis_batch: 1000}
 				if sc := f.SinkClickHouseConfig(); sc.BatchRows != 20000 || sc.BatchInterval != 2*time.Second || !sc.FromStart || f.SinkClickHouse.MirrorDLQ {
 					t.Errorf("sink_clickhouse %+v", sc)
 				}
-				if fc := f.SinkFeaturesConfig(); fc.Project != "prod" || fc.Writer.MaxBatch != 1000 {
+				if fc, wc := f.SinkFeaturesConfig(), f.RedisWriterConfig(); fc.Project != "prod" || wc.MaxBatch != 1000 {
 					t.Errorf("sink_features %+v", fc)
 				}
 				if l.Sources["sink_clickhouse.batch_rows"] != "file" || l.Sources["ingest.group"] != "default" {
@@ -177,7 +177,7 @@ extra: 1
 				`metrics.addr (line 5): "nowhere" is not host:port`,
 				`kafka.brokers (line 6): kafka: brokers: "nohost" is not host:port`, "kafka.brokerz (line 6): unknown key; keys here: brokers, client_id",
 				`clickhouse.addr (line 7): clickhouse: addr: ":9000" is not host:port`,
-				"redis.db (line 8): features: db: -1 is negative", "redis.password_file (line 8): cannot read the secret",
+				"redis.db (line 8): redis: db: -1 is negative", "redis.password_file (line 8): cannot read the secret",
 				"sensitive.url (line 9): moderation: url", "sensitive.max_items (line 9): 0, want more than 0",
 				"ingest.batch_size (line 10): 0, want more than 0", `ingest.policy (line 10): ingest: policy: "maybe"`,
 				`ingest.dedupe_window (line 10): want a duration`,
@@ -311,14 +311,14 @@ func TestExampleFileInSync(t *testing.T) {
 	}
 }
 
-// TestReadmeHasTheReference: README's configuration section holds the generated table.
-func TestReadmeHasTheReference(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+// TestReadmeHasTheReference: docs/configuration.md holds the generated table.
+func TestDocsHaveTheReference(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), ReferenceMarkdown()) {
-		t.Fatal("README.md does not hold the current config reference: paste the output of\n  go run ./cmd/backflow check-config --print-reference")
+		t.Fatal("docs/configuration.md does not hold the current config reference: paste the output of\n  go run ./cmd/backflow check-config --print-reference")
 	}
 }
 

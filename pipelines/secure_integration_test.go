@@ -15,7 +15,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/IBM/sarama"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -23,11 +23,13 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -235,7 +237,7 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer chAdmin.Close()
-	rdb, err := features.Open(ctx, s.cfg.Redis)
+	rdb, err := redis.Open(ctx, s.cfg.Redis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,14 +504,14 @@ func responseOwners(t *testing.T, ctx context.Context, kcfg kafka.Config, reg *s
 	return tenants, models
 }
 
-func checkFeatures(t *testing.T, ctx context.Context, rdb *redis.Client, project string, tenants, models map[string]int) {
+func checkFeatures(t *testing.T, ctx context.Context, rdb *goredis.Client, project string, tenants, models map[string]int) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		var diffs []string
 		check := func(entity string, view string, want map[string]int) {
 			for name, n := range want {
-				key := features.RedisKey(project, features.StringEntity(entity, name))
+				key := feast.RedisKey(project, feast.StringEntity(entity, name))
 				got, err := int64Feature(ctx, rdb, key, view, "request_count")
 				if err != nil {
 					t.Fatal(err)
@@ -537,9 +539,9 @@ func checkFeatures(t *testing.T, ctx context.Context, rdb *redis.Client, project
 }
 
 // int64Feature reads an Int64 feast Value from an entity's hash (0 when absent).
-func int64Feature(ctx context.Context, rdb *redis.Client, key, view, feat string) (int64, error) {
-	b, err := rdb.HGet(ctx, key, features.FieldKey(view, feat)).Bytes()
-	if errors.Is(err, redis.Nil) {
+func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat string) (int64, error) {
+	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
+	if errors.Is(err, goredis.Nil) {
 		return 0, nil
 	}
 	if err != nil {

@@ -10,16 +10,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // stage is one stage as data: what it is called, which systems it needs (what /readyz
@@ -135,7 +136,10 @@ var stages = []stage{
 			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.file.SinkFeatures.EnrichedTopic); err != nil {
 				return nil // stopped while waiting
 			}
-			return features.Run(ctx, e.file.SinkFeaturesConfig(), features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Redis: rdb,
+			wcfg := e.file.RedisWriterConfig()
+			wcfg.Logger, wcfg.Metrics = e.log, e.metrics.Stage(StageSinkFeatures)
+			store := redis.NewWriter(rdb, wcfg)
+			return features.Run(ctx, e.file.SinkFeaturesConfig(), features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
 				StorageDir: e.file.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
 				OnReady: func(*features.Processor) { ready(true) }})
 		},
@@ -145,10 +149,10 @@ var stages = []stage{
 // openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
 // start-up is waited out like one later on). Any other answer (wrong credentials, a bad
 // database number) fails at once.
-func openRedis(ctx context.Context, e *stageEnv) (*redis.Client, error) {
+func openRedis(ctx context.Context, e *stageEnv) (*goredis.Client, error) {
 	wait := time.Second
 	for attempt := 1; ; attempt++ {
-		rdb, err := features.Open(ctx, e.conn.Redis)
+		rdb, err := redis.Open(ctx, e.conn.Redis)
 		if err == nil {
 			return rdb, nil
 		}

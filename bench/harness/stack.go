@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // stack holds the harness's own connections to the local stack: Kafka (to create topics and
@@ -23,7 +23,7 @@ type stack struct {
 	cl   *kgo.Client
 	adm  *kadm.Client
 	ch   driver.Conn
-	rdb  *redis.Client
+	rdb  *goredis.Client
 }
 
 func openStack(ctx context.Context, conn pipelines.Config) (*stack, error) {
@@ -37,7 +37,7 @@ func openStack(ctx context.Context, conn pipelines.Config) (*stack, error) {
 		s.cl.Close()
 		return nil, err
 	}
-	if s.rdb, err = features.Open(ctx, conn.Redis); err != nil {
+	if s.rdb, err = redis.Open(ctx, conn.Redis); err != nil {
 		s.cl.Close()
 		s.ch.Close()
 		return nil, err

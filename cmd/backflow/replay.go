@@ -11,8 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/pipelines/replay"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 const replayLong = `replay moves a consumer group's committed offsets so that the group reads retained records
@@ -188,7 +189,7 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 		if dir == "" {
 			dir = features.DefaultStorageDir()
 		}
-		fr = &replay.FeatureReset{Client: cl, Sink: features.SinkConfig{Group: req.Group, EnrichedTopic: o.enrichedTopic, Project: o.project}, StorageDir: dir}
+		fr = &replay.FeatureReset{Client: cl, Sink: features.Config{Group: req.Group, EnrichedTopic: o.enrichedTopic, Project: o.project}, StorageDir: dir}
 		actions = append(actions, fr)
 	}
 	plan, err := replay.Build(ctx, cl, req)
@@ -225,7 +226,7 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 		return &replay.LiveError{Group: plan.Group, State: plan.State, Members: plan.Members}
 	}
 	if fr != nil {
-		rdb, err := features.Open(ctx, conn.Redis)
+		rdb, err := redis.Open(ctx, conn.Redis)
 		if err != nil {
 			return fmt.Errorf("--reset-state: %w", err)
 		}

@@ -22,17 +22,19 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/chaos"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/faultproxy"
@@ -282,7 +284,7 @@ type pipelineEnv struct {
 	kcfg                                               kafka.Config
 	admin                                              *kgo.Client
 	ch                                                 driver.Conn
-	rdb                                                *redis.Client
+	rdb                                                *goredis.Client
 	reg                                                *sr.Client
 	dir, chAddr                                        string
 	vars                                               map[string]string // the child's BACKFLOW_* variables
@@ -307,7 +309,7 @@ func newPipelineEnv(t *testing.T, ctx context.Context) *pipelineEnv {
 	if err := e.ch.Exec(ctx, "CREATE DATABASE "+e.db); err != nil {
 		t.Fatal(err)
 	}
-	if e.rdb, err = features.Open(ctx, features.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
+	if e.rdb, err = redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
 		t.Fatal(err)
 	}
 	if e.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
@@ -453,12 +455,12 @@ func (e *pipelineEnv) count(t *testing.T, ctx context.Context, q string, args ..
 }
 
 // int64Feature reads an Int64 feature Value from an entity's Redis hash (Feast's layout).
-func int64Feature(ctx context.Context, rdb *redis.Client, key, view, feat string) (int64, error) {
-	b, err := rdb.HGet(ctx, key, features.FieldKey(view, feat)).Bytes()
+func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat string) (int64, error) {
+	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
 	if err != nil {
 		return 0, err
 	}
-	return features.DecodeInt64Value(b)
+	return feast.DecodeInt64Value(b)
 }
 
 // TestRunEndToEnd runs `backflow run` with every stage in one process from a config file (with
@@ -591,7 +593,7 @@ func TestRunEndToEnd(t *testing.T) {
 		if err := rows.Scan(&tenant, &n); err != nil {
 			t.Fatal(err)
 		}
-		got, err := int64Feature(ctx, e.rdb, features.RedisKey(e.project, features.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
+		got, err := int64Feature(ctx, e.rdb, feast.RedisKey(e.project, feast.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
 		if err != nil || got != int64(n) {
 			t.Errorf("tenant %s: Redis request_count %d (%v), ClickHouse %d", tenant, got, err, n)
 		}

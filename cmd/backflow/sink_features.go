@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/features"
 )
 
 func newSinkFeaturesCmd() *cobra.Command {
@@ -13,7 +13,7 @@ func newSinkFeaturesCmd() *cobra.Command {
 		Use:   "sink-features",
 		Short: "Run the feature-store sink: enriched records into Redis in Feast's layout",
 		Long: `sink-features consumes backflow.enriched as its own goka group and writes online features to
-Redis in Feast ` + features.FeastVersion + `'s Redis online-store layout, so Feast's SDK reads them with
+Redis in Feast ` + feast.FeastVersion + `'s Redis online-store layout, so Feast's SDK reads them with
 get_online_features (feature repo: deploy/feast). It runs until SIGINT or SIGTERM; it is
 'backflow run --stages sink-features'.
 

@@ -1,8 +1,8 @@
 """Feast definitions of the features backflow's sink-features writes to Redis.
 
-backflow writes the online store directly (sinks/features); Feast only reads it. The file
+backflow writes the online store directly (processors/features, sinks/redis); Feast only reads it. The file
 sources are placeholders Feast requires for every feature view; nothing materializes from them.
-Names and types must match sinks/features/aggregate.go (RequestOp, TenantOp, UserOp, ModelOp).
+Names and types must match processors/features/aggregate.go (RequestOp, TenantOp, UserOp, ModelOp).
 """
 
 from datetime import timedelta
@@ -23,7 +23,7 @@ model = Entity(name="model", join_keys=["model"], value_type=ValueType.STRING,
                description="A model name as the gateway logs it.")
 
 
-# Event-time windows (sinks/features/window.go): the last hour in 5-minute buckets and the last
+# Event-time windows (processors/features/window.go): the last hour in 5-minute buckets and the last
 # day in 1-hour buckets, as of the row's last_seen (the entity's newest event time). A row keeps
 # its values until the entity's next event; last_seen says how old they are.
 WINDOWS = ["1h", "24h"]

@@ -11,7 +11,7 @@
 # the rendered repo goes; default $STACK/feast-repo).
 set -euo pipefail
 
-# The pinned Feast version. sinks/features/layout.go follows this version's
+# The pinned Feast version. internal/feast/layout.go follows this version's
 # sdk/python/feast/infra/online_stores/redis.py and key_encoding_utils.py; change both together.
 FEAST_VERSION=0.67.0
 

@@ -18,7 +18,7 @@ import (
 	"github.com/backflowhq/backflow/tools/sensitive-words"
 )
 
-var samplePath = filepath.Join("..", "deploy", "sensitive-words", "sample.tsv")
+var samplePath = filepath.Join("..", "..", "deploy", "sensitive-words", "sample.tsv")
 
 // service runs the real sensitive-word handler in-process on the sample dictionary and counts
 // the requests that reach it.

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
-	"github.com/backflowhq/backflow/sinks/features"
 )
 
 // Action is a stage's own step of a replay. Apply runs it while the group has no live member:
@@ -146,12 +146,12 @@ func (e *Epoch) Apply(ctx context.Context, rec *Record) (string, error) {
 
 // FeatureReset rebuilds the feature aggregator's state after the offsets moved: the table
 // changelog re-created empty, the local table storage under StorageDir deleted, the aggregate
-// rows deleted from Redis (features.ResetState). The plan must also move the group's loopback
+// rows deleted from Redis (ResetFeatures). The plan must also move the group's loopback
 // topic to its end (Request.ToEnd), since deltas waiting there belong to the old state.
 type FeatureReset struct {
 	Client     *kgo.Client
-	Redis      *redis.Client
-	Sink       features.SinkConfig
+	Redis      *goredis.Client
+	Sink       features.Config
 	StorageDir string
 }
 
@@ -162,10 +162,10 @@ func (f *FeatureReset) Describe() string {
 	if f.StorageDir != "" {
 		s += ", local table storage under " + f.StorageDir + " deleted"
 	}
-	return s + "; " + features.LocalStorageGuidance(f.Sink)
+	return s + "; " + LocalStorageGuidance(f.Sink)
 }
 
-func projectOf(c features.SinkConfig) string {
+func projectOf(c features.Config) string {
 	if c.Project == "" {
 		return "backflow"
 	}
@@ -178,7 +178,7 @@ func (f *FeatureReset) AfterOffsets() bool { return true }
 
 // Apply implements Action.
 func (f *FeatureReset) Apply(ctx context.Context, _ *Record) (string, error) {
-	rep, err := features.ResetState(ctx, kadm.NewClient(f.Client), f.Redis, f.Sink, f.StorageDir)
+	rep, err := ResetFeatures(ctx, kadm.NewClient(f.Client), f.Redis, f.Sink, f.StorageDir)
 	if err != nil {
 		return "", err
 	}

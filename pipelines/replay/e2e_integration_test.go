@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -22,9 +22,10 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines/replay"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -37,11 +38,11 @@ type pipeline struct {
 	cl       *kgo.Client
 	adm      *kadm.Client
 	icfg     ingest.Config
-	fcfg     features.SinkConfig
+	fcfg     features.Config
 	chGroup  string
 	chcfg    clickhouse.Config
 	ch       driver.Conn
-	rdb      *redis.Client
+	rdb      *goredis.Client
 	ingestSt string // ingest's local table storage, kept across runs
 	featSt   string // the feature sink's
 	log      *slog.Logger
@@ -63,7 +64,7 @@ func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 	p.icfg = ingest.Config{Group: "ingest-" + id, InferenceTopic: "inf-" + id, GatewayTopic: "gw-" + id,
 		EnrichedTopic: "enriched-" + id, DLQTopic: "dlq-" + id, ControlTopic: "control-" + id,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
-	p.fcfg = features.SinkConfig{Group: "features-" + id, EnrichedTopic: p.icfg.EnrichedTopic, Project: "p" + id,
+	p.fcfg = features.Config{Group: "features-" + id, EnrichedTopic: p.icfg.EnrichedTopic, Project: "p" + id,
 		RequestTTL: time.Hour, DLQTopic: "fdlq-" + id}
 	p.chGroup = "sinkch-" + id
 
@@ -82,7 +83,7 @@ func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 	if _, err := clickhouse.Migrate(ctx, p.ch); err != nil {
 		t.Fatal(err)
 	}
-	if p.rdb, err = features.Open(ctx, features.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
+	if p.rdb, err = redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -169,7 +170,7 @@ func (p *pipeline) runFeatures(ctx context.Context) (records, deltas, resent int
 	p.t.Helper()
 	var proc atomic.Pointer[features.Processor]
 	p.run(ctx, "sink-features", func(ctx context.Context) error {
-		return features.Run(ctx, p.fcfg, features.RunConfig{Kafka: p.kcfg, Registry: p.reg, Redis: p.rdb, StorageDir: p.featSt, Logger: p.log,
+		return features.Run(ctx, p.fcfg, features.RunConfig{Kafka: p.kcfg, Registry: p.reg, Store: redis.NewWriter(p.rdb, redis.WriterConfig{}), StorageDir: p.featSt, Logger: p.log,
 			OnReady: func(pr *features.Processor) { proc.Store(pr) }})
 	}, func() {
 		p.waitCommitted(ctx, p.fcfg.Group, p.fcfg.EnrichedTopic)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,7 +22,7 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -49,7 +49,7 @@ type Env struct {
 	Kafka    kafka.Config
 	Admin    *kgo.Client
 	CH       driver.Conn // on the real ClickHouse, the private database
-	Redis    *redis.Client
+	Redis    *goredis.Client
 	Registry *sr.Client // the real registry (loadgen registers its schemas here)
 
 	// The proxies the stages connect through.
@@ -134,7 +134,7 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.Redis, err = features.Open(ctx, rcfg); err != nil {
+	if e.Redis, err = redis.Open(ctx, rcfg); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
 	e.onClose(func() { e.deleteRedisKeys(); e.Redis.Close() })

@@ -7,7 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
@@ -258,7 +259,7 @@ func (e *Env) Measure(ctx context.Context, ms []*loadgen.Manifest, opt MeasureOp
 	sort.Strings(tenants)
 	for _, t := range tenants {
 		n := perTenant[t]
-		got, err := e.Int64Feature(ctx, features.RedisKey(e.Project, features.StringEntity(features.TenantEntity, t)), features.TenantView, "request_count")
+		got, err := e.Int64Feature(ctx, feast.RedisKey(e.Project, feast.StringEntity(features.TenantEntity, t)), features.TenantView, "request_count")
 		if err != nil && !strings.Contains(err.Error(), "redis: nil") {
 			return c, fmt.Errorf("tenant %s: %w", t, err)
 		}
@@ -286,9 +287,9 @@ func (e *Env) slotOf(topic, id, phase string) slot {
 
 // Int64Feature reads an Int64 feature of an entity's Redis hash (Feast's layout).
 func (e *Env) Int64Feature(ctx context.Context, key, view, feat string) (int64, error) {
-	b, err := e.Redis.HGet(ctx, key, features.FieldKey(view, feat)).Bytes()
+	b, err := e.Redis.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
 	if err != nil {
 		return 0, err
 	}
-	return features.DecodeInt64Value(b)
+	return feast.DecodeInt64Value(b)
 }

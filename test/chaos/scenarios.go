@@ -13,10 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 )
 
@@ -630,7 +631,7 @@ func (r *Run) snapshot(ctx context.Context) (map[string]string, error) {
 				out["clickhouse "+k] = v
 				continue
 			}
-			key := features.RedisKey(r.Project, features.StringEntity(features.TenantEntity, k))
+			key := feast.RedisKey(r.Project, feast.StringEntity(features.TenantEntity, k))
 			h, err := r.Redis.HGetAll(ctx, key).Result()
 			if err != nil {
 				rows.Close()

@@ -19,7 +19,7 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // LoadStack reads the env file the stack script wrote (<repo>/.stack/env, or .stack/secure/env
@@ -56,7 +56,7 @@ func clickhouseConfig(s Stack, db string) (clickhouse.Config, error) {
 	return c.ClickHouse, err
 }
 
-func redisConfig(s Stack) (features.Config, error) {
+func redisConfig(s Stack) (redis.Config, error) {
 	c, err := connConfig(s)
 	return c.Redis, err
 }

@@ -1,4 +1,4 @@
-package features
+package feast
 
 // Feast's Redis online-store layout, byte for byte, as Feast 0.67.0 writes and reads it
 // (sdk/python/feast/infra/online_stores/redis.py, helpers.py and key_encoding_utils.py with
@@ -43,8 +43,8 @@ const EntityKeySerializationVersion = 3
 
 // Feast's ValueType enum (Value.proto), for the types backflow writes.
 const (
-	valueTypeString = 2
-	valueTypeInt64  = 4
+	ValueTypeString = 2
+	ValueTypeInt64  = 4
 )
 
 // EntityValue is one join key and its value. Exactly one of String and Int64 is meant;
@@ -68,18 +68,18 @@ func SerializeEntityKey(vals ...EntityValue) []byte {
 	var b []byte
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(sorted)))
 	for _, v := range sorted {
-		b = binary.LittleEndian.AppendUint32(b, valueTypeString)
+		b = binary.LittleEndian.AppendUint32(b, ValueTypeString)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(v.JoinKey)))
 		b = append(b, v.JoinKey...)
 	}
 	for _, v := range sorted {
 		if v.IsInt {
-			b = binary.LittleEndian.AppendUint32(b, valueTypeInt64)
+			b = binary.LittleEndian.AppendUint32(b, ValueTypeInt64)
 			b = binary.LittleEndian.AppendUint32(b, 8)
 			b = binary.LittleEndian.AppendUint64(b, uint64(v.Int64))
 			continue
 		}
-		b = binary.LittleEndian.AppendUint32(b, valueTypeString)
+		b = binary.LittleEndian.AppendUint32(b, ValueTypeString)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(v.String)))
 		b = append(b, v.String...)
 	}

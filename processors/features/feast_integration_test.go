@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/processors/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -81,19 +83,19 @@ func TestFeastReadsOurLayout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rdb, err := features.Open(ctx, features.Config{Addr: testenv.Get(testenv.RedisAddr)})
+	rdb, err := redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	w := features.NewWriter(rdb, features.WriterConfig{})
+	w := redis.NewWriter(rdb, redis.WriterConfig{})
 	wctx, wstop := context.WithCancel(ctx)
 	defer wstop()
 	go w.Run(wctx)
 
 	run := fmt.Sprintf("feast-it-%d", time.Now().UnixNano())
 	ts := time.Now().UTC().Truncate(time.Second)
-	var ops []features.Op
+	var ops []feast.Op
 	var keys []string
 	type reqRow struct {
 		id string

@@ -1,6 +1,6 @@
-package features
+package replay
 
-// Resetting the aggregator's state, for a replay that recomputes the aggregates from the
+// Resetting the feature processor's state, for a replay that recomputes the aggregates from the
 // retained enriched log (backflow replay --reset-state). The replay command moves the group's
 // offsets first; the reset runs only while the group has no live member.
 //
@@ -32,20 +32,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/processors/features"
 )
 
-// TableTopic is the changelog topic of the group table.
-func (c SinkConfig) TableTopic() string { return c.withDefaults().Group + "-table" }
-
-// DefaultStorageDir is where Run keeps goka's local table storage when RunConfig.StorageDir is
-// empty.
-func DefaultStorageDir() string { return filepath.Join(os.TempDir(), "backflow-goka-features") }
-
-// AggregateEntities are the join keys of the entities whose rows hold aggregates, one entry per
-// entity key: tenant, (tenant, user) and model.
-var AggregateEntities = [][]string{{TenantEntity}, {TenantEntity, UserEntity}, {ModelEntity}}
-
-// ResetReport says what ResetState removed.
+// ResetReport says what ResetFeatures removed.
 type ResetReport struct {
 	TableTopic   string
 	Partitions   int32
@@ -54,11 +46,11 @@ type ResetReport struct {
 	RedisDeleted int      // aggregate rows deleted
 }
 
-// ResetState deletes the aggregator's state: it re-creates the table changelog empty, deletes
+// ResetFeatures deletes the aggregator's state: it re-creates the table changelog empty, deletes
 // the local table folders under storageDir ("" skips that step) and the aggregate rows of
 // cfg.Project in rdb. It is safe to run again after a partial failure.
-func ResetState(ctx context.Context, adm *kadm.Client, rdb *redis.Client, cfg SinkConfig, storageDir string) (ResetReport, error) {
-	cfg = cfg.withDefaults()
+func ResetFeatures(ctx context.Context, adm *kadm.Client, rdb *redis.Client, cfg features.Config, storageDir string) (ResetReport, error) {
+	cfg = cfg.WithDefaults()
 	rep := ResetReport{TableTopic: cfg.TableTopic()}
 	var err error
 	if rep.Partitions, rep.Replication, err = recreateTopic(ctx, adm, rep.TableTopic); err != nil {
@@ -76,9 +68,9 @@ func ResetState(ctx context.Context, adm *kadm.Client, rdb *redis.Client, cfg Si
 }
 
 // LocalStorageGuidance is what an operator must do on hosts this process cannot reach.
-func LocalStorageGuidance(cfg SinkConfig) string {
+func LocalStorageGuidance(cfg features.Config) string {
 	return fmt.Sprintf("on every other host that runs sink-features for group %s, delete %s.* under its --storage-dir before it starts",
-		cfg.withDefaults().Group, cfg.TableTopic())
+		cfg.WithDefaults().Group, cfg.TableTopic())
 }
 
 // recreateTopic deletes topic and creates it again, empty, with the partitions, replication
@@ -87,14 +79,14 @@ func LocalStorageGuidance(cfg SinkConfig) string {
 func recreateTopic(ctx context.Context, adm *kadm.Client, topic string) (int32, int16, error) {
 	td, err := adm.ListTopics(ctx, topic)
 	if err != nil {
-		return 0, 0, fmt.Errorf("features: reset: describe %s: %w", topic, err)
+		return 0, 0, fmt.Errorf("replay: reset features: describe %s: %w", topic, err)
 	}
 	d, ok := td[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, 0, fmt.Errorf("features: reset: table topic %s does not exist (has the sink ever run with this group?)", topic)
+		return 0, 0, fmt.Errorf("replay: reset features: table topic %s does not exist (has the sink ever run with this group?)", topic)
 	}
 	if d.Err != nil {
-		return 0, 0, fmt.Errorf("features: reset: describe %s: %w", topic, d.Err)
+		return 0, 0, fmt.Errorf("replay: reset features: describe %s: %w", topic, d.Err)
 	}
 	parts := int32(len(d.Partitions))
 	repl := int16(d.Partitions.NumReplicas())
@@ -112,7 +104,7 @@ func recreateTopic(ctx context.Context, adm *kadm.Client, topic string) (int32, 
 		}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("features: reset: configs of %s: %w", topic, err)
+		return 0, 0, fmt.Errorf("replay: reset features: configs of %s: %w", topic, err)
 	}
 	if _, ok := conf["cleanup.policy"]; !ok {
 		conf["cleanup.policy"] = kadm.StringPtr("compact")
@@ -122,7 +114,7 @@ func recreateTopic(ctx context.Context, adm *kadm.Client, topic string) (int32, 
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return 0, 0, fmt.Errorf("features: reset: delete %s: %w", topic, err)
+		return 0, 0, fmt.Errorf("replay: reset features: delete %s: %w", topic, err)
 	}
 	// Deletion is asynchronous: create again until the broker no longer reports the topic as
 	// existing or being deleted.
@@ -135,11 +127,11 @@ func recreateTopic(ctx context.Context, adm *kadm.Client, topic string) (int32, 
 			return parts, repl, nil
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) && !kerr.IsRetriable(err) {
-			return 0, 0, fmt.Errorf("features: reset: create %s: %w", topic, err)
+			return 0, 0, fmt.Errorf("replay: reset features: create %s: %w", topic, err)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("features: reset: create %s: %w (last: %v)", topic, ctx.Err(), err)
+			return 0, 0, fmt.Errorf("replay: reset features: create %s: %w (last: %v)", topic, ctx.Err(), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -153,7 +145,7 @@ func DeleteLocalTable(dir, table string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("features: reset: local storage: %w", err)
+		return nil, fmt.Errorf("replay: reset features: local storage: %w", err)
 	}
 	var out []string
 	for _, e := range entries {
@@ -163,24 +155,24 @@ func DeleteLocalTable(dir, table string) ([]string, error) {
 		}
 		p := filepath.Join(dir, e.Name())
 		if err := os.RemoveAll(p); err != nil {
-			return out, fmt.Errorf("features: reset: local storage: %w", err)
+			return out, fmt.Errorf("replay: reset features: local storage: %w", err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-// DeleteAggregates deletes the Redis rows of project's aggregate entities (AggregateEntities)
+// DeleteAggregates deletes the Redis rows of project's aggregate entities (features.AggregateEntities)
 // and returns how many it deleted. Request rows stay.
 func DeleteAggregates(ctx context.Context, rdb *redis.Client, project string) (int, error) {
 	n := 0
-	for _, jks := range AggregateEntities {
+	for _, jks := range features.AggregateEntities {
 		pattern := globEscape(entityKeyPrefix(jks...)) + "*" + globEscape(project)
 		var cursor uint64
 		for {
 			keys, next, err := rdb.Scan(ctx, cursor, pattern, 1000).Result()
 			if err != nil {
-				return n, fmt.Errorf("features: reset: scan redis: %w", err)
+				return n, fmt.Errorf("replay: reset features: scan redis: %w", err)
 			}
 			// The pattern's "*" could swallow a longer project name's tail: keep exact ends.
 			var del []string
@@ -192,7 +184,7 @@ func DeleteAggregates(ctx context.Context, rdb *redis.Client, project string) (i
 			if len(del) > 0 {
 				d, err := rdb.Del(ctx, del...).Result()
 				if err != nil {
-					return n, fmt.Errorf("features: reset: delete redis rows: %w", err)
+					return n, fmt.Errorf("replay: reset features: delete redis rows: %w", err)
 				}
 				n += int(d)
 			}
@@ -204,16 +196,16 @@ func DeleteAggregates(ctx context.Context, rdb *redis.Client, project string) (i
 	return n, nil
 }
 
-// entityKeyPrefix is the part of a serialized entity key (SerializeEntityKey) that names the
+// entityKeyPrefix is the part of a serialized entity key (feast.SerializeEntityKey) that names the
 // join keys: every key of that entity starts with it.
 func entityKeyPrefix(joinKeys ...string) string {
-	vals := make([]EntityValue, len(joinKeys))
+	vals := make([]feast.EntityValue, len(joinKeys))
 	size := 4
 	for i, jk := range joinKeys {
-		vals[i] = StringEntity(jk, "")
+		vals[i] = feast.StringEntity(jk, "")
 		size += 8 + len(jk)
 	}
-	return string(SerializeEntityKey(vals...)[:size])
+	return string(feast.SerializeEntityKey(vals...)[:size])
 }
 
 // isEntityKey reports whether b is a serialized entity key of exactly the join keys jks with
@@ -225,7 +217,7 @@ func isEntityKey(b string, jks []string) bool {
 	}
 	rest := []byte(b[len(p):])
 	for range jks {
-		if len(rest) < 8 || rest[0] != valueTypeString || rest[1] != 0 || rest[2] != 0 || rest[3] != 0 {
+		if len(rest) < 8 || rest[0] != feast.ValueTypeString || rest[1] != 0 || rest[2] != 0 || rest[3] != 0 {
 			return false
 		}
 		l := int(uint32(rest[4]) | uint32(rest[5])<<8 | uint32(rest[6])<<16 | uint32(rest[7])<<24)

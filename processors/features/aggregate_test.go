@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/feast"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -240,7 +241,7 @@ func TestFlagBeforeUser(t *testing.T) {
 	if len(op.Row()) != 14 { // 5 all-time + 2 windows × 4 + _ts
 		t.Fatalf("user op fields = %d", len(op.Row()))
 	}
-	if op.Key != RedisKey("backflow", StringEntity(UserEntity, "u9"), StringEntity(TenantEntity, "t9")) ||
+	if op.Key != feast.RedisKey("backflow", feast.StringEntity(UserEntity, "u9"), feast.StringEntity(TenantEntity, "t9")) ||
 		op.Key == TenantOp("backflow", "t9", w.tenants["t9"]).Key {
 		t.Fatalf("user op key %q", op.Key)
 	}

@@ -82,7 +82,7 @@ package features
 // aggregates from scratch, delete the group table (topic <group>-table) and the Redis keys,
 // then replay.
 //
-// Request entries are swept (deleted) once not seen for SinkConfig.RequestWindow (default 7
+// Request entries are swept (deleted) once not seen for Config.RequestWindow (default 7
 // days, ingest's dedupe window). A replay that re-emits records of a request whose entry was
 // swept counts that request again: a replay reaching further back than the window needs the
 // aggregate reset above.
@@ -94,6 +94,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/feast"
 )
 
 // Key prefixes of the aggregate entries in the group table.
@@ -155,7 +156,7 @@ type RequestState struct {
 	CountedKeys []string  `json:"countedKeys,omitempty"`
 	WinFlagSent *Pos      `json:"winFlagSent,omitempty"`
 	// Seen is when the sink last applied a record of the request (wall clock); the sweep
-	// deletes entries not seen for SinkConfig.RequestWindow.
+	// deletes entries not seen for Config.RequestWindow.
 	Seen time.Time `json:"seen"`
 }
 
@@ -423,7 +424,7 @@ func ApplyModel(st *ModelState, d *Delta) (*ModelState, bool) {
 	return st, true
 }
 
-// Feature view and entity names, as in deploy/feast/features.py.
+// feast.Feature view and entity names, as in deploy/feast/features.py.
 const (
 	RequestView = "request_features"
 	TenantView  = "tenant_features"
@@ -438,55 +439,34 @@ const (
 	ModelEntity = "model"
 )
 
-// Op is one Redis write: HSET key fields, then EXPIRE key TTL when TTL > 0.
-//
-// The row ops (RequestOp, TenantOp, UserOp, ModelOp) leave Fields nil and build their row
-// when the writer sends it (Row), from the state they were made with: that state must not be
-// changed afterwards. Each writes its key's whole row, so the writer sends only the last row op
-// of a pipeline on a key (see coalesce).
-type Op struct {
-	Key    string
-	Fields map[string]any
-	TTL    time.Duration
-	row    func() map[string]any // builds the whole row; nil: Fields is the write
-}
-
-// Row returns the fields the op writes.
-func (o Op) Row() map[string]any {
-	if o.row != nil {
-		return o.row()
-	}
-	return o.Fields
-}
-
 // RequestOp is the request_features row of a request.
-func RequestOp(project, requestID string, st *RequestState, ttl time.Duration) Op {
-	return Op{Key: RedisKey(project, StringEntity(RequestEntity, requestID)), TTL: ttl, row: func() map[string]any {
+func RequestOp(project, requestID string, st *RequestState, ttl time.Duration) feast.Op {
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(RequestEntity, requestID)), TTL: ttl, Build: func() map[string]any {
 		cats := st.Categories
 		if cats == nil {
 			cats = []string{}
 		}
-		return HashFields(RequestView, st.EventTime, []Feature{
-			{"risk_score", FloatValue(st.RiskScore)},
-			{"verdict", StringValue(st.Verdict)},
-			{"categories", StringListValue(cats)},
-			{"latency_ms", Int64Value(st.LatencyMs)},
-			{"total_tokens", Int64Value(st.TotalTokens)},
-			{"model", StringValue(st.Model)},
+		return feast.HashFields(RequestView, st.EventTime, []feast.Feature{
+			{Name: "risk_score", Value: feast.FloatValue(st.RiskScore)},
+			{Name: "verdict", Value: feast.StringValue(st.Verdict)},
+			{Name: "categories", Value: feast.StringListValue(cats)},
+			{Name: "latency_ms", Value: feast.Int64Value(st.LatencyMs)},
+			{Name: "total_tokens", Value: feast.Int64Value(st.TotalTokens)},
+			{Name: "model", Value: feast.StringValue(st.Model)},
 		})
 	}}
 }
 
 // TenantOp is the tenant_features row of a tenant.
-func TenantOp(project, tenant string, st *TenantState) Op {
-	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant)), row: func() map[string]any { return partyFields(TenantView, st) }}
+func TenantOp(project, tenant string, st *TenantState) feast.Op {
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(TenantEntity, tenant)), Build: func() map[string]any { return partyFields(TenantView, st) }}
 }
 
 // UserOp is the user_features row of a user of a tenant. Its Redis key is the two-join-key
 // entity key (tenant_id, user_id), a hash of its own (apart from the tenant's).
-func UserOp(project, tenant, user string, st *UserState) Op {
-	return Op{Key: RedisKey(project, StringEntity(TenantEntity, tenant), StringEntity(UserEntity, user)),
-		row: func() map[string]any { return partyFields(UserView, (*TenantState)(st)) }}
+func UserOp(project, tenant, user string, st *UserState) feast.Op {
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(TenantEntity, tenant), feast.StringEntity(UserEntity, user)),
+		Build: func() map[string]any { return partyFields(UserView, (*TenantState)(st)) }}
 }
 
 func ratio(n, d int64) float64 {
@@ -500,52 +480,52 @@ func ratio(n, d int64) float64 {
 // per window (Windows) request_count_<w>, flagged_count_<w>, flagged_ratio_<w> and tokens_<w>,
 // as of last_seen.
 func partyFields(view string, st *TenantState) map[string]any {
-	feats := []Feature{
-		{"request_count", Int64Value(st.RequestCount)},
-		{"flagged_count", Int64Value(st.FlaggedCount)},
-		{"flagged_ratio", DoubleValue(ratio(st.FlaggedCount, st.RequestCount))},
-		{"tokens", Int64Value(st.Tokens)},
-		{"last_seen", UnixTimestampValue(st.LastSeen)},
+	feats := []feast.Feature{
+		{Name: "request_count", Value: feast.Int64Value(st.RequestCount)},
+		{Name: "flagged_count", Value: feast.Int64Value(st.FlaggedCount)},
+		{Name: "flagged_ratio", Value: feast.DoubleValue(ratio(st.FlaggedCount, st.RequestCount))},
+		{Name: "tokens", Value: feast.Int64Value(st.Tokens)},
+		{Name: "last_seen", Value: feast.UnixTimestampValue(st.LastSeen)},
 	}
 	for _, w := range Windows {
 		b := st.Win.sum(w, st.LastSeen)
 		feats = append(feats,
-			Feature{windowFeature("request_count", w), Int64Value(b.Requests)},
-			Feature{windowFeature("flagged_count", w), Int64Value(b.Flagged)},
-			Feature{windowFeature("flagged_ratio", w), DoubleValue(ratio(b.Flagged, b.Requests))},
-			Feature{windowFeature("tokens", w), Int64Value(b.Tokens)},
+			feast.Feature{Name: windowFeature("request_count", w), Value: feast.Int64Value(b.Requests)},
+			feast.Feature{Name: windowFeature("flagged_count", w), Value: feast.Int64Value(b.Flagged)},
+			feast.Feature{Name: windowFeature("flagged_ratio", w), Value: feast.DoubleValue(ratio(b.Flagged, b.Requests))},
+			feast.Feature{Name: windowFeature("tokens", w), Value: feast.Int64Value(b.Tokens)},
 		)
 	}
-	return HashFields(view, st.LastSeen, feats)
+	return feast.HashFields(view, st.LastSeen, feats)
 }
 
 // ModelOp is the model_features row of a model: the all-time totals, last_seen, then per
 // window (Windows) request_count_<w>, error_count_<w>, latency_avg_ms_<w>, latency_p95_ms_<w>
 // and latency_max_ms_<w>, as of last_seen.
-func ModelOp(project, model string, st *ModelState) Op {
-	return Op{Key: RedisKey(project, StringEntity(ModelEntity, model)), row: func() map[string]any { return modelFields(st) }}
+func ModelOp(project, model string, st *ModelState) feast.Op {
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(ModelEntity, model)), Build: func() map[string]any { return modelFields(st) }}
 }
 
 func modelFields(st *ModelState) map[string]any {
-	feats := []Feature{
-		{"request_count", Int64Value(st.RequestCount)},
-		{"error_count", Int64Value(st.ErrorCount)},
-		{"latency_avg_ms", DoubleValue(ratio(st.LatencySumMs, st.RequestCount))},
-		{"latency_max_ms", Int64Value(st.LatencyMaxMs)},
-		{"latency_p95_ms", Int64Value(st.LatencyHist.Quantile(0.95, st.LatencyMaxMs))},
-		{"last_seen", UnixTimestampValue(st.LastSeen)},
+	feats := []feast.Feature{
+		{Name: "request_count", Value: feast.Int64Value(st.RequestCount)},
+		{Name: "error_count", Value: feast.Int64Value(st.ErrorCount)},
+		{Name: "latency_avg_ms", Value: feast.DoubleValue(ratio(st.LatencySumMs, st.RequestCount))},
+		{Name: "latency_max_ms", Value: feast.Int64Value(st.LatencyMaxMs)},
+		{Name: "latency_p95_ms", Value: feast.Int64Value(st.LatencyHist.Quantile(0.95, st.LatencyMaxMs))},
+		{Name: "last_seen", Value: feast.UnixTimestampValue(st.LastSeen)},
 	}
 	for _, w := range Windows {
 		b := st.Win.sum(w, st.LastSeen)
 		feats = append(feats,
-			Feature{windowFeature("request_count", w), Int64Value(b.Requests)},
-			Feature{windowFeature("error_count", w), Int64Value(b.Errors)},
-			Feature{windowFeature("latency_avg_ms", w), DoubleValue(ratio(b.LatencySum, b.Requests))},
-			Feature{windowFeature("latency_p95_ms", w), Int64Value(b.Hist.Quantile(0.95, b.LatencyMax))},
-			Feature{windowFeature("latency_max_ms", w), Int64Value(b.LatencyMax)},
+			feast.Feature{Name: windowFeature("request_count", w), Value: feast.Int64Value(b.Requests)},
+			feast.Feature{Name: windowFeature("error_count", w), Value: feast.Int64Value(b.Errors)},
+			feast.Feature{Name: windowFeature("latency_avg_ms", w), Value: feast.DoubleValue(ratio(b.LatencySum, b.Requests))},
+			feast.Feature{Name: windowFeature("latency_p95_ms", w), Value: feast.Int64Value(b.Hist.Quantile(0.95, b.LatencyMax))},
+			feast.Feature{Name: windowFeature("latency_max_ms", w), Value: feast.Int64Value(b.LatencyMax)},
 		)
 	}
-	return HashFields(ModelView, st.LastSeen, feats)
+	return feast.HashFields(ModelView, st.LastSeen, feats)
 }
 
 // splitKey tells a table key's kind: "tenant", "user" (id is "<tenant>/<user>", escaped as

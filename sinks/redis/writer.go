@@ -1,4 +1,4 @@
-package features
+package redis
 
 import (
 	"context"
@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/backflowhq/backflow/internal/ops"
+
+	"github.com/backflowhq/backflow/internal/feast"
 )
 
 // WriterConfig tunes the Redis writer.
@@ -55,7 +57,7 @@ func (c WriterConfig) withDefaults() WriterConfig {
 }
 
 type job struct {
-	ops  []Op
+	ops  []feast.Op
 	done func(error)
 }
 
@@ -65,7 +67,7 @@ type job struct {
 // once all its ops are in Redis, in submission order, so a caller that commits offsets from
 // done commits them in order.
 type Writer struct {
-	rdb     redis.Cmdable
+	rdb     goredis.Cmdable
 	cfg     WriterConfig
 	q       chan job
 	stopped chan struct{}
@@ -77,17 +79,17 @@ type Writer struct {
 }
 
 // NewWriter returns a writer; start it with Run.
-func NewWriter(rdb redis.Cmdable, cfg WriterConfig) *Writer {
+func NewWriter(rdb goredis.Cmdable, cfg WriterConfig) *Writer {
 	cfg = cfg.withDefaults()
 	return &Writer{rdb: rdb, cfg: cfg, q: make(chan job, cfg.QueueSize), stopped: make(chan struct{})}
 }
 
 // ErrWriterStopped is passed to done for jobs the writer did not write before it stopped.
-var ErrWriterStopped = errors.New("features: redis writer stopped")
+var ErrWriterStopped = errors.New("redis: redis writer stopped")
 
 // Submit queues ops; done (may be nil) is called when they are written, or with an error when
 // the writer stops first. It blocks while the queue is full.
-func (w *Writer) Submit(ctx context.Context, ops []Op, done func(error)) error {
+func (w *Writer) Submit(ctx context.Context, ops []feast.Op, done func(error)) error {
 	w.pending.Add(1)
 	finish := func(err error) {
 		w.pending.Add(-1)
@@ -115,7 +117,7 @@ func (w *Writer) Pending() int64 { return w.pending.Load() }
 func (w *Writer) Cap() int64 { return int64(w.cfg.QueueSize + w.cfg.MaxBatch) }
 
 // Write submits ops and waits until they are written.
-func (w *Writer) Write(ctx context.Context, ops ...Op) error {
+func (w *Writer) Write(ctx context.Context, ops ...feast.Op) error {
 	ch := make(chan error, 1)
 	if err := w.Submit(ctx, ops, func(err error) { ch <- err }); err != nil {
 		return err
@@ -157,7 +159,7 @@ type write struct {
 // updates a busy tenant or model gets while one pipeline fills, only the last is ever built.
 func coalesce(batch []job) (writes []write, total int) {
 	type pending struct {
-		op     Op             // the last row op (fields nil: not merged)
+		op     feast.Op       // the last row op (fields nil: not merged)
 		fields map[string]any // merged fields, once an op without a row builder joined
 		ttl    time.Duration
 	}
@@ -175,7 +177,7 @@ func coalesce(batch []job) (writes []write, total int) {
 			if op.TTL > 0 {
 				pd.ttl = op.TTL
 			}
-			if pd.fields == nil && op.row != nil && pd.op.row != nil {
+			if pd.fields == nil && op.Build != nil && pd.op.Build != nil {
 				pd.op = op
 				continue
 			}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -21,19 +21,21 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
+	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // int64Feature reads an Int64 Value of a feature from an entity's hash; ok false when absent.
-func int64Feature(ctx context.Context, rdb *redis.Client, key, view, feat string) (int64, bool, error) {
-	b, err := rdb.HGet(ctx, key, features.FieldKey(view, feat)).Bytes()
-	if err == redis.Nil {
+func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat string) (int64, bool, error) {
+	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
+	if err == goredis.Nil {
 		return 0, false, nil
 	}
 	if err != nil {
@@ -208,7 +210,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a guard against hangs; the run takes 1 to 4 min
 	defer cancel()
-	rdb, err := features.Open(ctx, features.Config{Addr: testenv.Get(testenv.RedisAddr)})
+	rdb, err := redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	id := fmt.Sprintf("fe%d", time.Now().UnixNano())
 	icfg := ingest.Config{Group: "ingest-" + id, InferenceTopic: "inf-" + id, GatewayTopic: "gw-" + id,
 		EnrichedTopic: "enriched-" + id, DLQTopic: "dlq-" + id, ControlTopic: "control-" + id}
-	fcfg := features.SinkConfig{Group: "features-" + id, EnrichedTopic: icfg.EnrichedTopic, Project: "p" + id, RequestTTL: time.Hour,
+	fcfg := features.Config{Group: "features-" + id, EnrichedTopic: icfg.EnrichedTopic, Project: "p" + id, RequestTTL: time.Hour,
 		DLQTopic: "fdlq-" + id}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -262,15 +264,16 @@ func runE2E(t *testing.T, outage time.Duration) {
 		ingestDone <- ingest.Run(runCtx, icfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, Checker: checker, StorageDir: t.TempDir(), Logger: log})
 	}()
 	sinkRedis := rdb
+	var wcfg redis.WriterConfig
 	var px *faultproxy.Proxy
 	if outage > 0 {
-		fcfg.Writer.QueueSize = 1024 // the outage's traffic (about 6,000 jobs) must fill it
+		wcfg.QueueSize = 1024 // the outage's traffic (about 6,000 jobs) must fill it
 		var err error
 		if px, err = faultproxy.New(faultproxy.Config{Target: testenv.Get(testenv.RedisAddr)}); err != nil {
 			t.Fatal(err)
 		}
 		defer px.Close()
-		sinkRedis = redis.NewClient(&redis.Options{Addr: px.Addr(), DialTimeout: time.Second, MaxRetries: -1})
+		sinkRedis = goredis.NewClient(&goredis.Options{Addr: px.Addr(), DialTimeout: time.Second, MaxRetries: -1})
 		defer sinkRedis.Close()
 	}
 	storage := t.TempDir()
@@ -279,7 +282,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 		sctx, stop := context.WithCancel(runCtx)
 		done := make(chan error, 1)
 		go func() {
-			done <- features.Run(sctx, fcfg, features.RunConfig{Kafka: kcfg, Registry: reg, Redis: sinkRedis, StorageDir: storage, Logger: log,
+			done <- features.Run(sctx, fcfg, features.RunConfig{Kafka: kcfg, Registry: reg, Store: redis.NewWriter(sinkRedis, wcfg), StorageDir: storage, Logger: log,
 				OnReady: func(p *features.Processor) { proc.Store(p) }})
 		}()
 		return stop, done
@@ -316,7 +319,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	if px == nil {
 		produceBad()
 	} else {
-		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, badAt.Load)
+		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, wcfg.QueueSize, badAt.Load)
 	}
 	// Traffic.
 	prod, err := kcfg.NewClient(loadgen.ProducerOpts()...)
@@ -544,14 +547,14 @@ func runE2E(t *testing.T, outage time.Duration) {
 				}
 			}
 			for tenant, e := range tenantExp {
-				diff("tenant "+tenant, features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, tenant)), features.TenantView, e, partyChecks)
+				diff("tenant "+tenant, feast.RedisKey(fcfg.Project, feast.StringEntity(features.TenantEntity, tenant)), features.TenantView, e, partyChecks)
 			}
 			for u, e := range userExp {
-				diff("user "+u[0]+"/"+u[1], features.RedisKey(fcfg.Project, features.StringEntity(features.TenantEntity, u[0]), features.StringEntity(features.UserEntity, u[1])),
+				diff("user "+u[0]+"/"+u[1], feast.RedisKey(fcfg.Project, feast.StringEntity(features.TenantEntity, u[0]), feast.StringEntity(features.UserEntity, u[1])),
 					features.UserView, e, partyChecks)
 			}
 			for model, e := range modelExp {
-				diff("model "+model, features.RedisKey(fcfg.Project, features.StringEntity(features.ModelEntity, model)), features.ModelView, e, modelChecks)
+				diff("model "+model, feast.RedisKey(fcfg.Project, feast.StringEntity(features.ModelEntity, model)), features.ModelView, e, modelChecks)
 			}
 			if len(diffs) == 0 {
 				t.Logf("%s: all %d tenants, %d users and %d models equal the manifest (%d features each, totals and windows)",
@@ -676,7 +679,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	t.Logf("Feast SDK read all %d models equal to the manifest: %v", len(msample), got)
 	// Every request's row is there too, with its TTL.
 	for _, rid := range want {
-		key := features.RedisKey(fcfg.Project, features.StringEntity(features.RequestEntity, rid))
+		key := feast.RedisKey(fcfg.Project, feast.StringEntity(features.RequestEntity, rid))
 		if ttl := rdb.TTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
 			t.Fatalf("request %s: ttl %v, want (0, 1h]", rid, ttl)
 		}
@@ -766,8 +769,8 @@ func heapInuse(gc bool) uint64 {
 // the sink will read can be acknowledged by Redis until it is back, so it may commit nothing.
 // The undecodable record bad (nil until produced) needs no Redis write, but it sits behind
 // records that do, so it may not be committed either (only if it were first in its partition).
-func startOutageSampler(ctx context.Context, adm *kadm.Client, p *features.Processor, fcfg features.SinkConfig, bad func() *kgo.Record) *outageSampler {
-	s := &outageSampler{p: p, stopc: make(chan struct{}), done: make(chan struct{}), queueSize: int64(fcfg.Writer.QueueSize),
+func startOutageSampler(ctx context.Context, adm *kadm.Client, p *features.Processor, fcfg features.Config, queueSize int, bad func() *kgo.Record) *outageSampler {
+	s := &outageSampler{p: p, stopc: make(chan struct{}), done: make(chan struct{}), queueSize: int64(queueSize),
 		written0: p.RedisWritten(), committed: map[string]map[int32]int64{}}
 	// The heap bound, as in the ClickHouse sink's outage test: the sink holds at most PendingCap
 	// jobs (a record's or delta's Redis ops: a hash of up to 17 small fields, well under 16 KiB

@@ -1,4 +1,4 @@
-package features
+package feast
 
 import (
 	"encoding/hex"

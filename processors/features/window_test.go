@@ -2,6 +2,7 @@ package features
 
 import (
 	"fmt"
+	"github.com/backflowhq/backflow/internal/feast"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -48,7 +49,7 @@ func TestWindowsByEventTime(t *testing.T) {
 		t.Fatalf("24h window keeps %d buckets", n)
 	}
 	fields := TenantOp("backflow", "t", ten).Row()
-	if got := fields[FieldKey(TenantView, "request_count_1h")]; !reflect.DeepEqual(got, Int64Value(3)) {
+	if got := fields[feast.FieldKey(TenantView, "request_count_1h")]; !reflect.DeepEqual(got, feast.Int64Value(3)) {
 		t.Fatalf("request_count_1h field %x", got)
 	}
 }

@@ -13,77 +13,16 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
 )
-
-// SinkConfig says what the feature sink reads and how it writes.
-type SinkConfig struct {
-	// Group is the goka group: consumer group, table <group>-table and loopback <group>-loop.
-	// Default "backflow-features".
-	Group string
-	// EnrichedTopic is the input. Default "backflow.enriched".
-	EnrichedTopic string
-	// DLQTopic receives enriched records that cannot be decoded (permanent errors only; a
-	// registry outage is retried). Created when missing. Default "backflow.dlq".
-	DLQTopic string
-	// Project is the Feast project; it ends every Redis key. Default "backflow".
-	Project string
-	// RequestTTL is the Redis key TTL of request_features rows. Default 7 days.
-	RequestTTL time.Duration
-	// RequestWindow is how long a request's table entry (what makes its re-sent records
-	// no-ops) is kept after its last record. Default 7 days.
-	RequestWindow time.Duration
-	// SweepEvery is how often expired request entries are deleted. Default 1h.
-	SweepEvery time.Duration
-	Writer     WriterConfig
-}
-
-func (c SinkConfig) withDefaults() SinkConfig {
-	if c.Group == "" {
-		c.Group = "backflow-features"
-	}
-	if c.EnrichedTopic == "" {
-		c.EnrichedTopic = "backflow.enriched"
-	}
-	if c.Project == "" {
-		c.Project = "backflow"
-	}
-	if c.DLQTopic == "" {
-		c.DLQTopic = dlq.DefaultTopic
-	}
-	if c.RequestTTL == 0 {
-		c.RequestTTL = 7 * 24 * time.Hour
-	}
-	if c.RequestWindow == 0 {
-		c.RequestWindow = 7 * 24 * time.Hour
-	}
-	if c.SweepEvery == 0 {
-		c.SweepEvery = time.Hour
-	}
-	return c
-}
-
-// Validate reports the first bad field.
-func (c SinkConfig) Validate() error {
-	if c.RequestTTL < 0 {
-		return fmt.Errorf("features: request ttl %v is negative", c.RequestTTL)
-	}
-	if c.RequestWindow < 0 || c.SweepEvery < 0 {
-		return fmt.Errorf("features: request window %v / sweep interval %v is negative", c.RequestWindow, c.SweepEvery)
-	}
-	return nil
-}
-
-// LoopTopic is the group's loopback topic.
-func (c SinkConfig) LoopTopic() string { return c.withDefaults().Group + "-loop" }
 
 // Stats counts what the processor did.
 type Stats struct {
@@ -99,12 +38,29 @@ type DeadLetters interface {
 	Write(ctx context.Context, o dlq.Origin, err error) error
 }
 
+// Store is where the processor's feature rows go: sinks/redis.Writer in production.
+//
+// Lifecycle: Run sends what Submit queued until its ctx ends; the processor's Run starts it
+// and waits for it before returning. Submit is called from goka's partition goroutines,
+// concurrently; it blocks while the store holds Cap records, and calls done exactly once
+// per call, in submission order, when the ops are written (nil) or can no longer be (the
+// error). The counters may be read at any time.
+type Store interface {
+	Run(ctx context.Context) error
+	Submit(ctx context.Context, ops []feast.Op, done func(error)) error
+	Pending() int64   // records whose writes are not acknowledged yet
+	Cap() int64       // the most records Pending reaches
+	Retries() int64   // writes that failed and were retried
+	Written() int64   // ops acknowledged
+	Coalesced() int64 // ops folded into another op on the same key
+}
+
 // Processor is the feature sink's goka callback side.
 type Processor struct {
-	cfg    SinkConfig
+	cfg    Config
 	dead   DeadLetters
 	dec    *avro.Decoder[avro.EnrichedRecord]
-	w      *Writer
+	w      Store
 	log    *slog.Logger
 	runCtx context.Context
 	Stats  Stats
@@ -115,7 +71,7 @@ type Processor struct {
 }
 
 // NewProcessor returns the processor; runCtx bounds decode retries.
-func NewProcessor(runCtx context.Context, cfg SinkConfig, reg avro.Registry, dead DeadLetters, w *Writer, log *slog.Logger) (*Processor, error) {
+func NewProcessor(runCtx context.Context, cfg Config, reg avro.Registry, dead DeadLetters, w Store, log *slog.Logger) (*Processor, error) {
 	cfg = cfg.withDefaults()
 	dec, err := avro.NewDecoder[avro.EnrichedRecord](reg, avro.EnrichedSchema, avro.DecoderConfig{})
 	if err != nil {
@@ -175,7 +131,7 @@ func (p *Processor) entry(gctx goka.Context) *Entry {
 // goes through here, even one that writes nothing (ops nil): goka marks a partition's offset
 // forward when a record is done, so a record done ahead of an earlier one still waiting for
 // Redis would commit past it. The writer finishes jobs in submission order.
-func (p *Processor) submit(gctx goka.Context, ops []Op) {
+func (p *Processor) submit(gctx goka.Context, ops []feast.Op) {
 	done := gctx.DeferCommit()
 	if err := p.w.Submit(p.runCtx, ops, done); err != nil {
 		done(err)
@@ -227,7 +183,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 	}
 	p.Stats.Records.Add(1)
 	done := gctx.DeferCommit()
-	if err := p.w.Submit(p.runCtx, []Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, func(err error) {
+	if err := p.w.Submit(p.runCtx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, func(err error) {
 		if err == nil {
 			p.Metrics.Out(1)
 		}
@@ -278,7 +234,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	}
 	e := p.entry(gctx)
 	kind, id := splitKey(gctx.Key())
-	var op Op
+	var op feast.Op
 	var changed bool
 	switch kind {
 	case "tenant":
@@ -309,14 +265,15 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	}
 	p.m.delta(changed)
 	// Written even when unchanged: a crash may have come between the table update and Redis.
-	p.submit(gctx, []Op{op})
+	p.submit(gctx, []feast.Op{op})
 }
 
-// RunConfig is what Run needs besides SinkConfig.
+// RunConfig is what Run needs besides Config.
 type RunConfig struct {
 	Kafka    kafka.Config
 	Registry avro.Registry
-	Redis    *redis.Client
+	// Store receives the feature rows (sinks/redis.Writer); Run runs it.
+	Store Store
 	// StorageDir holds goka's local table storage. Default <temp>/backflow-goka-features.
 	StorageDir string
 	Logger     *slog.Logger
@@ -332,7 +289,7 @@ const missingTopicGrace = 20 * time.Second
 
 // Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
 // loopback topic with its partition count. It returns that count.
-func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) {
+func Prepare(ctx context.Context, kc kafka.Config, cfg Config) (int, error) {
 	cfg = cfg.withDefaults()
 	cl, err := kc.NewClient()
 	if err != nil {
@@ -386,9 +343,12 @@ func Prepare(ctx context.Context, kc kafka.Config, cfg SinkConfig) (int, error) 
 
 // Run runs the feature sink until ctx ends: the goka group and the Redis writer. Records in
 // flight at the end stay uncommitted and are redelivered to the next run.
-func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
+func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if rc.Store == nil {
+		return errors.New("features: RunConfig.Store is nil")
 	}
 	cfg = cfg.withDefaults()
 	log := rc.Logger
@@ -404,14 +364,7 @@ func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
 	life := kafka.NewGokaLife(ctx)
 	defer life.Close()
 	runCtx := life.Ctx
-	wcfg := cfg.Writer
-	if wcfg.Logger == nil {
-		wcfg.Logger = log
-	}
-	if wcfg.Metrics == nil {
-		wcfg.Metrics = rc.Metrics
-	}
-	w := NewWriter(rc.Redis, wcfg)
+	w := rc.Store
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(runCtx) }()
 	cl, err := rc.Kafka.NewClient()

@@ -1,6 +1,7 @@
-// Package features is backflow's feature-store sink: Redis laid out as Feast's Redis online
-// store. This first part holds the connection: Config and Open.
-package features
+// Package redis is backflow's feature-store sink: it writes rows in Feast's Redis online-store
+// layout (internal/feast) to Redis. Start with Writer, which batches, coalesces and retries the
+// rows the feature processor submits, and Config with Open, which reach Redis.
+package redis
 
 import (
 	"context"
@@ -8,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/backflowhq/backflow/internal/secure"
 )
@@ -51,19 +52,19 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
-		return fmt.Errorf("features: addr: %q is not host:port", c.Addr)
+		return fmt.Errorf("redis: addr: %q is not host:port", c.Addr)
 	}
 	if c.DB < 0 {
-		return fmt.Errorf("features: db: %d is negative", c.DB)
+		return fmt.Errorf("redis: db: %d is negative", c.DB)
 	}
-	if _, err := secure.ReadSecret("features: redis password", c.Password, c.PasswordFile); err != nil {
+	if _, err := secure.ReadSecret("redis: password", c.Password, c.PasswordFile); err != nil {
 		return err
 	}
-	return c.TLS.Validate("features: redis tls")
+	return c.TLS.Validate("redis: tls")
 }
 
 // Open validates c, connects and pings Redis. The caller closes the returned client.
-func Open(ctx context.Context, c Config) (*redis.Client, error) {
+func Open(ctx context.Context, c Config) (*goredis.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -71,26 +72,26 @@ func Open(ctx context.Context, c Config) (*redis.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := redis.NewClient(opts)
+	cl := goredis.NewClient(opts)
 	if err := cl.Ping(ctx).Err(); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("features: ping redis %s: %w", c.Endpoint(), err)
+		return nil, fmt.Errorf("redis: ping redis %s: %w", c.Endpoint(), err)
 	}
 	return cl, nil
 }
 
 // Options validates c and returns the go-redis options for it, for callers that build their
 // own client (tests, tools). Open is the usual way in.
-func (c Config) Options() (*redis.Options, error) {
+func (c Config) Options() (*goredis.Options, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	c = c.withDefaults()
-	tc, err := c.TLS.Config("features: redis tls")
+	tc, err := c.TLS.Config("redis: tls")
 	if err != nil {
 		return nil, err
 	}
-	opts := &redis.Options{
+	opts := &goredis.Options{
 		Addr:        c.Addr,
 		DB:          c.DB,
 		DialTimeout: c.DialTimeout,
@@ -104,7 +105,7 @@ func (c Config) Options() (*redis.Options, error) {
 		opts.CredentialsProvider = func() (string, string) {
 			// Validate has read the file; if it vanished since, an empty password fails AUTH
 			// with WRONGPASS, which names the problem.
-			pw, _ := secure.ReadSecret("features: redis password", "", file)
+			pw, _ := secure.ReadSecret("redis: password", "", file)
 			return user, pw
 		}
 	}
@@ -116,7 +117,7 @@ func (c Config) Options() (*redis.Options, error) {
 // mid-run the writer retries them like an outage (an operator fixes the ACL, nothing is
 // dropped).
 func IsAuthError(err error) bool {
-	return redis.IsAuthError(err) || redis.HasErrorPrefix(err, "NOPERM") || secure.IsTLSError(err)
+	return goredis.IsAuthError(err) || goredis.HasErrorPrefix(err, "NOPERM") || secure.IsTLSError(err)
 }
 
 // Endpoint says where c points, defaults applied.

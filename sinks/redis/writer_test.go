@@ -1,27 +1,36 @@
-package features
+package redis
 
 import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/feast"
 )
 
 // TestCoalesce: a pipeline's ops become one write per key that leaves Redis as sending them in
 // order would. Row ops replace the key's earlier row op, plain ops merge field by field, the
 // last positive TTL wins, and keys keep the order they first appeared in.
 func TestCoalesce(t *testing.T) {
-	ten := func(n int64) Op { return TenantOp("p", "t1", &TenantState{RequestCount: n, LastSeen: t0}) }
-	req := RequestOp("p", "r1", &RequestState{Tenant: "t1", Verdict: "ALLOW", EventTime: t0}, time.Hour)
-	plainKey := RedisKey("p", StringEntity(TenantEntity, "x"))
+	// Row ops as the feature processor makes them: each builds its key's whole row.
+	ten := func(n int64) feast.Op {
+		return feast.Op{Key: "tenant-t1", Build: func() map[string]any {
+			return map[string]any{"request_count": feast.Int64Value(n), "_ts": "t0"}
+		}}
+	}
+	req := feast.Op{Key: "request-r1", TTL: time.Hour, Build: func() map[string]any {
+		return map[string]any{"verdict": feast.StringValue("ALLOW"), "_ts": "t0"}
+	}}
+	plainKey := "tenant-x"
 	batch := []job{
-		{ops: []Op{ten(1)}},
-		{ops: []Op{ten(2), req}},
-		{ops: []Op{{Key: plainKey, Fields: map[string]any{"a": "1", "b": "1"}}}},
-		{ops: []Op{{Key: plainKey, Fields: map[string]any{"b": "2"}, TTL: time.Minute}}},
+		{ops: []feast.Op{ten(1)}},
+		{ops: []feast.Op{ten(2), req}},
+		{ops: []feast.Op{{Key: plainKey, Fields: map[string]any{"a": "1", "b": "1"}}}},
+		{ops: []feast.Op{{Key: plainKey, Fields: map[string]any{"b": "2"}, TTL: time.Minute}}},
 		{ops: nil}, // a record that writes nothing
-		{ops: []Op{ten(3)}},
+		{ops: []feast.Op{ten(3)}},
 		// A plain op on a row op's key merges with it instead of replacing it.
-		{ops: []Op{{Key: req.Key, Fields: map[string]any{"extra": "e"}}}},
+		{ops: []feast.Op{{Key: req.Key, Fields: map[string]any{"extra": "e"}}}},
 	}
 	writes, total := coalesce(batch)
 	if total != 7 {

@@ -1,4 +1,4 @@
-package features_test
+package redis_test
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/backflowhq/backflow/sinks/features"
+	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/processors/features"
+	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 )
@@ -26,22 +28,22 @@ func TestWriterRetriesWhileRedisDown(t *testing.T) {
 	defer px.Close()
 	px.Set(faultproxy.Refuse) // down: nothing listens
 	addr := px.Addr()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
-	w := features.NewWriter(rdb, features.WriterConfig{MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxBatch: 7})
+	w := redis.NewWriter(rdb, redis.WriterConfig{MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxBatch: 7})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go w.Run(ctx)
 
 	key := fmt.Sprintf("writer-it-%d", time.Now().UnixNano())
-	real := redis.NewClient(&redis.Options{Addr: target})
+	real := goredis.NewClient(&goredis.Options{Addr: target})
 	defer real.Close()
 	defer real.Del(context.Background(), key)
 	const n = 50
 	order := make(chan int, n)
 	for i := 0; i < n; i++ {
-		op := features.Op{Key: key, Fields: map[string]any{fmt.Sprintf("f%02d", i): []byte{byte(i)}, "last": fmt.Sprint(i)}, TTL: time.Minute}
-		if err := w.Submit(ctx, []features.Op{op}, func(err error) {
+		op := feast.Op{Key: key, Fields: map[string]any{fmt.Sprintf("f%02d", i): []byte{byte(i)}, "last": fmt.Sprint(i)}, TTL: time.Minute}
+		if err := w.Submit(ctx, []feast.Op{op}, func(err error) {
 			if err != nil {
 				t.Errorf("job %d: %v", i, err)
 			}
@@ -89,19 +91,19 @@ func TestWriterRetriesWhileRedisDown(t *testing.T) {
 // writer must have sent each hot key once per pipeline, not once per update.
 func TestWriterCoalescesOnRedis(t *testing.T) {
 	testenv.Integration(t)
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.Get(testenv.RedisAddr)})
+	rdb := goredis.NewClient(&goredis.Options{Addr: testenv.Get(testenv.RedisAddr)})
 	defer rdb.Close()
 	// One pipeline for everything: 500 ops at most, and a linger long enough to submit them all.
-	w := features.NewWriter(rdb, features.WriterConfig{MaxBatch: 500, Linger: 2 * time.Second})
+	w := redis.NewWriter(rdb, redis.WriterConfig{MaxBatch: 500, Linger: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go w.Run(ctx)
 
 	project := fmt.Sprintf("coalesce%d", time.Now().UnixNano())
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	var lastTenant, lastModel features.Op
+	var lastTenant, lastModel feast.Op
 	var reqKeys []string
-	var ops []features.Op
+	var ops []feast.Op
 	for i := 1; i <= 200; i++ {
 		lastTenant = features.TenantOp(project, "t1", &features.TenantState{RequestCount: int64(i), Tokens: int64(7 * i), LastSeen: t0.Add(time.Duration(i) * time.Second)})
 		ops = append(ops, lastTenant)
@@ -117,7 +119,7 @@ func TestWriterCoalescesOnRedis(t *testing.T) {
 	}()
 	done := make(chan error, len(ops))
 	for _, op := range ops {
-		if err := w.Submit(ctx, []features.Op{op}, func(err error) { done <- err }); err != nil {
+		if err := w.Submit(ctx, []feast.Op{op}, func(err error) { done <- err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +135,7 @@ func TestWriterCoalescesOnRedis(t *testing.T) {
 	if got, want := w.Coalesced(), int64(len(ops)-102); got != want {
 		t.Fatalf("coalesced %d ops, want %d", got, want)
 	}
-	for _, want := range []features.Op{lastTenant, lastModel} {
+	for _, want := range []feast.Op{lastTenant, lastModel} {
 		got, err := rdb.HGetAll(ctx, want.Key).Result()
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package features
+package redis
 
 import (
 	"crypto/x509"
@@ -19,9 +19,9 @@ func TestConfigValidateSecurity(t *testing.T) {
 		wantErr string
 	}{
 		{"acl user over tls", Config{Username: "backflow", PasswordFile: securetest.SecretFile(t, "pw"), TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "features: redis password: set inline and as a file"},
-		{"empty password file", Config{PasswordFile: securetest.SecretFile(t, "")}, "features: redis password file"},
-		{"key without cert", Config{TLS: secure.TLS{KeyFile: pki.KeyFile}}, "features: redis tls cert file: empty"},
+		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "redis: password: set inline and as a file"},
+		{"empty password file", Config{PasswordFile: securetest.SecretFile(t, "")}, "redis: password file"},
+		{"key without cert", Config{TLS: secure.TLS{KeyFile: pki.KeyFile}}, "redis: tls cert file: empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
