@@ -12,9 +12,10 @@
 //     (from /proc/<pid>/stat and VmHWM in /proc/<pid>/status).
 //  3. A latency run: backflow on fresh topics while loadgen sends at a fixed rate (default half
 //     the measured maximum); p50/p95/p99 of landed_time_ms - event_time_ms read from ClickHouse.
-//  4. It writes the medians (and every run) as JSON and a markdown table under bench/results/,
-//     with the machine's cores and memory, and optionally CPU and allocation profiles of
-//     backflow's stages from the first run.
+//  4. It writes the medians (and every run) as JSON and a markdown table under --out (default
+//     .bench/results/, ignored by git: raw results and profiles are never committed), with the
+//     machine's cores and memory, and optionally CPU and allocation profiles of backflow's
+//     stages from the first run.
 //
 // Run it through `make bench` (which builds what it needs); `bench-harness --help` lists flags.
 package main
@@ -70,7 +71,7 @@ func main() {
 	flag.DurationVar(&o.latencyFor, "latency-duration", 30*time.Second, "how long loadgen sends in each latency run")
 	flag.IntVar(&o.latencyRuns, "latency-runs", 0, "latency runs (0: as many as --runs)")
 	flag.BoolVar(&o.profile, "profile", true, "write CPU and allocation profiles of backflow's stages during its first run")
-	flag.StringVar(&o.out, "out", "bench/results", "folder for the results (JSON, markdown, profiles); logs go to <out>/tmp")
+	flag.StringVar(&o.out, "out", ".bench/results", "folder for the raw results (JSON, markdown, profiles; ignored by git); logs go to <out>/tmp")
 	flag.StringVar(&o.backflow, "backflow", "bin/backflow", "the backflow binary")
 	flag.StringVar(&o.ceiling, "ceiling", "bin/bench-ceiling", "the ceiling binary (go build ./bench/ceiling)")
 	flag.StringVar(&o.benthos, "benthos", ".stack/benthos/benthos", "the Benthos binary (bench/benthos/build.sh)")
@@ -293,7 +294,11 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Println()
 	fmt.Println(res.markdown())
-	say("results: %s", strings.Join(paths, ", "))
+	say("raw results (not committed): %s", strings.Join(paths, ", "))
+	if res.ProfileDir != "" {
+		say("profiles (not committed): %s", res.ProfileDir)
+	}
+	say("logs: %s", h.tmp)
 	return nil
 }
 

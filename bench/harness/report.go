@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Results as written to bench/results/<stamp>.json; every figure of a peer's Median is the median
-// over its runs.
+// Results as written to <out>/<stamp>.json (default .bench/results, ignored by git); every
+// figure of a peer's Median is the median over its runs.
 type results struct {
 	Partial    bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
 	Machine    machine                 `json:"machine"`
