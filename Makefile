@@ -35,7 +35,7 @@ build: ## build bin/backflow
 config-reference: ## regenerate deploy/config.example.yaml after changing a config key (README: check-config --print-reference)
 	$(GO) run ./cmd/backflow check-config --print-example > deploy/config.example.yaml
 
-bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the raw-library ceiling and Benthos; raw results and profiles in .bench/results, not committed (BENCH_FLAGS=--quick: a short run)
+bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the raw-library ceiling and Benthos; summary in bench/latest.json (commit it), raw results and profiles in .bench/results (not committed); BENCH_FLAGS=--quick: a short run, no summary
 	$(GO) build -o bin/bench-ceiling ./bench/ceiling
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bench/benthos/build.sh

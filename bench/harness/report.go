@@ -17,6 +17,7 @@ import (
 // figure of a peer's Median is the median over its runs.
 type results struct {
 	Partial    bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
+	Commit     string                  `json:"commit,omitempty"`  // git rev-parse --short HEAD at the start; absent in files from before it was recorded
 	Machine    machine                 `json:"machine"`
 	Started    time.Time               `json:"started"`
 	Finished   time.Time               `json:"finished"`
