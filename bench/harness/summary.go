@@ -32,12 +32,12 @@ import (
 //	  records_per_sec             end to end: start until every group committed its input
 //	  cpu_us_per_record           CPU of the peer's own processes, µs per source record
 //	                              (the same number as CPU s per million records)
-//	  services_cpu_us_per_record  CPU of the stack's services (Kafka, ClickHouse, Redis, the
-//	                              registry, sensitive-words) while the peer ran, summed, µs
-//	                              per source record
+//	  services_cpu_us_per_record  CPU of the stack's services found running (Kafka, ClickHouse,
+//	                              Redis, the registry, sensitive-words) while the peer ran,
+//	                              summed, µs per source record
 //	  peak_rss_mb                 peak RSS (VmHWM), summed over the peer's processes
 //	  clickhouse_rows             rows in ClickHouse after the drain
-//	  clickhouse_rows_final       the same with FINAL (after ReplacingMergeTree dedupe)
+//	  clickhouse_rows_final       the same counted with FINAL (duplicates collapsed)
 //	  latency                     backflow only, when the latency run ran: rate_requests_per_sec
 //	                              (loadgen's rate; 3 records a request), p50_ms and p99_ms of
 //	                              event time → landed in ClickHouse, medians over the runs
@@ -49,8 +49,8 @@ import (
 //	                         (source records), seconds, records_per_sec, cpu_us_per_record,
 //	                         peak_rss_mb and clickhouse_rows
 //
-// Rounding: records/s and peak RSS to whole numbers, µs per record to 0.1, latency to whole
-// ms, ratios to 0.001 (the markdown results show the same to fewer digits).
+// Rounding: records/s, seconds and peak RSS to whole numbers, µs per record to 0.1, latency
+// to whole ms, ratios to 0.001 (the markdown results show the same to fewer digits).
 type summary struct {
 	Started        string                 `json:"started"`
 	Commit         string                 `json:"commit"`
