@@ -36,13 +36,13 @@ build: ## build bin/backflow and the load generator bin/loadgen
 config-reference: ## regenerate deploy/config.example.yaml after changing a config key (README: check-config --print-reference)
 	$(GO) run ./cmd/backflow check-config --print-example > deploy/config.example.yaml
 
-bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the raw-library ceiling and Benthos; results in bench/results (BENCH_FLAGS=--quick: a short run)
+bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the raw-library ceiling and Benthos; summary in bench/latest.json (commit it), raw results and profiles in .bench/results (not committed); BENCH_FLAGS=--quick: a short run, no summary
 	$(GO) build -o bin/bench-ceiling ./bench/ceiling
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bench/benthos/build.sh
 	bin/bench-harness $(BENCH_FLAGS)
 
-bench-micro: check-go ## Go micro-benchmarks of the hot paths into bench/results/micro-*.txt, for benchstat (BENCH_COUNT, BENCH_RUN)
+bench-micro: check-go ## Go micro-benchmarks of the hot paths into .bench/results/micro-*.txt (not committed), for benchstat (BENCH_COUNT, BENCH_RUN)
 	bench/micro.sh
 
 stack-plain-up:

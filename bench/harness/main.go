@@ -12,9 +12,16 @@
 //     (from /proc/<pid>/stat and VmHWM in /proc/<pid>/status).
 //  3. A latency run: backflow on fresh topics while loadgen sends at a fixed rate (default half
 //     the measured maximum); p50/p95/p99 of landed_time_ms - event_time_ms read from ClickHouse.
-//  4. It writes the medians (and every run) as JSON and a markdown table under bench/results/,
-//     with the machine's cores and memory, and optionally CPU and allocation profiles of
-//     backflow's stages from the first run.
+//  4. It writes the medians (and every run) as JSON and a markdown table under --out (default
+//     .bench/results/, ignored by git: raw results and profiles are never committed), with the
+//     machine's cores and memory, and optionally CPU and allocation profiles of backflow's
+//     stages from the first run.
+//  5. It writes a small summary of the run, the file to commit and quote, to --summary
+//     (default bench/latest.json; see summary in summary.go for its fields).
+//
+// `bench-harness --summarize RUN.json [DRAIN.json...]` prints the summary of results files
+// already written (the first a run, any further ones drains of a larger backlog by backflow)
+// without running anything.
 //
 // Run it through `make bench` (which builds what it needs); `bench-harness --help` lists flags.
 package main
@@ -48,6 +55,7 @@ type options struct {
 	latencyRuns   int
 	profile       bool
 	out           string
+	summaryPath   string
 	backflow      string
 	ceiling       string
 	benthos       string
@@ -70,7 +78,10 @@ func main() {
 	flag.DurationVar(&o.latencyFor, "latency-duration", 30*time.Second, "how long loadgen sends in each latency run")
 	flag.IntVar(&o.latencyRuns, "latency-runs", 0, "latency runs (0: as many as --runs)")
 	flag.BoolVar(&o.profile, "profile", true, "write CPU and allocation profiles of backflow's stages during its first run")
-	flag.StringVar(&o.out, "out", "bench/results", "folder for the results (JSON, markdown, profiles); logs go to <out>/tmp")
+	flag.StringVar(&o.out, "out", ".bench/results", "folder for the raw results (JSON, markdown, profiles; ignored by git); logs go to <out>/tmp")
+	flag.StringVar(&o.summaryPath, "summary", "bench/latest.json", "where to write the run's small summary, the file to commit (empty: none; a --quick run writes none unless this is given)")
+	summarizeOnly := flag.Bool("summarize", false, "print the summary of the results files given as arguments (a run, then any drains) and exit, running nothing")
+	commit := flag.String("commit", "", "with --summarize: the commit measured, for results files from before the harness recorded it")
 	flag.StringVar(&o.backflow, "backflow", "bin/backflow", "the backflow binary")
 	flag.StringVar(&o.ceiling, "ceiling", "bin/bench-ceiling", "the ceiling binary (go build ./bench/ceiling)")
 	flag.StringVar(&o.benthos, "benthos", ".stack/benthos/benthos", "the Benthos binary (bench/benthos/build.sh)")
@@ -80,10 +91,24 @@ func main() {
 	flag.StringVar(&o.layout, "backflow-layout", layoutStages, "how backflow runs: stages (one process per stage, each with its own profiles) or run (one `backflow run` process with every stage, as make demo runs it)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's topics, groups and ClickHouse database (default: deleted after the run)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "       bench-harness --summarize [--commit C] RUN.json [DRAIN.json...] > bench/latest.json\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *summarizeOnly {
+		b, err := summarizeFiles(flag.Args(), *commit)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-harness:", err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(b)
+		return
+	}
+	if flag.NArg() > 0 || *commit != "" {
+		fmt.Fprintf(os.Stderr, "bench-harness: arguments %q and --commit are for --summarize only\n", flag.Args())
+		os.Exit(2)
+	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
@@ -95,6 +120,9 @@ func main() {
 		}
 		if !set["latency-duration"] {
 			o.latencyFor = 10 * time.Second
+		}
+		if !set["summary"] {
+			o.summaryPath = "" // a short run's figures are no summary to commit
 		}
 	}
 	if o.latencyRuns == 0 {
@@ -215,7 +243,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer h.st.Close()
 
-	res := &results{Machine: machineInfo(), Started: h.started.UTC(), Options: o.summary()}
+	res := &results{Commit: gitCommit(), Machine: machineInfo(), Started: h.started.UTC(), Options: o.summary()}
 	say("bench %s: %d records, %d run(s) per peer, peers %s; logs in %s", h.stamp, o.records, o.runs, o.peers, h.tmp)
 	say("machine: %s", res.Machine)
 
@@ -293,7 +321,17 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Println()
 	fmt.Println(res.markdown())
-	say("results: %s", strings.Join(paths, ", "))
+	say("raw results (not committed): %s", strings.Join(paths, ", "))
+	if res.ProfileDir != "" {
+		say("profiles (not committed): %s", res.ProfileDir)
+	}
+	say("logs: %s", h.tmp)
+	if o.summaryPath != "" {
+		if err := writeSummary(res, o.summaryPath); err != nil {
+			return fmt.Errorf("summary: %w", err)
+		}
+		say("summary (commit this): %s", o.summaryPath)
+	}
 	return nil
 }
 

@@ -13,10 +13,11 @@ import (
 	"time"
 )
 
-// Results as written to bench/results/<stamp>.json; every figure of a peer's Median is the median
-// over its runs.
+// Results as written to <out>/<stamp>.json (default .bench/results, ignored by git); every
+// figure of a peer's Median is the median over its runs.
 type results struct {
 	Partial    bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
+	Commit     string                  `json:"commit,omitempty"`  // git rev-parse --short HEAD at the start; absent in files from before it was recorded
 	Machine    machine                 `json:"machine"`
 	Started    time.Time               `json:"started"`
 	Finished   time.Time               `json:"finished"`
