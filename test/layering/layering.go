@@ -1,0 +1,86 @@
+// Package layering holds the rule that imports go one way through backflow's tree, and the
+// test that keeps the tree to it (layering_test.go). Check is the rule; Layer names the rooms.
+//
+// The layers, lowest first: leaf libraries (internal/...), contracts (avro, the sinks package
+// itself), stages (processors/*, sinks/*), wiring (pipelines, pipelines/*), mains (cmd/*). A
+// package imports only from lower layers, except that leaf libraries may import each other
+// and so may the wiring's packages; a stage never imports another stage. What is not the
+// product (tools/, test/, bench/, deploy/) may import anything, and the product never
+// imports it.
+package layering
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Layer is a room of the tree, in import order: a package may import from lower layers.
+type Layer int
+
+// The layers, lowest first. Apart is what is not the product.
+const (
+	Leaf Layer = iota
+	Contract
+	Stage
+	Wiring
+	Main
+	Apart
+)
+
+func (l Layer) String() string {
+	return [...]string{"leaf library", "contract", "stage", "wiring", "main", "not the product"}[l]
+}
+
+// LayerOf places a package path relative to the module root ("processors/ingest").
+func LayerOf(rel string) Layer {
+	top, _, _ := strings.Cut(rel, "/")
+	switch {
+	case top == "internal":
+		return Leaf
+	case rel == "avro" || rel == "sinks":
+		return Contract
+	case top == "processors" || top == "sinks":
+		if rel == "processors" { // the doc-only parent package
+			return Contract
+		}
+		return Stage
+	case top == "pipelines":
+		return Wiring
+	case top == "cmd":
+		return Main
+	default:
+		return Apart
+	}
+}
+
+// Check returns one line per import that breaks the rule, sorted; imports maps each package
+// (relative path) to the module's own packages it imports (relative paths).
+func Check(imports map[string][]string) []string {
+	var bad []string
+	for pkg, deps := range imports {
+		from := LayerOf(pkg)
+		if from == Apart {
+			continue
+		}
+		for _, dep := range deps {
+			to := LayerOf(dep)
+			var why string
+			switch {
+			case to == Apart:
+				why = "the product never imports what is not the product"
+			case to > from:
+				why = fmt.Sprintf("a %s may not import a %s (imports go one way)", from, to)
+			case to == from && from == Stage:
+				why = "a stage may not import another stage: share through a contract (avro, sinks) or wire them in pipelines"
+			case to == from && (from == Contract || from == Main) && dep != pkg:
+				why = fmt.Sprintf("a %s may not import another %s", from, to)
+			}
+			if why != "" {
+				bad = append(bad, fmt.Sprintf("%s (%s) imports %s (%s): %s", pkg, from, dep, to, why))
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
