@@ -133,7 +133,7 @@ func TestFromEnv(t *testing.T) {
 }
 
 // TestEnvVarsDocumented: every BACKFLOW_* variable FromEnv reads is in EnvVars (what --help
-// prints) and in the README's table for external services.
+// prints) and in docs/configuration.md's table for external services.
 func TestEnvVarsDocumented(t *testing.T) {
 	var read []string
 	if _, err := FromEnv(func(k string) string { read = append(read, k); return "" }); err != nil {
@@ -145,7 +145,7 @@ func TestEnvVarsDocumented(t *testing.T) {
 			listed[name] = true
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

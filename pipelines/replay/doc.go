@@ -18,5 +18,5 @@
 //   - every executed replay is recorded (Recorder): in the control topic and in ClickHouse's
 //     replay_log table.
 //
-// What a replay does to each stage's state is in the README ("Replay").
+// What a replay does to each stage's state is in docs/replay.md.
 package replay

@@ -23,7 +23,7 @@ func TestMigrationsParse(t *testing.T) {
 	byVersion := map[uint32]Migration{}
 	// ClickHouse 18.16 rejects these; they may appear in comments only.
 	forbidden := regexp.MustCompile(`(?i)\bTTL\b|\bMap\(|DateTime64|LowCardinality|ADD COLUMN IF NOT EXISTS`)
-	// Numbers are reserved per area (README), so there may be gaps; the order must be strict.
+	// Numbers are reserved per area (docs/architecture.md), so there may be gaps; the order must be strict.
 	for i, m := range ms {
 		if i > 0 && m.Version <= ms[i-1].Version {
 			t.Fatalf("migration %d has version %d after %d: versions must increase", i, m.Version, ms[i-1].Version)
