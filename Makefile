@@ -74,7 +74,7 @@ CHAOS_FLAGS ?=
 chaos: check-go ## the fault-injection suite: every scenario of reliability.md on a 3-broker stack and the secured one (CHAOS_FLAGS="--scenarios 2,16")
 	$(STACK) up --brokers 3 || { $(STACK) down kafka && $(STACK) up --brokers 3; }
 	$(STACK) --secure up
-	$(GO) run ./test/chaos/cmd/chaos $(CHAOS_FLAGS)
+	$(GO) run ./test/chaos/cmd/chaos $(if $(CHAOS_FLAGS),,--summary test/chaos/latest.json) $(CHAOS_FLAGS)
 
 DURATION ?= 10m
 soak: check-go ## scenario 20: faults 1, 2, 5, 9 and 15 in turn under steady traffic for DURATION (default 10m)

@@ -29,13 +29,35 @@ func run() int {
 	soak := fs.Duration("soak", 0, "run only scenario 20, the soak, for this long")
 	out := fs.String("json", ".chaos/results.json", "where to write the results as JSON")
 	rssCap := fs.Int("rss-cap-mib", 768, "memory cap of each backflow process, MiB")
-	markdown := fs.String("print-markdown", "", "print the results JSON file given as the README's table, and run nothing")
+	markdown := fs.String("print-markdown", "", "print the results JSON file given as a markdown table, and run nothing")
+	summary := fs.String("summary", "", "also write the summary the docs quote to this file (make chaos: test/chaos/latest.json)")
+	summarize := fs.Bool("summarize", false, "print the summary of the results JSON files given as arguments (later runs replace a scenario's earlier result), and run nothing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./test/chaos/cmd/chaos [flags]\n\nRuns the fault-injection suite on the stack of .stack/env (deploy/local/stack up;\nscenarios 15 and 20 need --brokers 3, scenario 19 the secured stack). Each scenario gets a\nprivate pipeline; the table shows lost, dup and misrouted against loadgen's manifest.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	if *summarize {
+		var reps []*chaos.Report
+		for _, path := range fs.Args() {
+			rep, err := chaos.ReadReport(path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "chaos:", err)
+				return 1
+			}
+			reps = append(reps, rep)
+		}
+		if len(reps) == 0 {
+			fmt.Fprintln(os.Stderr, "chaos: --summarize needs one or more results files")
+			return 2
+		}
+		if err := chaos.Summarize(reps...).WriteSummary("/dev/stdout"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	}
 	if *markdown != "" {
 		rep, err := chaos.ReadReport(*markdown)
@@ -116,6 +138,13 @@ func run() int {
 	fmt.Println()
 	rep.WriteTable(os.Stdout)
 	fmt.Printf("results: %s; scratch folders and logs: %s\n", *out, scratch)
+	if *summary != "" {
+		if err := chaos.Summarize(rep).WriteSummary(*summary); err != nil {
+			logf("%v", err)
+		} else {
+			fmt.Printf("summary: %s\n", *summary)
+		}
+	}
 	if rep.Failed > 0 || ctx.Err() != nil {
 		return 1
 	}
