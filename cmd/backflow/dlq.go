@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,8 +13,6 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/dlq"
@@ -351,14 +347,6 @@ type redriveOptions struct {
 	timeout     time.Duration
 }
 
-// dlqPos is a DLQ partition and offset.
-type dlqPos struct {
-	partition int32
-	offset    int64
-}
-
-func (p dlqPos) String() string { return fmt.Sprintf("%d:%d", p.partition, p.offset) }
-
 func newDLQRedriveCmd() *cobra.Command {
 	var o redriveOptions
 	cmd := &cobra.Command{
@@ -402,8 +390,8 @@ skipped or a produce failed; 2 bad or conflicting flags.`,
 }
 
 // parseOffsets reads "P:O,P:O"; duplicates collapse.
-func parseOffsets(s string) (map[dlqPos]bool, error) {
-	out := map[dlqPos]bool{}
+func parseOffsets(s string) (map[dlq.Pos]bool, error) {
+	out := map[dlq.Pos]bool{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		ps, offs, ok := strings.Cut(part, ":")
@@ -412,7 +400,7 @@ func parseOffsets(s string) (map[dlqPos]bool, error) {
 		if !ok || perr != nil || oerr != nil || p < 0 || off < 0 {
 			return nil, fmt.Errorf("%w: --offsets: %q is not partition:offset", errUsage, part)
 		}
-		out[dlqPos{int32(p), off}] = true
+		out[dlq.Pos{Partition: int32(p), Offset: off}] = true
 	}
 	return out, nil
 }
@@ -433,7 +421,7 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, o.timeout)
 	}
-	var wanted map[dlqPos]bool
+	var wanted map[dlq.Pos]bool
 	if o.offsets != "" {
 		var err error
 		if wanted, err = parseOffsets(o.offsets); err != nil {
@@ -448,77 +436,11 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 	defer cancel()
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 
-	// Select from a snapshot of the DLQ.
-	var selected []dlq.Entry
-	var problems []string
-	found := map[dlqPos]bool{}
-	err = dlq.Scan(ctx, cfg.Kafka, o.topic, func(r *kgo.Record) error {
-		pos := dlqPos{r.Partition, r.Offset}
-		if wanted != nil && !wanted[pos] {
-			return nil
-		}
-		found[pos] = true
-		e, err := dlq.Decode(r)
-		if err != nil {
-			if wanted != nil {
-				problems = append(problems, fmt.Sprintf("--offsets %s: %s/%d/%d is not a DLQ entry: %v", pos, o.topic, pos.partition, pos.offset, err))
-			}
-			return nil
-		}
-		if (o.class != "" && e.Class != o.class) || (o.originTopic != "" && e.Origin.Topic != o.originTopic) {
-			return nil
-		}
-		selected = append(selected, e)
-		return nil
-	})
+	plan, err := dlq.PlanRedrive(ctx, cfg.Kafka, o.topic, dlq.Selection{Positions: wanted, Class: o.class, All: o.all, OriginTopic: o.originTopic}, time.Now())
 	if err != nil {
 		return err
 	}
-	for pos := range wanted {
-		if !found[pos] {
-			problems = append(problems, fmt.Sprintf("--offsets %s: no such entry in %s", pos, o.topic))
-		}
-	}
-
-	// The same bad record written twice (a retried DLQ write) is re-driven once, and records go
-	// back in their origin order.
-	slices.SortFunc(selected, func(a, b dlq.Entry) int {
-		return cmp.Or(strings.Compare(a.Origin.Topic, b.Origin.Topic),
-			cmp.Compare(a.Origin.Partition, b.Origin.Partition), cmp.Compare(a.Origin.Offset, b.Origin.Offset),
-			cmp.Compare(a.DLQPartition, b.DLQPartition), cmp.Compare(a.DLQOffset, b.DLQOffset))
-	})
-	selected = slices.CompactFunc(selected, func(a, b dlq.Entry) bool {
-		return a.Origin.Topic == b.Origin.Topic && a.Origin.Partition == b.Origin.Partition && a.Origin.Offset == b.Origin.Offset
-	})
-
-	// Where each would go; skip what cannot be re-driven.
-	origins, err := originPartitions(ctx, cfg.Kafka.NewClient, selected)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	var recs []*kgo.Record
-	var from []dlq.Entry
-	for _, e := range selected {
-		at := fmt.Sprintf("%s/%d/%d", e.DLQTopic, e.DLQPartition, e.DLQOffset)
-		n, ok := origins[e.Origin.Topic]
-		switch {
-		case !ok:
-			problems = append(problems, fmt.Sprintf("%s: origin topic %s does not exist", at, e.Origin.Topic))
-			continue
-		case e.Origin.Partition >= n:
-			problems = append(problems, fmt.Sprintf("%s: origin %s has %d partition(s), not %d", at, e.Origin.Topic, n, e.Origin.Partition))
-			continue
-		}
-		r, err := dlq.Redrive(e, now)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", at, err))
-			continue
-		}
-		recs = append(recs, r)
-		from = append(from, e)
-	}
-	slices.Sort(problems)
+	recs, from, problems := plan.Records, plan.From, plan.Problems
 	for _, p := range problems {
 		fmt.Fprintln(stderr, "backflow: skipped", p)
 	}
@@ -542,22 +464,12 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 		return nil
 	}
 
-	// An idempotent producer with acks=all (franz-go's defaults); records keep their partition.
-	cl, err := cfg.Kafka.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	results, err := plan.Execute(ctx, cfg.Kafka)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	// Results come back in completion order, not in the order produced.
-	index := make(map[*kgo.Record]int, len(recs))
-	for i, r := range recs {
-		index[r] = i
-	}
-	results := cl.ProduceSync(ctx, recs...)
-	slices.SortFunc(results, func(a, b kgo.ProduceResult) int { return cmp.Compare(index[a.Record], index[b.Record]) })
 	done := 0
-	for _, res := range results {
-		i := index[res.Record]
+	for i, res := range results {
 		if res.Err != nil {
 			fmt.Fprintf(stderr, "backflow: re-drive of %s/%d/%d failed: %v\n", from[i].DLQTopic, from[i].DLQPartition, from[i].DLQOffset, res.Err)
 			continue
@@ -575,39 +487,6 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 		return errFound
 	}
 	return nil
-}
-
-// originPartitions returns the partition count of every origin topic of entries that exists.
-func originPartitions(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), entries []dlq.Entry) (map[string]int32, error) {
-	var topics []string
-	for _, e := range entries {
-		if !slices.Contains(topics, e.Origin.Topic) {
-			topics = append(topics, e.Origin.Topic)
-		}
-	}
-	out := map[string]int32{}
-	if len(topics) == 0 {
-		return out, nil
-	}
-	cl, err := newClient()
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	tds, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("metadata for origin topics: %w", err)
-	}
-	for _, td := range tds {
-		switch {
-		case errors.Is(td.Err, kerr.UnknownTopicOrPartition):
-		case td.Err != nil:
-			return nil, fmt.Errorf("metadata for origin topic %s: %w", td.Topic, td.Err)
-		default:
-			out[td.Topic] = int32(len(td.Partitions))
-		}
-	}
-	return out, nil
 }
 
 func headerValue(r *kgo.Record, key string) string {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/dlq"
 )
 
 // runDLQ runs the CLI in-process with ctx and returns the exit code, stdout and stderr.
@@ -75,11 +77,11 @@ func TestParseOffsets(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
-		want    []dlqPos
+		want    []dlq.Pos
 		wantErr bool
 	}{
-		{"one", "0:12", []dlqPos{{0, 12}}, false},
-		{"several with spaces and a duplicate", "0:12, 2:7,0:12", []dlqPos{{0, 12}, {2, 7}}, false},
+		{"one", "0:12", []dlq.Pos{{Partition: 0, Offset: 12}}, false},
+		{"several with spaces and a duplicate", "0:12, 2:7,0:12", []dlq.Pos{{Partition: 0, Offset: 12}, {Partition: 2, Offset: 7}}, false},
 		{"no colon", "12", nil, true},
 		{"not a number", "a:1", nil, true},
 		{"negative offset", "0:-1", nil, true},

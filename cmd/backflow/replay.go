@@ -8,12 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/pipelines/replay"
-	"github.com/backflowhq/backflow/processors/features"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 const replayLong = `replay moves a consumer group's committed offsets so that the group reads retained records
@@ -111,7 +107,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.export, "export", false, "print the plan as CSV (topic,partition,offset), as Kafka's tool exports it")
 	f.BoolVar(&o.newEpoch, "new-epoch", false, "ingest groups: bump the replay epoch in the control topic with the move")
 	f.BoolVar(&o.resetState, "reset-state", false, "feature aggregator groups: rebuild the aggregates from the replayed records")
-	f.StringVar(&o.controlTopic, "control-topic", "backflow.control", "the control topic (epochs and replay records)")
+	f.StringVar(&o.controlTopic, "control-topic", replay.DefaultControlTopic, "the control topic (epochs and replay records)")
 	f.StringVar(&o.storageDir, "storage-dir", "", "--reset-state: the sink's local table storage on this host (default: <tmp>/backflow-goka-features)")
 	f.StringVar(&o.project, "project", "backflow", "--reset-state: the Feast project whose aggregate rows are deleted from Redis")
 	f.StringVar(&o.enrichedTopic, "enriched-topic", "backflow.enriched", "--reset-state: the aggregator's input topic")
@@ -119,41 +115,31 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 }
 
-// request turns the flags into a replay request; every problem is a usage error.
-func (o *replayOptions) request(cmd *cobra.Command) (replay.Request, error) {
+// request turns the flags into a replay request and its options; every problem is a usage
+// error.
+func (o *replayOptions) request(cmd *cobra.Command) (replay.Request, replay.Options, error) {
+	opts := replay.Options{NewEpoch: o.newEpoch, ResetState: o.resetState, ControlTopic: o.controlTopic,
+		EnrichedTopic: o.enrichedTopic, Project: o.project, StorageDir: o.storageDir, Reason: o.reason}
 	req, err := o.Flags.Request(cmd.Flags())
 	if err != nil {
-		return req, fmt.Errorf("%w: %w", errUsage, err)
+		return req, opts, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if o.execute && o.dryRun {
-		return req, fmt.Errorf("%w: --execute and --dry-run contradict each other", errUsage)
+		return req, opts, fmt.Errorf("%w: --execute and --dry-run contradict each other", errUsage)
 	}
-	if o.newEpoch && o.resetState {
-		return req, fmt.Errorf("%w: --new-epoch is for an ingest group, --reset-state for a feature aggregator group: not both", errUsage)
+	if _, _, err := replay.Complete(req, opts); err != nil {
+		return req, opts, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if o.resetState {
-		// The loopback's waiting deltas belong to the state thrown away: it moves to its end.
-		req.ToEnd = []string{replay.LoopTopic(req.Group)}
-		if !req.Scope.AllTopics && len(req.Scope.Topics) == 0 && req.Spec.Kind != replay.FromFile {
-			req.Scope.Topics = []replay.TopicScope{{Topic: o.enrichedTopic}}
-		}
-		if req.Spec.Kind != replay.ToEarliest {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: --reset-state with %s: the rebuilt aggregates count only the records from the target on\n", req.Spec)
-		}
+	if o.timeout <= 0 {
+		return req, opts, fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, o.timeout)
 	}
-	if err := req.Validate(); err != nil {
-		return req, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	return req, nil
+	return req, opts, nil
 }
 
 func (o *replayOptions) run(cmd *cobra.Command) error {
-	req, err := o.request(cmd)
+	req, opts, err := o.request(cmd)
 	if err != nil {
 		return err
-	}
-	if o.timeout <= 0 {
-		return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, o.timeout)
 	}
 	conn, err := loadConfig()
 	if err != nil {
@@ -167,35 +153,14 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 	}
 	defer cl.Close()
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-
-	var actions []replay.Action
-	if o.newEpoch {
-		td, err := kadm.NewClient(cl).ListTopics(ctx, o.controlTopic)
-		if err != nil {
-			return err
-		}
-		if d, ok := td[o.controlTopic]; !ok || d.Err != nil {
-			return fmt.Errorf("--new-epoch: control topic %s does not exist: is %s an ingest group (ingest creates it at start-up)?", o.controlTopic, req.Group)
-		}
-		e := &replay.Epoch{Client: cl, ControlTopic: o.controlTopic, Group: req.Group}
-		if _, err := e.Read(ctx); err != nil {
-			return err
-		}
-		actions = append(actions, e)
-	}
-	var fr *replay.FeatureReset
-	if o.resetState {
-		dir := o.storageDir
-		if dir == "" {
-			dir = features.DefaultStorageDir()
-		}
-		fr = &replay.FeatureReset{Client: cl, Sink: features.Config{Group: req.Group, EnrichedTopic: o.enrichedTopic, Project: o.project}, StorageDir: dir}
-		actions = append(actions, fr)
-	}
-	plan, err := replay.Build(ctx, cl, req)
+	p, err := replay.Prepare(ctx, cl, req, opts)
 	if err != nil {
 		return err
 	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	plan := p.Plan
 	if o.export {
 		if err := replay.WriteCSV(out, plan); err != nil {
 			return err
@@ -210,7 +175,7 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 	if o.export {
 		info = stderr
 	}
-	for _, a := range actions {
+	for _, a := range p.Actions {
 		fmt.Fprintf(info, "stage: %s\n", a.Describe())
 	}
 	if !o.execute {
@@ -222,27 +187,7 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 		}
 		return nil
 	}
-	if plan.Live() {
-		return &replay.LiveError{Group: plan.Group, State: plan.State, Members: plan.Members}
-	}
-	if fr != nil {
-		rdb, err := redis.Open(ctx, conn.Redis)
-		if err != nil {
-			return fmt.Errorf("--reset-state: %w", err)
-		}
-		defer rdb.Close()
-		fr.Redis = rdb
-	}
-	ch, err := clickhouse.Open(ctx, conn.ClickHouse)
-	if err != nil {
-		return fmt.Errorf("replay_log: %w (a replay is executed only when it can be recorded)", err)
-	}
-	defer ch.Close()
-	rec, err := replay.Apply(ctx, cl, plan, replay.Config{
-		Actions:   actions,
-		Recorders: []replay.Recorder{replay.ControlTopic{Client: cl, Topic: o.controlTopic, Replication: int16(conn.Kafka.TableReplication)}, replay.ClickHouseLog{Conn: ch}},
-		Reason:    o.reason,
-	})
+	rec, err := p.Execute(ctx, cl, replay.Systems{ClickHouse: conn.ClickHouse, Redis: conn.Redis, Replication: int16(conn.Kafka.TableReplication)})
 	printRecord(info, rec, err)
 	return err
 }
