@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/dashboard"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -49,12 +49,12 @@ func newDemo(t *testing.T) *demo {
 	}
 	// A replay as the replay command records it: one row per partition moved.
 	d.replayAt = time.Now().UTC().Add(-5 * time.Minute).Truncate(time.Second)
-	var rows []clickhouse.ReplayLogRow
+	var rows []replay.ReplayLogRow
 	for p, off := range []int64{1200, 900} {
-		rows = append(rows, clickhouse.ReplayLogRow{ReplayID: "r-dashboard", ReplayedAt: d.replayAt, Who: replayWho, Group: d.SinkGroup,
+		rows = append(rows, replay.ReplayLogRow{ReplayID: "r-dashboard", ReplayedAt: d.replayAt, Who: replayWho, Group: d.SinkGroup,
 			Spec: "earliest", EpochFrom: -1, EpochTo: 1, Topic: d.Ingest.EnrichedTopic, Partition: int32(p), FromOffset: off, ToOffset: 0})
 	}
-	if err := clickhouse.InsertReplayLog(ctx, d.Conn, rows); err != nil {
+	if err := replay.InsertReplayLog(ctx, d.Conn, rows); err != nil {
 		t.Fatal(err)
 	}
 	var err error

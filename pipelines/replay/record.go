@@ -175,6 +175,24 @@ func ReadRecords(ctx context.Context, cl *kgo.Client, topic, group string) ([]Re
 	return out, nil
 }
 
+// ReplayLogRow is one partition of one executed replay in ClickHouse's replay_log table
+// (migration 0007; the dashboards read it). Field tags name the columns.
+type ReplayLogRow struct {
+	ReplayID   string    `ch:"replay_id"`
+	ReplayedAt time.Time `ch:"replayed_at"`
+	Who        string    `ch:"who"`
+	Group      string    `ch:"consumer_group"`
+	Spec       string    `ch:"spec"`
+	Reason     string    `ch:"reason"`
+	Actions    []string  `ch:"actions"`
+	EpochFrom  int32     `ch:"epoch_from"` // -1: no epoch change
+	EpochTo    int32     `ch:"epoch_to"`
+	Topic      string    `ch:"topic"`
+	Partition  int32     `ch:"partition"`
+	FromOffset int64     `ch:"from_offset"` // -1: no committed offset before
+	ToOffset   int64     `ch:"to_offset"`
+}
+
 // ClickHouseLog records replays in ClickHouse's replay_log table, one row per partition.
 type ClickHouseLog struct {
 	Conn driver.Conn
@@ -185,7 +203,7 @@ func (c ClickHouseLog) Name() string { return "ClickHouse " + clickhouse.TableRe
 
 // Check implements Recorder: the table must exist.
 func (c ClickHouseLog) Check(ctx context.Context) error {
-	return clickhouse.CheckReplayLog(ctx, c.Conn)
+	return clickhouse.CheckTable(ctx, c.Conn, clickhouse.TableReplayLog)
 }
 
 // Record implements Recorder.
@@ -194,10 +212,20 @@ func (c ClickHouseLog) Record(ctx context.Context, r Record) error {
 	if r.Epoch != nil {
 		ef, et = r.Epoch.From, r.Epoch.To
 	}
-	rows := make([]clickhouse.ReplayLogRow, len(r.Partitions))
+	rows := make([]ReplayLogRow, len(r.Partitions))
 	for i, m := range r.Partitions {
-		rows[i] = clickhouse.ReplayLogRow{ReplayID: r.ID, ReplayedAt: r.Time, Who: r.By, Group: r.Group, Spec: r.Spec, Reason: r.Reason,
+		rows[i] = ReplayLogRow{ReplayID: r.ID, ReplayedAt: r.Time, Who: r.By, Group: r.Group, Spec: r.Spec, Reason: r.Reason,
 			Actions: append([]string{}, r.Actions...), EpochFrom: ef, EpochTo: et, Topic: m.Topic, Partition: m.Partition, FromOffset: m.From, ToOffset: m.To}
 	}
-	return clickhouse.InsertReplayLog(ctx, c.Conn, rows)
+	return InsertReplayLog(ctx, c.Conn, rows)
+}
+
+// InsertReplayLog writes the rows of one replay to replay_log in one batch.
+func InsertReplayLog(ctx context.Context, conn driver.Conn, rows []ReplayLogRow) error {
+	for i := range rows {
+		if rows[i].Actions == nil {
+			rows[i].Actions = []string{}
+		}
+	}
+	return clickhouse.InsertRows(ctx, conn, clickhouse.TableReplayLog, rows)
 }

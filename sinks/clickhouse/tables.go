@@ -1,0 +1,47 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// TableReplayLog is the audit table of executed replays (migration 0007).
+const TableReplayLog = "replay_log"
+
+// CheckTable reports an error unless table exists in the connection's database (run backflow
+// migrate); a missing table wraps ErrClickHouseFatal.
+func CheckTable(ctx context.Context, conn driver.Conn, table string) error {
+	var n uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?`, table).Scan(&n); err != nil {
+		return fmt.Errorf("clickhouse: look for %s: %w", table, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: table %s is missing (run backflow migrate)", ErrClickHouseFatal, table)
+	}
+	return nil
+}
+
+// InsertRows writes rows to table in one batch, through PrepareBatch with the columns named
+// by T's `ch` field tags (the only insert that works on every server version we support).
+func InsertRows[T any](ctx context.Context, conn driver.Conn, table string, rows []T) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	var zero T
+	b, err := conn.PrepareBatch(ctx, insertSQL(table, zero))
+	if err != nil {
+		return fmt.Errorf("clickhouse: insert %s: %w", table, err)
+	}
+	for i := range rows {
+		if err := b.AppendStruct(&rows[i]); err != nil {
+			b.Abort()
+			return fmt.Errorf("clickhouse: insert %s: row %d: %w", table, i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("clickhouse: insert %s: %w", table, err)
+	}
+	return nil
+}
