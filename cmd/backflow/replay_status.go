@@ -91,7 +91,9 @@ and printing one plain line per poll otherwise (logs stay readable), then prints
 			for {
 				select {
 				case <-ctx.Done():
-					bar.Exit()
+					if bar != nil { // nil: plain lines (not a terminal, or --no-progress)
+						_ = bar.Exit()
+					}
 					return nil
 				case <-tick.C:
 				}
