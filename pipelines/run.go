@@ -173,6 +173,10 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 		case r := <-results:
 			delete(running, r.name)
 			switch {
+			case r.err != nil && deadline != nil && errors.Is(r.err, context.Canceled):
+				// Stopped while it waited for a dependency (a connect, a migration, a retry):
+				// the stop we asked for, not a failure. What it held stays uncommitted.
+				log.Info("stage stopped", "stage", r.name, "detail", r.err.Error())
 			case r.err != nil && failure == nil:
 				log.Error("stage failed", "stage", r.name, "error", r.err)
 				failure = fmt.Errorf("%s: %w", r.name, r.err)
