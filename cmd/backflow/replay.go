@@ -154,7 +154,9 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 	defer cl.Close()
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	p, err := replay.Prepare(ctx, cl, req, opts)
-	if err != nil {
+	if errors.Is(err, replay.ErrBadRequest) { // e.g. a stage step on another stage's group
+		return fmt.Errorf("%w: %w", errUsage, err)
+	} else if err != nil {
 		return err
 	}
 	for _, w := range p.Warnings {

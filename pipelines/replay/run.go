@@ -90,6 +90,9 @@ func Prepare(ctx context.Context, cl *kgo.Client, req Request, opts Options) (*P
 		return nil, err
 	}
 	p := &Prepared{opts: opts, Warnings: warnings}
+	if err := checkStage(ctx, cl, req.Group, opts); err != nil {
+		return nil, err
+	}
 	if opts.NewEpoch {
 		td, err := kadm.NewClient(cl).ListTopics(ctx, opts.ControlTopic)
 		if err != nil {
