@@ -24,8 +24,10 @@ import (
 
 // timedTopic is a topic whose records have known timestamps: partition p, record k has
 // CreateTime base + k hours + 30 min + 7p min, for k in [0, perPartition). base is now - 9 days
-// rounded down to the hour, so every "now - D" a spec asks for (D a whole number of hours)
-// falls at least 16 minutes from any record, whatever the few seconds between two tools' "now".
+// (to the second), so every "now - D" a spec asks for (D a whole number of hours) falls at
+// least 16 minutes from any record, whatever the minutes between two tools' "now". (Rounding base
+// down to the hour put the cutoff next to a record whenever the test started in the second
+// half of an hour, and ours and Kafka's tool, run seconds apart, then disagreed.)
 type timedTopic struct {
 	topic    string
 	base     time.Time
@@ -38,7 +40,7 @@ const perPartition = 216 // 9 days of hourly records
 func newTimedTopic(t *testing.T, ctx context.Context, adm *kadm.Client, cl *kgo.Client) timedTopic {
 	t.Helper()
 	tt := timedTopic{topic: fmt.Sprintf("replay-times-%d", time.Now().UnixNano()), perPart: perPartition,
-		base: time.Now().Add(-9 * 24 * time.Hour).Truncate(time.Hour)}
+		base: time.Now().Add(-9 * 24 * time.Hour).Truncate(time.Second)}
 	// Records days old must survive the broker's 7-day retention: keep them forever.
 	resp, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, tt.topic)
 	if err == nil {
