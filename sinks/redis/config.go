@@ -68,6 +68,7 @@ func Open(ctx context.Context, c Config) (*goredis.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	routeClientLogs()
 	opts, err := c.Options()
 	if err != nil {
 		return nil, err
