@@ -17,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -150,24 +151,24 @@ var stages = []stage{
 // start-up is waited out like one later on). Any other answer (wrong credentials, a bad
 // database number) fails at once.
 func openRedis(ctx context.Context, e *stageEnv) (*goredis.Client, error) {
-	wait := time.Second
-	for attempt := 1; ; attempt++ {
-		rdb, err := redis.Open(ctx, e.conn.Redis)
-		if err == nil {
-			return rdb, nil
-		}
-		var nerr net.Error
-		if !errors.As(err, &nerr) && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "LOADING") {
-			return nil, err
-		}
+	var rdb *goredis.Client
+	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, redisUnreachable, func(err error, attempt int, _ time.Duration) {
 		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 30*time.Second)
+	}, func() (err error) {
+		rdb, err = redis.Open(ctx, e.conn.Redis)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return rdb, nil
+}
+
+// redisUnreachable: Redis did not answer (a network error, a connection closed on us) or is
+// still loading its data set, which waiting fixes.
+func redisUnreachable(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING")
 }
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {

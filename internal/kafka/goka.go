@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
+
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // GokaLife runs one goka processor with the start and stop order every backflow group needs.
@@ -150,17 +152,15 @@ var newGokaProcessor = goka.NewProcessor
 // 3-broker cluster). goka formats these errors with %v, so only their text tells. Without
 // this the stage stopped at start-up now and then.
 func NewGokaProcessor(ctx context.Context, brokers []string, g *goka.GroupGraph, opts ...goka.ProcessorOption) (*goka.Processor, error) {
-	for attempt := 1; ; attempt++ {
-		p, err := newGokaProcessor(brokers, g, opts...)
-		if err == nil || attempt == 5 || !topicRace(err) {
-			return p, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
-		}
+	var p *goka.Processor
+	err := retry.Do(ctx, retry.Policy{Min: 300 * time.Millisecond, Max: 1200 * time.Millisecond, Attempts: 5}, topicRace, nil, func() (err error) {
+		p, err = newGokaProcessor(brokers, g, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return p, nil
 }
 
 // topicRace reports whether err is one of goka's topic checks losing a race with a topic

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // TopicSpec describes a topic to create.
@@ -63,25 +66,25 @@ func waitListed(ctx context.Context, adm *kadm.Client, specs []TopicSpec, create
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for {
+	missing := ""
+	err := retry.Do(ctx, retry.Policy{Min: 100 * time.Millisecond, Max: 100 * time.Millisecond}, nil, nil, func() error {
 		td, err := adm.ListTopics(ctx, names...)
-		missing := ""
 		for _, n := range names {
 			if d, ok := td[n]; err != nil || !ok || d.Err != nil || len(d.Partitions) == 0 || created[n] && !led(d) {
 				missing = n
-				break
+				return cmp.Or(err, errNotListed)
 			}
 		}
-		if missing == "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafka: topic %s created but not in the metadata: %w", missing, errors.Join(err, ctx.Err()))
-		case <-time.After(100 * time.Millisecond):
-		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: topic %s created but not in the metadata: %w", missing, err)
 	}
+	return nil
 }
+
+// errNotListed: a topic is not in the metadata, or not with all its partitions and leaders, yet.
+var errNotListed = errors.New("kafka: not listed yet")
 
 // led reports whether every partition of d has a leader and no error.
 func led(d kadm.TopicDetail) bool {
@@ -99,34 +102,36 @@ func led(d kadm.TopicDetail) bool {
 // process) waits rather than fails.
 func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics ...string) error {
 	adm := kadm.NewClient(cl)
-	var lastLog time.Time
-	for {
+	var (
+		lastLog time.Time
+		missing []string
+	)
+	return retry.Do(ctx, retry.Policy{Min: 500 * time.Millisecond, Max: 500 * time.Millisecond}, nil, func(err error, _ int, _ time.Duration) {
+		if time.Since(lastLog) < 30*time.Second {
+			return
+		}
+		lastLog = time.Now()
+		if errors.Is(err, errNotListed) {
+			log.Info("waiting for topics to be created", "topics", strings.Join(missing, ","))
+		} else {
+			log.Warn("kafka metadata unavailable; retrying", "error", err)
+		}
+	}, func() error {
 		td, err := adm.ListTopics(ctx, topics...)
-		var missing []string
-		if err == nil {
-			for _, t := range topics {
-				if d, ok := td[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
-					missing = append(missing, t)
-				}
-			}
-			if len(missing) == 0 {
-				return nil
+		if err != nil {
+			return err
+		}
+		missing = missing[:0]
+		for _, t := range topics {
+			if d, ok := td[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+				missing = append(missing, t)
 			}
 		}
-		if time.Since(lastLog) >= 30*time.Second {
-			lastLog = time.Now()
-			if err != nil {
-				log.Warn("kafka metadata unavailable; retrying", "error", err)
-			} else {
-				log.Info("waiting for topics to be created", "topics", strings.Join(missing, ","))
-			}
+		if len(missing) > 0 {
+			return errNotListed
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 // CheckTableChangelog looks at a goka group table's changelog topic and returns what is wrong

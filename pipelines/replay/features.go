@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/processors/features"
 )
 
@@ -116,25 +117,20 @@ func recreateTopic(ctx context.Context, adm *kadm.Client, topic string) (int32, 
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return 0, 0, fmt.Errorf("replay: reset features: delete %s: %w", topic, err)
 	}
-	// Deletion is asynchronous: create again until the broker no longer reports the topic as
-	// existing or being deleted.
-	for {
+	// Deletion is asynchronous: create again, every 200ms until ctx ends, while the broker still
+	// reports the topic as existing or being deleted.
+	deleting := func(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) || kerr.IsRetriable(err) }
+	err = retry.Do(ctx, retry.Policy{Min: 200 * time.Millisecond, Max: 200 * time.Millisecond}, deleting, nil, func() error {
 		cr, err := adm.CreateTopic(ctx, parts, repl, conf, topic)
 		if err == nil {
 			err = cr.Err
 		}
-		if err == nil {
-			return parts, repl, nil
-		}
-		if !errors.Is(err, kerr.TopicAlreadyExists) && !kerr.IsRetriable(err) {
-			return 0, 0, fmt.Errorf("replay: reset features: create %s: %w", topic, err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("replay: reset features: create %s: %w (last: %v)", topic, ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("replay: reset features: create %s: %w", topic, err)
 	}
+	return parts, repl, nil
 }
 
 // DeleteLocalTable deletes goka's local folders of table (<table>.<partition>) under dir and

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // Request is what to plan: which group, which partitions, which spec.
@@ -430,18 +432,11 @@ func scopePartitions(ctx context.Context, adm *kadm.Client, req Request, committ
 // retriable runs f again while it fails with a retriable Kafka error (a coordinator or leader
 // that just moved, a cluster whose offsets topic is still being created), for up to about 10 s.
 func retriable(ctx context.Context, f func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := f()
-		if err == nil || !kerr.IsRetriable(err) || attempt == 50 || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return retry.Do(ctx, kafkaPolicy, kerr.IsRetriable, nil, f)
 }
+
+// kafkaPolicy is how replay waits out a Kafka that is settling: every 200ms, 51 calls at most.
+var kafkaPolicy = retry.Policy{Min: 200 * time.Millisecond, Max: 200 * time.Millisecond, Attempts: 51}
 
 // listed runs a ListOffsets call and turns partition errors into one error.
 func listed(ctx context.Context, what string, f func() (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {

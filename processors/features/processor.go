@@ -22,6 +22,7 @@ import (
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // Stats counts what the processor did.
@@ -146,28 +147,22 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		return
 	}
 	var rec avro.EnrichedRecord
-	backoff := 100 * time.Millisecond
-	for {
-		var err error
+	err := retry.Do(p.runCtx, outagePolicy, avro.IsRetryable, func(err error, _ int, wait time.Duration) {
+		p.log.Warn("registry unavailable; retrying", "err", err, "backoff", wait)
+	}, func() (err error) {
 		rec, _, err = p.dec.Decode(p.runCtx, raw)
-		if err == nil {
-			break
-		}
-		if !avro.IsRetryable(err) {
-			p.deadLetter(gctx, raw, err)
+		return err
+	})
+	switch {
+	case err == nil:
+	case !avro.IsRetryable(err):
+		if p.deadLetter(gctx, raw, err) {
 			p.submit(gctx, nil) // committed in order behind the records before it
-			return
 		}
-		if p.runCtx.Err() != nil {
-			gctx.Fail(p.runCtx.Err())
-		}
-		p.log.Warn("registry unavailable; retrying", "err", err, "backoff", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-p.runCtx.Done():
-			gctx.Fail(p.runCtx.Err())
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		return
+	default: // the processor is stopping; goka's Fail returns once its own context ended
+		gctx.Fail(p.runCtx.Err())
+		return
 	}
 	e := p.entry(gctx)
 	st, deltas := ApplyRecord(e.Request, &rec, Pos{Partition: gctx.Partition(), Offset: gctx.Offset()})
@@ -194,8 +189,9 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 }
 
 // deadLetter writes an undecodable enriched record to the DLQ, retrying until the brokers
-// acknowledge it; the record's offset is committed only after that.
-func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
+// acknowledge it; the record's offset is committed only after that. False: the processor
+// stopped first, and the record stays uncommitted.
+func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) bool {
 	var headers []kgo.RecordHeader
 	for k, v := range gctx.Headers() {
 		headers = append(headers, kgo.RecordHeader{Key: k, Value: v})
@@ -203,28 +199,23 @@ func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) {
 	sort.Slice(headers, func(i, j int) bool { return headers[i].Key < headers[j].Key })
 	o := dlq.Origin{Topic: string(gctx.Topic()), Partition: gctx.Partition(), Offset: gctx.Offset(), Timestamp: gctx.Timestamp(),
 		Key: []byte(gctx.Key()), Value: raw, Headers: headers}
-	backoff := 100 * time.Millisecond
-	for {
-		err := p.dead.Write(p.runCtx, o, cause)
-		if err == nil {
-			p.Stats.Undecoded.Add(1)
-			p.Metrics.DLQ(dlq.ClassOf(cause), 1)
-			p.log.Warn("undecodable enriched record dead-lettered", "partition", o.Partition, "offset", o.Offset, "class", dlq.ClassOf(cause))
-			return
-		}
-		if p.runCtx.Err() != nil {
-			gctx.Fail(p.runCtx.Err())
-		}
+	err := retry.Do(p.runCtx, outagePolicy, nil, func(err error, _ int, wait time.Duration) {
 		p.Metrics.DLQWriteError()
-		p.log.Warn("DLQ write failed; retrying", "err", err, "backoff", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-p.runCtx.Done():
-			gctx.Fail(p.runCtx.Err())
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		p.log.Warn("DLQ write failed; retrying", "err", err, "backoff", wait)
+	}, func() error { return p.dead.Write(p.runCtx, o, cause) })
+	if err != nil { // the processor is stopping
+		gctx.Fail(p.runCtx.Err())
+		return false
 	}
+	p.Stats.Undecoded.Add(1)
+	p.Metrics.DLQ(dlq.ClassOf(cause), 1)
+	p.log.Warn("undecodable enriched record dead-lettered", "partition", o.Partition, "offset", o.Offset, "class", dlq.ClassOf(cause))
+	return true
 }
+
+// outagePolicy is how the processor waits out a registry or Kafka outage: 100ms doubling up to
+// 5s, jittered, until it ends or the processor stops.
+var outagePolicy = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 
 func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	d, ok := msg.(*Delta)
@@ -287,6 +278,11 @@ type RunConfig struct {
 // missingTopicGrace is how long Prepare waits for the enriched topic to appear.
 const missingTopicGrace = 20 * time.Second
 
+// errNotInMetadata: Prepare looks again for a topic the metadata does not have (yet).
+var errNotInMetadata = errors.New("features: topic not in the metadata yet")
+
+func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
+
 // Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
 // loopback topic with its partition count. It returns that count.
 func Prepare(ctx context.Context, kc kafka.Config, cfg Config) (int, error) {
@@ -300,20 +296,22 @@ func Prepare(ctx context.Context, kc kafka.Config, cfg Config) (int, error) {
 	// The enriched topic is ingest's output, created when ingest starts: a sink started with it
 	// (make demo starts all stages at once) looks again for a while before calling it missing.
 	var td kadm.TopicDetails
-	deadline := time.Now().Add(missingTopicGrace)
-	for {
-		td, err = adm.ListTopics(ctx, cfg.EnrichedTopic)
-		if err != nil {
-			return 0, fmt.Errorf("features: topic metadata: %w", err)
+	gctx, cancel := context.WithTimeout(ctx, missingTopicGrace)
+	defer cancel()
+	err = retry.Do(gctx, retry.Policy{Min: 250 * time.Millisecond, Max: 250 * time.Millisecond}, isNotInMetadata, nil, func() error {
+		if td, err = adm.ListTopics(ctx, cfg.EnrichedTopic); err != nil {
+			return err
 		}
-		if len(td[cfg.EnrichedTopic].Partitions) > 0 || time.Now().After(deadline) {
-			break
+		if len(td[cfg.EnrichedTopic].Partitions) == 0 {
+			return errNotInMetadata
 		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if err != nil && !isNotInMetadata(err) {
+		return 0, fmt.Errorf("features: topic metadata: %w", err)
 	}
 	d, ok := td[cfg.EnrichedTopic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {

@@ -55,7 +55,7 @@ type Config struct {
 	// how many times a mismatched reply is retried before the records are checked one by one
 	// (a record whose reply still mismatches goes to the DLQ). Default: 5.
 	MaxAttempts int
-	// BackoffMin and BackoffMax bound the exponential backoff (with full jitter) between
+	// BackoffMin and BackoffMax bound the exponential backoff (jittered, internal/retry) between
 	// retries of any outage: registry, moderation, Kafka. Defaults: 100ms and 30s.
 	BackoffMin time.Duration
 	BackoffMax time.Duration

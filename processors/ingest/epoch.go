@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // The control topic is compacted; ingest's replay epoch lives under key "epoch/<group>" as
@@ -30,7 +32,7 @@ type EpochRecord struct {
 func ReadEpoch(ctx context.Context, cl *kgo.Client, topic, group string) (int32, error) {
 	adm := kadm.NewClient(cl)
 	var ends kadm.ListedOffsets
-	err := retry(ctx, backoff{min: 50 * time.Millisecond, max: 2 * time.Second}, kerr.IsRetriable, nil, func() error {
+	err := retry.Do(ctx, retry.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second}, kerr.IsRetriable, nil, func() error {
 		var err error
 		if ends, err = adm.ListEndOffsets(ctx, topic); err == nil {
 			err = ends.Error()

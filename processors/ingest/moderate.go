@@ -68,7 +68,7 @@ func breakerOpen(err error) bool {
 // moderate returns one outcome per item, in order. It returns nil only when ctx ended (the
 // processor is stopping; the records stay uncommitted).
 func (m *moderator) moderate(ctx context.Context, items []moderation.Item) []outcome {
-	b := backoff{min: m.cfg.BackoffMin, max: m.cfg.BackoffMax}
+	b := outagePolicy(m.cfg).Backoff()
 	for attempt := 1; ; attempt++ {
 		res, err := m.br.Execute(func() ([]moderation.Result, error) {
 			start := time.Now()
@@ -104,7 +104,7 @@ func (m *moderator) moderate(ctx context.Context, items []moderation.Item) []out
 		if attempt == 1 || attempt%10 == 0 {
 			m.log.Warn("moderation failed; retrying with backoff", "attempt", attempt, "records", len(items), "error", err)
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return nil
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // Producer sends records asynchronously; *kgo.Client implements it. promise runs once the
@@ -239,9 +240,7 @@ func forwardedFrom(h goka.Headers) (Origin, bool) {
 func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) {
 	j := &job{origin: o, pc: pc}
 	slot := o.Topic
-	var err error
-	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
-	err = retry(p.runCtx, b, avro.IsRetryable, func(err error) {
+	err := retry.Do(p.runCtx, p.policy(), avro.IsRetryable, func(err error, _ int, _ time.Duration) {
 		p.log.Warn("schema registry unavailable; retrying", "topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "error", err)
 	}, func() error {
 		var derr error
@@ -327,7 +326,7 @@ func (p *Processor) emit(j *job, o outcome) {
 		p.Stats.Unmoderated.Add(1)
 	}
 	var value []byte
-	err := retry(p.runCtx, backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}, avro.IsRetryable, func(err error) {
+	err := retry.Do(p.runCtx, p.policy(), avro.IsRetryable, func(err error, _ int, _ time.Duration) {
 		p.log.Warn("schema registry unavailable while encoding; retrying", "error", err)
 	}, func() (err error) {
 		value, err = p.enc.Encode(p.runCtx, j.enriched)
@@ -368,11 +367,19 @@ func (p *Processor) emit(j *job, o outcome) {
 	})
 }
 
+// outagePolicy is how ingest retries an outage (registry, moderation, Kafka): BackoffMin
+// doubling up to BackoffMax, jittered, until it ends or the processor stops.
+func outagePolicy(cfg Config) retry.Policy {
+	return retry.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax}
+}
+
+func (p *Processor) policy() retry.Policy { return outagePolicy(p.cfg) }
+
 // produce sends r and calls done once it is acknowledged, re-sending after failures (franz-go
 // already retries what is retryable; what reaches us is retried with backoff until the
 // processor stops).
 func (p *Processor) produce(r *kgo.Record, done func()) {
-	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
+	b := p.policy().Backoff()
 	var promise func(*kgo.Record, error)
 	promise = func(r *kgo.Record, err error) {
 		if err == nil {
@@ -384,7 +391,7 @@ func (p *Processor) produce(r *kgo.Record, done func()) {
 		}
 		p.log.Warn("produce failed; retrying", "topic", r.Topic, "error", err)
 		go func() {
-			if b.wait(p.runCtx) {
+			if b.Wait(p.runCtx) {
 				p.prod.Produce(p.runCtx, r, promise)
 			}
 		}()
@@ -396,8 +403,7 @@ func (p *Processor) produce(r *kgo.Record, done func()) {
 // silent: the record's commit waits for it). It returns false only when the processor stops
 // first: the record then stays uncommitted.
 func (p *Processor) deadLetter(o dlq.Origin, cause error) bool {
-	b := backoff{min: p.cfg.BackoffMin, max: p.cfg.BackoffMax}
-	err := retry(p.runCtx, b, func(error) bool { return true }, func(err error) {
+	err := retry.Do(p.runCtx, p.policy(), nil, func(err error, _ int, _ time.Duration) {
 		p.metrics.st().DLQWriteError()
 		p.log.Warn("DLQ write failed; retrying", "topic", o.Topic, "offset", o.Offset, "error", err)
 	}, func() error { return p.dead.Write(p.runCtx, o, cause) })

@@ -18,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // ErrNotCopartitioned: the source topics have different partition counts, so records of one
@@ -30,6 +31,11 @@ var ErrMissingTopic = errors.New("ingest: source topic does not exist")
 // missingTopicGrace is how long Prepare waits for a source topic to appear in the metadata
 // before it reports the topic missing.
 const missingTopicGrace = 5 * time.Second
+
+// errNotInMetadata: Prepare looks again for a topic the metadata does not have (yet).
+var errNotInMetadata = errors.New("ingest: topic not in the metadata yet")
+
+func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
 
 // RunConfig is what Run needs besides the stage's Config.
 type RunConfig struct {
@@ -147,24 +153,26 @@ func Prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int) (
 		replication = 1
 	}
 	adm := kadm.NewClient(cl)
-	// A topic created a moment ago may not be in the metadata yet: look again for a few seconds
-	// before calling it missing.
+	// A topic created a moment ago may not be in the metadata yet: look again every 200ms for a
+	// few seconds before calling it missing.
 	var td kadm.TopicDetails
-	deadline := time.Now().Add(missingTopicGrace)
-	for {
+	gctx, cancel := context.WithTimeout(ctx, missingTopicGrace)
+	defer cancel()
+	err := retry.Do(gctx, retry.Policy{Min: 200 * time.Millisecond, Max: 200 * time.Millisecond}, isNotInMetadata, nil, func() error {
 		var err error
-		td, err = adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
-		if err != nil {
-			return 0, fmt.Errorf("ingest: topic metadata: %w", err)
+		if td, err = adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
+			return err
 		}
-		if len(td[cfg.InferenceTopic].Partitions) > 0 && len(td[cfg.GatewayTopic].Partitions) > 0 || time.Now().After(deadline) {
-			break
+		if len(td[cfg.InferenceTopic].Partitions) == 0 || len(td[cfg.GatewayTopic].Partitions) == 0 {
+			return errNotInMetadata
 		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if err != nil && !isNotInMetadata(err) {
+		return 0, fmt.Errorf("ingest: topic metadata: %w", err)
 	}
 	n := -1
 	for _, t := range []string{cfg.InferenceTopic, cfg.GatewayTopic} {

@@ -141,7 +141,7 @@ type SinkConfig struct {
 	// InsertTimeout bounds one attempt of one INSERT; a timed-out attempt is retried.
 	// Default: 30s.
 	InsertTimeout time.Duration
-	// BackoffMin and BackoffMax bound the exponential backoff (full jitter) between attempts
+	// BackoffMin and BackoffMax bound the exponential backoff (with jitter) between attempts
 	// of a failed flush or a registry outage. Defaults: 100ms and 10s.
 	BackoffMin time.Duration
 	BackoffMax time.Duration

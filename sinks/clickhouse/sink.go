@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // Stage is the DLQ stage name of the sink.
@@ -353,19 +353,17 @@ func (s *Sink) stop(lctx context.Context) error {
 }
 
 func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
-	for attempt := 1; ; attempt++ {
-		conn, err := Open(ctx, s.rc.ClickHouse)
-		if err == nil {
-			return conn, nil
-		}
-		if !IsRetryable(err) || ctx.Err() != nil {
-			return nil, err
-		}
+	var conn driver.Conn
+	err := retry.Do(ctx, s.policy(), IsRetryable, func(err error, attempt int, _ time.Duration) {
 		s.log.Warn("clickhouse sink: clickhouse unavailable, retrying", "attempt", attempt, "err", err)
-		if !s.sleep(ctx, attempt) {
-			return nil, ctx.Err()
-		}
+	}, func() (err error) {
+		conn, err = Open(ctx, s.rc.ClickHouse)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return conn, nil
 }
 
 func (s *Sink) assigned(ok bool) {
@@ -392,31 +390,28 @@ func (s *Sink) drop(m map[string][]int32) {
 // add decodes r and buffers it. A registry outage is retried here, holding up polling.
 func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
 	p := pending{rec: r}
-	for attempt := 1; ; attempt++ {
-		e, _, err := s.dec.Decode(ctx, r.Value)
-		if err == nil {
-			p.ep = e.Epoch
-			if p.rows, err = MapRecord(&e); err != nil {
-				p.err = dlq.WithClass("invalid", err)
-			}
-			break
-		}
-		if !avro.IsRetryable(err) {
-			// A record ingest wrote that we cannot read is a bug of ours, not an outage: it goes to
-			// the DLQ (with the decoder's class) so that the partition is not blocked forever.
-			s.log.Warn("clickhouse sink: enriched record does not decode; sending it to the DLQ",
-				"partition", r.Partition, "offset", r.Offset, "err", err)
-			p.err = err
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	var e avro.EnrichedRecord
+	err := retry.Do(ctx, s.policy(), avro.IsRetryable, func(err error, attempt int, _ time.Duration) {
 		s.stats.retries.Add(1)
 		s.log.Warn("clickhouse sink: registry unavailable, retrying", "attempt", attempt, "err", err)
-		if !s.sleep(ctx, attempt) {
-			return ctx.Err()
+	}, func() (err error) {
+		e, _, err = s.dec.Decode(ctx, r.Value)
+		return err
+	})
+	switch {
+	case err == nil:
+		p.ep = e.Epoch
+		if p.rows, err = MapRecord(&e); err != nil {
+			p.err = dlq.WithClass("invalid", err)
 		}
+	case !avro.IsRetryable(err):
+		// A record ingest wrote that we cannot read is a bug of ours, not an outage: it goes to
+		// the DLQ (with the decoder's class) so that the partition is not blocked forever.
+		s.log.Warn("clickhouse sink: enriched record does not decode; sending it to the DLQ",
+			"partition", r.Partition, "offset", r.Offset, "err", err)
+		p.err = err
+	default: // ctx ended during the outage
+		return ctx.Err()
 	}
 	s.mu.Lock()
 	if s.n == 0 {
@@ -597,17 +592,14 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 // keeps failing is logged and given up: the records have landed, and reading them again after a
 // restart or rebalance only re-writes rows that collapse.
 func (s *Sink) commit(ctx context.Context, recs []*kgo.Record, attempts *int) {
-	for attempt := 1; ; attempt++ {
-		err := s.cl.CommitRecords(ctx, recs...)
-		if err == nil {
-			return
-		}
-		if attempt == 5 || ctx.Err() != nil || !s.sleep(ctx, attempt) {
-			s.log.Warn("clickhouse sink: commit failed; these records will be read and written again", "records", len(recs), "err", err)
-			return
-		}
+	p := s.policy()
+	p.Attempts = 5
+	err := retry.Do(ctx, p, nil, func(error, int, time.Duration) {
 		*attempts++
 		s.stats.retries.Add(1)
+	}, func() error { return s.cl.CommitRecords(ctx, recs...) })
+	if err != nil {
+		s.log.Warn("clickhouse sink: commit failed; these records will be read and written again", "records", len(recs), "err", err)
 	}
 }
 
@@ -697,17 +689,11 @@ func appender[T any](rows []T) func(driver.Batch) error {
 	}
 }
 
-// retry runs op until it succeeds, fails with an error retryable does not accept, or ctx ends.
-// While it retries, fetching is paused, so nothing piles up in memory.
+// retry runs op until it succeeds, fails with an error retryable does not accept, or ctx ends
+// (retry.Do with the sink's policy). While it retries, fetching is paused, so nothing piles up
+// in memory; each retry counts in attempts, Stats.Retries and the metrics.
 func (s *Sink) retry(ctx context.Context, what string, attempts *int, op func(context.Context) error, retryable func(error) bool) error {
-	for attempt := 1; ; attempt++ {
-		err := op(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.m.st().SinkError(errorClass(err))
-		}
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return err
-		}
+	return retry.Do(ctx, s.policy(), retryable, func(err error, attempt int, _ time.Duration) {
 		*attempts++
 		s.stats.retries.Add(1)
 		s.pause()
@@ -715,10 +701,18 @@ func (s *Sink) retry(ctx context.Context, what string, attempts *int, op func(co
 			s.m.st().DLQWriteError()
 		}
 		s.log.Warn("clickhouse sink: retrying", "op", what, "attempt", attempt, "err", err)
-		if !s.sleep(ctx, attempt) {
-			return err
+	}, func() error {
+		err := op(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.m.st().SinkError(errorClass(err))
 		}
-	}
+		return err
+	})
+}
+
+// policy is how the sink waits out an outage: BackoffMin doubling up to BackoffMax, jittered.
+func (s *Sink) policy() retry.Policy {
+	return retry.Policy{Min: s.cfg.BackoffMin, Max: s.cfg.BackoffMax}
 }
 
 func (s *Sink) pause() {
@@ -736,23 +730,6 @@ func (s *Sink) resume() {
 	if s.paused {
 		s.cl.ResumeFetchTopics(s.cfg.Topic)
 		s.paused = false
-	}
-}
-
-// sleep waits the attempt's backoff (exponential, full jitter); false if ctx ended first.
-func (s *Sink) sleep(ctx context.Context, attempt int) bool {
-	d := s.cfg.BackoffMin << min(attempt-1, 20)
-	if d > s.cfg.BackoffMax || d <= 0 {
-		d = s.cfg.BackoffMax
-	}
-	d = time.Duration(rand.Int64N(int64(d)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/backflowhq/backflow/internal/ops"
-
 	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // WriterConfig tunes the Redis writer.
@@ -27,7 +26,8 @@ type WriterConfig struct {
 	// least one op), a writer holds at most QueueSize + MaxBatch jobs (Cap), however long Redis
 	// is away: the processor submits one job per record and blocks on a full queue.
 	QueueSize int
-	// MinBackoff and MaxBackoff bound the retry delay after a failed pipeline. Defaults 100ms, 5s.
+	// MinBackoff and MaxBackoff bound the retry delay after a failed pipeline (internal/retry:
+	// doubling, jittered). Defaults 100ms, 5s.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
 	// Metrics, if set, records each pipeline's size and time (stage sink-features).
@@ -263,13 +263,17 @@ func (w *Writer) Run(ctx context.Context) error {
 // coalesced first (see coalesce): a tenant or model row updated by many records of the batch
 // is sent once, as of its last update.
 func (w *Writer) flush(ctx context.Context, batch []job) error {
-	backoff := w.cfg.MinBackoff
 	start := time.Now()
 	writes, total := coalesce(batch)
 	if total == 0 {
 		return nil
 	}
-	for attempt := 1; ; attempt++ {
+	// Every error is retried (the writes are idempotent); only the end of ctx stops it.
+	err := retry.Do(ctx, retry.Policy{Min: w.cfg.MinBackoff, Max: w.cfg.MaxBackoff}, nil, func(err error, attempt int, wait time.Duration) {
+		w.retries.Add(1)
+		w.cfg.Metrics.SinkError("retryable")
+		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "keys", len(writes), "backoff", wait, "err", err)
+	}, func() error {
 		pipe := w.rdb.Pipeline()
 		for _, c := range writes {
 			pipe.HSet(ctx, c.key, c.args...)
@@ -278,25 +282,14 @@ func (w *Writer) flush(ctx context.Context, batch []job) error {
 			}
 		}
 		_, err := pipe.Exec(ctx)
-		if err == nil {
-			w.written.Add(int64(total))
-			w.coalesced.Add(int64(total - len(writes)))
-			w.cfg.Metrics.Batch(len(writes))
-			w.cfg.Metrics.Flush(time.Since(start))
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		w.retries.Add(1)
-		w.cfg.Metrics.SinkError("retryable")
-		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "keys", len(writes), "backoff", backoff, "err", err)
-		sleep := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-time.After(sleep):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		backoff = min(backoff*2, w.cfg.MaxBackoff)
+		return err
+	})
+	if err != nil {
+		return err // ctx ended
 	}
+	w.written.Add(int64(total))
+	w.coalesced.Add(int64(total - len(writes)))
+	w.cfg.Metrics.Batch(len(writes))
+	w.cfg.Metrics.Flush(time.Since(start))
+	return nil
 }
