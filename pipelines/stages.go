@@ -175,18 +175,24 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	log := e.log.With("stage", StageSinkClickHouse)
 	f := e.file
 	if f.SinkClickHouse.Migrate {
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
-		if err != nil {
-			cancel()
+		// ClickHouse down at start-up is waited for like an outage later on; each attempt
+		// applies what is still pending (every migration is safe to re-run).
+		err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
+			log.Warn("clickhouse unavailable for the migrations; retrying", "attempt", attempt, "error", err)
+		}, func() error {
+			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			applied, err := clickhouse.Migrate(mctx, db)
+			for _, m := range applied {
+				log.Info("applied migration", "version", m.Version, "name", m.Name)
+			}
 			return err
-		}
-		applied, err := clickhouse.Migrate(mctx, db)
-		db.Close()
-		cancel()
-		for _, m := range applied {
-			log.Info("applied migration", "version", m.Version, "name", m.Name)
-		}
+		})
 		if err != nil {
 			return err
 		}
