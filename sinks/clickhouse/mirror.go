@@ -125,8 +125,8 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Config, chcfg
 	if err != nil {
 		return err
 	}
-	s.conn = conn
-	defer conn.Close()
+	s.w = NewWriter(conn, s.cfg.InsertTimeout)
+	defer s.w.Close()
 
 	var (
 		mu    sync.Mutex

@@ -98,7 +98,7 @@ type Sink struct {
 	rc   RunConfig
 	log  *slog.Logger
 	dec  *avro.Decoder[avro.EnrichedRecord]
-	conn driver.Conn
+	w    *Writer // the ClickHouse side, once Run has connected
 	cl   *kgo.Client
 	dlqw *dlq.Writer
 	pcl  *kgo.Client
@@ -166,8 +166,8 @@ func (s *Sink) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.conn = conn
-	defer conn.Close()
+	s.w = NewWriter(conn, s.cfg.InsertTimeout)
+	defer s.w.Close()
 
 	reset := kgo.NewOffset().AtEnd()
 	if s.cfg.FromStart {
@@ -614,8 +614,8 @@ func insertRows[T any](ctx context.Context, s *Sink, table string, rows []T, own
 	}
 	attempts := 0
 	err := s.retry(ctx, "insert "+table, &attempts, func(ctx context.Context) error {
-		return s.send(ctx, table, rows)
-	}, IsRetryable)
+		return s.w.WriteBatch(ctx, Table{Name: table, Rows: rows})
+	}, s.w.Retryable)
 	switch {
 	case err == nil:
 		return attempts, nil
@@ -637,45 +637,6 @@ func insertRows[T any](ctx context.Context, s *Sink, table string, rows []T, own
 	}
 	a2, err := insertRows(ctx, s, table, rows[mid:], owners[mid:], rejects)
 	return attempts + a1 + a2, err
-}
-
-// send is one attempt at inserting rows: one PrepareBatch with the columns named. It stamps
-// inference and gateway rows with landed_time_ms, the moment this attempt started.
-func (s *Sink) send(ctx context.Context, table string, rows any) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.InsertTimeout)
-	defer cancel()
-	var sql string
-	var appendAll func(driver.Batch) error
-	landed := time.Now().UnixMilli()
-	switch rs := rows.(type) {
-	case []InferenceRow:
-		for i := range rs {
-			rs[i].LandedTimeMs = landed
-		}
-		sql, appendAll = insertSQL(table, InferenceRow{}), appender(rs)
-	case []GatewayRow:
-		for i := range rs {
-			rs[i].LandedTimeMs = landed
-		}
-		sql, appendAll = insertSQL(table, GatewayRow{}), appender(rs)
-	case []HitRow:
-		sql, appendAll = insertSQL(table, HitRow{}), appender(rs)
-	case []LedgerRow:
-		sql, appendAll = insertSQL(table, LedgerRow{}), appender(rs)
-	case []DLQRow:
-		sql, appendAll = insertSQL(table, DLQRow{}), appender(rs)
-	default:
-		return fmt.Errorf("%w: no insert for %T", ErrClickHouseFatal, rows)
-	}
-	b, err := s.conn.PrepareBatch(ctx, sql)
-	if err != nil {
-		return err
-	}
-	if err := appendAll(b); err != nil {
-		b.Abort()
-		return err
-	}
-	return b.Send()
 }
 
 func appender[T any](rows []T) func(driver.Batch) error {

@@ -67,7 +67,7 @@ type job struct {
 // once all its ops are in Redis, in submission order, so a caller that commits offsets from
 // done commits them in order.
 type Writer struct {
-	rdb     goredis.Cmdable
+	out     *Pipeline
 	cfg     WriterConfig
 	q       chan job
 	stopped chan struct{}
@@ -81,7 +81,7 @@ type Writer struct {
 // NewWriter returns a writer; start it with Run.
 func NewWriter(rdb goredis.Cmdable, cfg WriterConfig) *Writer {
 	cfg = cfg.withDefaults()
-	return &Writer{rdb: rdb, cfg: cfg, q: make(chan job, cfg.QueueSize), stopped: make(chan struct{})}
+	return &Writer{out: NewPipeline(rdb), cfg: cfg, q: make(chan job, cfg.QueueSize), stopped: make(chan struct{})}
 }
 
 // ErrWriterStopped is passed to done for jobs the writer did not write before it stopped.
@@ -140,13 +140,6 @@ func (w *Writer) Written() int64 { return w.written.Load() }
 // the same pipeline wrote the same key (see coalesce).
 func (w *Writer) Coalesced() int64 { return w.coalesced.Load() }
 
-// write is one key's HSET (and EXPIRE) in a pipeline, after coalescing.
-type write struct {
-	key  string
-	args []any // field, value, field, value, …
-	ttl  time.Duration
-}
-
 // coalesce turns a batch's ops into one write per key, in the order the keys first appear,
 // and returns them with the number of ops they stand for. Redis ends in the same state as
 // after sending every op in order:
@@ -157,7 +150,7 @@ type write struct {
 //
 // Rows are built here, once per key, rather than when each record is applied: of the many
 // updates a busy tenant or model gets while one pipeline fills, only the last is ever built.
-func coalesce(batch []job) (writes []write, total int) {
+func coalesce(batch []job) (writes []Write, total int) {
 	type pending struct {
 		op     feast.Op       // the last row op (fields nil: not merged)
 		fields map[string]any // merged fields, once an op without a row builder joined
@@ -187,7 +180,7 @@ func coalesce(batch []job) (writes []write, total int) {
 			maps.Copy(pd.fields, op.Row())
 		}
 	}
-	writes = make([]write, 0, len(order))
+	writes = make([]Write, 0, len(order))
 	for _, k := range order {
 		pd := byKey[k]
 		fields := pd.fields
@@ -198,7 +191,7 @@ func coalesce(batch []job) (writes []write, total int) {
 		for f, v := range fields {
 			args = append(args, f, v)
 		}
-		writes = append(writes, write{key: k, args: args, ttl: pd.ttl})
+		writes = append(writes, Write{Key: k, Args: args, TTL: pd.ttl})
 	}
 	return writes, total
 }
@@ -268,22 +261,12 @@ func (w *Writer) flush(ctx context.Context, batch []job) error {
 	if total == 0 {
 		return nil
 	}
-	// Every error is retried (the writes are idempotent); only the end of ctx stops it.
-	err := retry.Do(ctx, retry.Policy{Min: w.cfg.MinBackoff, Max: w.cfg.MaxBackoff}, nil, func(err error, attempt int, wait time.Duration) {
+	// The writes are idempotent: a failed pipeline is sent again until ctx ends.
+	err := retry.Do(ctx, retry.Policy{Min: w.cfg.MinBackoff, Max: w.cfg.MaxBackoff}, w.out.Retryable, func(err error, attempt int, wait time.Duration) {
 		w.retries.Add(1)
 		w.cfg.Metrics.SinkError("retryable")
 		w.cfg.Logger.Warn("redis write failed; retrying", "attempt", attempt, "keys", len(writes), "backoff", wait, "err", err)
-	}, func() error {
-		pipe := w.rdb.Pipeline()
-		for _, c := range writes {
-			pipe.HSet(ctx, c.key, c.args...)
-			if c.ttl > 0 {
-				pipe.Expire(ctx, c.key, c.ttl)
-			}
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	})
+	}, func() error { return w.out.WriteBatch(ctx, writes) })
 	if err != nil {
 		return err // ctx ended
 	}

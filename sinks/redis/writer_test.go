@@ -41,21 +41,21 @@ func TestCoalesce(t *testing.T) {
 	}
 	got := map[string]map[string]any{}
 	for _, w := range writes {
-		got[w.key] = pairs(t, w.args)
+		got[w.Key] = pairs(t, w.Args)
 	}
-	if writes[0].key != ten(0).Key || writes[1].key != req.Key || writes[2].key != plainKey {
-		t.Fatalf("keys out of first-seen order: %q %q %q", writes[0].key, writes[1].key, writes[2].key)
+	if writes[0].Key != ten(0).Key || writes[1].Key != req.Key || writes[2].Key != plainKey {
+		t.Fatalf("keys out of first-seen order: %q %q %q", writes[0].Key, writes[1].Key, writes[2].Key)
 	}
-	if want := ten(3).Row(); !maps.EqualFunc(got[writes[0].key], want, eqValue) {
-		t.Fatalf("tenant row is not the last update's:\n got %v\nwant %v", got[writes[0].key], want)
+	if want := ten(3).Row(); !maps.EqualFunc(got[writes[0].Key], want, eqValue) {
+		t.Fatalf("tenant row is not the last update's:\n got %v\nwant %v", got[writes[0].Key], want)
 	}
 	wantReq := maps.Clone(req.Row())
 	wantReq["extra"] = "e"
-	if !maps.EqualFunc(got[req.Key], wantReq, eqValue) || writes[1].ttl != time.Hour {
-		t.Fatalf("request row %v ttl %v; want %v ttl 1h", got[req.Key], writes[1].ttl, wantReq)
+	if !maps.EqualFunc(got[req.Key], wantReq, eqValue) || writes[1].TTL != time.Hour {
+		t.Fatalf("request row %v ttl %v; want %v ttl 1h", got[req.Key], writes[1].TTL, wantReq)
 	}
-	if want := map[string]any{"a": "1", "b": "2"}; !maps.EqualFunc(got[plainKey], want, eqValue) || writes[2].ttl != time.Minute {
-		t.Fatalf("plain key %v ttl %v; want %v ttl 1m", got[plainKey], writes[2].ttl, want)
+	if want := map[string]any{"a": "1", "b": "2"}; !maps.EqualFunc(got[plainKey], want, eqValue) || writes[2].TTL != time.Minute {
+		t.Fatalf("plain key %v ttl %v; want %v ttl 1m", got[plainKey], writes[2].TTL, want)
 	}
 	// The caller's maps are not changed by merging.
 	if v := batch[2].ops[0].Fields["b"]; v != "1" {

@@ -1,0 +1,83 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/sinks"
+)
+
+// Table is one batch for one table: Rows is a slice of one of the row types (InferenceRow,
+// GatewayRow, HitRow, LedgerRow, DLQRow), whose `ch` tags name the columns.
+type Table struct {
+	Name string
+	Rows any
+}
+
+// Writer is the ClickHouse side of the sink and of the DLQ mirror (sinks.BatchWriter): each
+// WriteBatch is one insert of one table's rows. The sink inserts a flush's tables at once, so
+// WriteBatch may be called concurrently: each insert takes a connection of its own from the
+// pool. Rows written twice collapse (ReplacingMergeTree by request id and version).
+type Writer struct {
+	conn    driver.Conn
+	timeout time.Duration
+}
+
+var _ sinks.BatchWriter[Table] = (*Writer)(nil)
+
+// NewWriter returns the batch writer over conn; each insert may take insertTimeout at most.
+func NewWriter(conn driver.Conn, insertTimeout time.Duration) *Writer {
+	return &Writer{conn: conn, timeout: insertTimeout}
+}
+
+// WriteBatch is one attempt at inserting t's rows: one PrepareBatch with the columns named (the
+// only insert that works on every server version we support). It stamps inference and gateway
+// rows with landed_time_ms, the moment this attempt started. A row the driver cannot append
+// fails with ErrClickHouseRejected.
+func (w *Writer) WriteBatch(ctx context.Context, t Table) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	var sql string
+	var appendAll func(driver.Batch) error
+	landed := time.Now().UnixMilli()
+	switch rs := t.Rows.(type) {
+	case []InferenceRow:
+		for i := range rs {
+			rs[i].LandedTimeMs = landed
+		}
+		sql, appendAll = insertSQL(t.Name, InferenceRow{}), appender(rs)
+	case []GatewayRow:
+		for i := range rs {
+			rs[i].LandedTimeMs = landed
+		}
+		sql, appendAll = insertSQL(t.Name, GatewayRow{}), appender(rs)
+	case []HitRow:
+		sql, appendAll = insertSQL(t.Name, HitRow{}), appender(rs)
+	case []LedgerRow:
+		sql, appendAll = insertSQL(t.Name, LedgerRow{}), appender(rs)
+	case []DLQRow:
+		sql, appendAll = insertSQL(t.Name, DLQRow{}), appender(rs)
+	default:
+		return fmt.Errorf("%w: no insert for %T", ErrClickHouseFatal, t.Rows)
+	}
+	b, err := w.conn.PrepareBatch(ctx, sql)
+	if err != nil {
+		return err
+	}
+	if err := appendAll(b); err != nil {
+		b.Abort()
+		return err
+	}
+	return b.Send()
+}
+
+// Retryable implements sinks.BatchWriter with IsRetryable: an outage, a timeout or an
+// overloaded server is retried; a rejected batch (IsRejected) is bisected to its bad rows,
+// which are dead-lettered; a fatal error (IsFatal) stops the sink uncommitted.
+func (w *Writer) Retryable(err error) bool { return IsRetryable(err) }
+
+// Close implements sinks.BatchWriter: it closes the connection pool.
+func (w *Writer) Close() error { return w.conn.Close() }
