@@ -1,6 +1,6 @@
 // Package avro holds backflow's record contracts and their wire format: Avro bodies in the
 // Confluent framing (magic byte 0, 4-byte big-endian schema id, body), with schemas kept in a
-// Confluent-API schema registry. This first part is the registry connection: RegistryConfig
+// Confluent-API schema registry. This first part is the registry connection: RegistryConn
 // and NewRegistryClient (franz-go's sr client).
 package avro
 
@@ -20,8 +20,8 @@ import (
 // DefaultRegistryURL is the local stack's registry (Apicurio's Confluent-compatible API).
 const DefaultRegistryURL = "http://127.0.0.1:18081/apis/ccompat/v7"
 
-// RegistryConfig says how to reach the schema registry.
-type RegistryConfig struct {
+// RegistryConn says how to reach the schema registry.
+type RegistryConn struct {
 	// URL is the base of the Confluent-compatible API. Default: DefaultRegistryURL.
 	URL string
 	// Username and Password enable HTTP basic auth. Password comes from the environment
@@ -39,7 +39,7 @@ type RegistryConfig struct {
 	TLS secure.TLS `yaml:"tls"`
 }
 
-func (c RegistryConfig) withDefaults() RegistryConfig {
+func (c RegistryConn) withDefaults() RegistryConn {
 	if c.URL == "" {
 		c.URL = DefaultRegistryURL
 	}
@@ -50,7 +50,7 @@ func (c RegistryConfig) withDefaults() RegistryConfig {
 }
 
 // Validate reports the first bad field by name.
-func (c RegistryConfig) Validate() error {
+func (c RegistryConn) Validate() error {
 	c = c.withDefaults()
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -74,7 +74,7 @@ func (c RegistryConfig) Validate() error {
 
 // NewRegistryClient validates c and returns a registry client. It does not contact the
 // registry; PingRegistry does.
-func NewRegistryClient(c RegistryConfig) (*sr.Client, error) {
+func NewRegistryClient(c RegistryConn) (*sr.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,4 +127,4 @@ func IsAuthError(err error) bool {
 }
 
 // Endpoint says where c points, defaults applied.
-func (c RegistryConfig) Endpoint() string { return c.withDefaults().URL }
+func (c RegistryConn) Endpoint() string { return c.withDefaults().URL }

@@ -28,7 +28,7 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	good := RegistryConfig{URL: srv.URL, Username: "backflow", PasswordFile: securetest.SecretFile(t, "s3cret"), TLS: secure.TLS{CAFile: pki.CAFile}}
+	good := RegistryConn{URL: srv.URL, Username: "backflow", PasswordFile: securetest.SecretFile(t, "s3cret"), TLS: secure.TLS{CAFile: pki.CAFile}}
 	cl, err := NewRegistryClient(good)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 	}
 
 	other := securetest.New(t)
-	for name, cfg := range map[string]RegistryConfig{
+	for name, cfg := range map[string]RegistryConn{
 		"wrong password": {URL: srv.URL, Username: "backflow", Password: "wrong", TLS: secure.TLS{CAFile: pki.CAFile}},
 		"no password":    {URL: srv.URL, TLS: secure.TLS{CAFile: pki.CAFile}},
 		"untrusted CA":   {URL: srv.URL, Username: "backflow", Password: "s3cret", TLS: secure.TLS{CAFile: other.CAFile}},
@@ -80,20 +80,20 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 	}
 }
 
-func TestRegistryConfigValidateSecurity(t *testing.T) {
+func TestRegistryConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
 	for _, tt := range []struct {
 		name    string
-		cfg     RegistryConfig
+		cfg     RegistryConn
 		wantErr string
 	}{
-		{"https with ca", RegistryConfig{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password file", RegistryConfig{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}, ""},
-		{"tls on http", RegistryConfig{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, "avro: registry tls: set, but the url"},
-		{"password file without user", RegistryConfig{PasswordFile: securetest.SecretFile(t, "p")}, "avro: registry username: empty"},
-		{"password twice", RegistryConfig{Username: "u", Password: "p", PasswordFile: "/x"}, "avro: registry password: set inline and as a file"},
-		{"empty password file", RegistryConfig{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, "avro: registry password file: "},
-		{"missing ca", RegistryConfig{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, "avro: registry tls ca file"},
+		{"https with ca", RegistryConn{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
+		{"password file", RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}, ""},
+		{"tls on http", RegistryConn{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, "avro: registry tls: set, but the url"},
+		{"password file without user", RegistryConn{PasswordFile: securetest.SecretFile(t, "p")}, "avro: registry username: empty"},
+		{"password twice", RegistryConn{Username: "u", Password: "p", PasswordFile: "/x"}, "avro: registry password: set inline and as a file"},
+		{"empty password file", RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, "avro: registry password file: "},
+		{"missing ca", RegistryConn{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, "avro: registry tls ca file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()

@@ -38,13 +38,13 @@ const (
 
 // Check asks every system in c for a real answer, concurrently, and returns one result per
 // system in a fixed order. Each check is bounded by ctx.
-func Check(ctx context.Context, c Config) []CheckResult {
+func Check(ctx context.Context, c Conns) []CheckResult {
 	return CheckSystems(ctx, c, SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemModeration)
 }
 
 // CheckSystems is Check for the named systems only, in the order given. An unknown name gets a
 // result with an error.
-func CheckSystems(ctx context.Context, c Config, systems ...string) []CheckResult {
+func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult {
 	type check struct {
 		addr string
 		run  func(context.Context) (string, error)
@@ -94,7 +94,7 @@ const DefaultPreflightTimeout = 15 * time.Second
 // may be rotated under it; records wait and are never dead-lettered for it). A system that is
 // merely down at start-up is not an error here either: it is returned in the results, and
 // the stage waits for it as it always does.
-func Preflight(ctx context.Context, c Config, timeout time.Duration, systems ...string) ([]CheckResult, error) {
+func Preflight(ctx context.Context, c Conns, timeout time.Duration, systems ...string) ([]CheckResult, error) {
 	if timeout <= 0 {
 		timeout = DefaultPreflightTimeout
 	}
@@ -136,7 +136,7 @@ var settingsOf = map[string]string{
 	SystemModeration: "BACKFLOW_SENSITIVE_TOKEN[_FILE], BACKFLOW_SENSITIVE_TLS_CA_FILE",
 }
 
-func checkKafka(ctx context.Context, c Config) (string, error) {
+func checkKafka(ctx context.Context, c Conns) (string, error) {
 	cl, err := c.Kafka.NewClient()
 	if err != nil {
 		return "", err
@@ -149,7 +149,7 @@ func checkKafka(ctx context.Context, c Config) (string, error) {
 	return fmt.Sprintf("cluster %s, %d broker(s), controller %d", meta.Cluster, len(meta.Brokers), meta.Controller), nil
 }
 
-func checkRegistry(ctx context.Context, c Config) (string, error) {
+func checkRegistry(ctx context.Context, c Conns) (string, error) {
 	cl, err := avro.NewRegistryClient(c.Registry)
 	if err != nil {
 		return "", err
@@ -165,7 +165,7 @@ func checkRegistry(ctx context.Context, c Config) (string, error) {
 	return fmt.Sprintf("%d subject(s)", len(subjects)), nil
 }
 
-func checkClickHouse(ctx context.Context, c Config) (string, error) {
+func checkClickHouse(ctx context.Context, c Conns) (string, error) {
 	conn, err := clickhouse.Open(ctx, c.ClickHouse)
 	if err != nil {
 		return "", err
@@ -178,7 +178,7 @@ func checkClickHouse(ctx context.Context, c Config) (string, error) {
 	return "ClickHouse " + v.Version.String(), nil
 }
 
-func checkRedis(ctx context.Context, c Config) (string, error) {
+func checkRedis(ctx context.Context, c Conns) (string, error) {
 	rdb, err := redis.Open(ctx, c.Redis)
 	if err != nil {
 		return "", err
@@ -196,7 +196,7 @@ func checkRedis(ctx context.Context, c Config) (string, error) {
 	return "Redis", nil
 }
 
-func checkModeration(ctx context.Context, c Config) (string, error) {
+func checkModeration(ctx context.Context, c Conns) (string, error) {
 	cl, err := moderation.New(c.Moderation)
 	if err != nil {
 		return "", err

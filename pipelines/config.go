@@ -19,14 +19,14 @@ import (
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
-// Config holds the connection settings of every external system. Zero fields take each
+// Conns holds the connection settings of every external system. Zero fields take each
 // package's defaults: the local stack's loopback addresses.
-type Config struct {
-	Kafka      kafka.Config
-	Registry   avro.RegistryConfig
-	ClickHouse clickhouse.Config
-	Redis      redis.Config
-	Moderation moderation.Config
+type Conns struct {
+	Kafka      kafka.Conn
+	Registry   avro.RegistryConn
+	ClickHouse clickhouse.Conn
+	Redis      redis.Conn
+	Moderation moderation.Conn
 }
 
 // Environment variables FromEnv reads. Secrets (passwords, tokens) are read only from here or
@@ -137,7 +137,7 @@ const DefaultSensitiveURL = "http://127.0.0.1:18090"
 // FromEnv builds a Config from environment variables looked up with getenv (os.Getenv in
 // production), then validates it. All problems are reported at once, each naming its
 // variable; no error shows a secret.
-func FromEnv(getenv func(string) string) (Config, error) {
+func FromEnv(getenv func(string) string) (Conns, error) {
 	var errs []error
 	tlsOf := func(enabled, ca, cert, key, server string) secure.TLS {
 		t := secure.TLS{CAFile: getenv(ca), CertFile: getenv(cert), KeyFile: getenv(key), ServerName: getenv(server)}
@@ -152,8 +152,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		return t
 	}
-	c := Config{
-		Kafka: kafka.Config{
+	c := Conns{
+		Kafka: kafka.Conn{
 			Brokers: kafka.ParseBrokers(getenv(EnvKafkaBrokers)),
 			SASL: kafka.SASL{
 				Mechanism:    strings.TrimSpace(getenv(EnvKafkaSASLMechanism)),
@@ -163,14 +163,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			},
 			TLS: tlsOf(EnvKafkaTLS, EnvKafkaTLSCAFile, EnvKafkaTLSCertFile, EnvKafkaTLSKeyFile, EnvKafkaTLSServerName),
 		},
-		Registry: avro.RegistryConfig{
+		Registry: avro.RegistryConn{
 			URL:          getenv(EnvRegistryURL),
 			Username:     getenv(EnvRegistryUsername),
 			Password:     getenv(EnvRegistryPassword),
 			PasswordFile: getenv(EnvRegistryPasswordFile),
 			TLS:          tlsOf("", EnvRegistryTLSCAFile, EnvRegistryTLSCertFile, EnvRegistryTLSKeyFile, EnvRegistryTLSServerName),
 		},
-		ClickHouse: clickhouse.Config{
+		ClickHouse: clickhouse.Conn{
 			Addr:         getenv(EnvClickHouseAddr),
 			Database:     getenv(EnvClickHouseDatabase),
 			User:         getenv(EnvClickHouseUser),
@@ -178,14 +178,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			PasswordFile: getenv(EnvClickHousePasswordFile),
 			TLS:          tlsOf(EnvClickHouseTLS, EnvClickHouseTLSCAFile, EnvClickHouseTLSCertFile, EnvClickHouseTLSKeyFile, EnvClickHouseTLSServer),
 		},
-		Redis: redis.Config{
+		Redis: redis.Conn{
 			Addr:         getenv(EnvRedisAddr),
 			Username:     getenv(EnvRedisUsername),
 			Password:     getenv(EnvRedisPassword),
 			PasswordFile: getenv(EnvRedisPasswordFile),
 			TLS:          tlsOf(EnvRedisTLS, EnvRedisTLSCAFile, EnvRedisTLSCertFile, EnvRedisTLSKeyFile, EnvRedisTLSServerName),
 		},
-		Moderation: moderation.Config{
+		Moderation: moderation.Conn{
 			URL:       getenv(EnvSensitiveURL),
 			Token:     getenv(EnvSensitiveToken),
 			TokenFile: getenv(EnvSensitiveTokenFile),
@@ -209,6 +209,6 @@ func FromEnv(getenv func(string) string) (Config, error) {
 }
 
 // Validate checks every part and reports all errors at once.
-func (c Config) Validate() error {
+func (c Conns) Validate() error {
 	return errors.Join(c.Kafka.Validate(), c.Registry.Validate(), c.ClickHouse.Validate(), c.Redis.Validate(), c.Moderation.Validate())
 }

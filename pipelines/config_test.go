@@ -15,13 +15,13 @@ func TestFromEnv(t *testing.T) {
 	tests := []struct {
 		name    string
 		env     map[string]string
-		check   func(t *testing.T, c Config)
+		check   func(t *testing.T, c Conns)
 		wantErr []string // every substring must appear: all errors are reported at once
 	}{
 		{
 			name: "empty environment takes the local stack's defaults",
 			env:  map[string]string{},
-			check: func(t *testing.T, c Config) {
+			check: func(t *testing.T, c Conns) {
 				got := []string{c.Kafka.Endpoint(), c.Registry.Endpoint(), c.ClickHouse.Endpoint(), c.Redis.Endpoint(), c.Moderation.URL}
 				want := []string{"127.0.0.1:19092", "http://127.0.0.1:18081/apis/ccompat/v7", "127.0.0.1:19000", "127.0.0.1:16379", "http://127.0.0.1:18090"}
 				for i := range want {
@@ -38,7 +38,7 @@ func TestFromEnv(t *testing.T) {
 				EnvRegistryUsername: "u", EnvRegistryPassword: "p", EnvClickHouseAddr: "ch:9000",
 				EnvClickHouseUser: "writer", EnvRedisAddr: "r:6379", EnvRedisDB: "3",
 			},
-			check: func(t *testing.T, c Config) {
+			check: func(t *testing.T, c Conns) {
 				if c.Kafka.Endpoint() != "k1:9092,k2:9092" || c.Registry.Username != "u" || c.Registry.Password != "p" ||
 					c.ClickHouse.User != "writer" || c.Redis.DB != 3 || c.Redis.Endpoint() != "r:6379" {
 					t.Errorf("config not read as set: %+v", c)
@@ -66,7 +66,7 @@ func TestFromEnv(t *testing.T) {
 				EnvRedisTLSCertFile: pki.CertFile, EnvRedisTLSKeyFile: pki.KeyFile,
 				EnvSensitiveURL: "https://sw:8443", EnvSensitiveTokenFile: secretFile, EnvSensitiveTLSCAFile: pki.CAFile,
 			},
-			check: func(t *testing.T, c Config) {
+			check: func(t *testing.T, c Conns) {
 				k := c.Kafka
 				if k.SASL.Mechanism != "scram-sha-512" || k.SASL.Username != "backflow" || k.SASL.PasswordFile != secretFile ||
 					k.TLS.CAFile != pki.CAFile || k.TLS.ServerName != "kafka.internal" {

@@ -12,7 +12,7 @@ import (
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
-// File is backflow's configuration file: what `backflow run --config FILE` reads and
+// Config is backflow's configuration file: what `backflow run --config FILE` reads and
 // `backflow check-config` checks. Every key is optional and takes the default Defaults
 // gives; deploy/config.example.yaml lists them all with their defaults (ExampleYAML writes
 // it, and a test keeps it in sync).
@@ -30,7 +30,7 @@ import (
 // Tags: yaml is the key; doc is the reference text; secret names the variable holding the
 // secret a _file key points at; zero:"ok" allows 0 where every other number and duration
 // must be positive.
-type File struct {
+type Config struct {
 	Stages          []string      `yaml:"stages" doc:"stages backflow run starts, in one process: ingest, sink-clickhouse (with its DLQ mirror), sink-features"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" doc:"on SIGTERM or SIGINT: the longest backflow waits for the stages to stop consuming, flush and commit; past it, it exits with code 3 and what was not committed is redelivered"`
 
@@ -197,8 +197,8 @@ const DefaultShutdownTimeout = 45 * time.Second
 
 // Defaults returns the configuration every key falls back to: the local stack's addresses,
 // every stage, and each package's documented defaults.
-func Defaults() File {
-	return File{
+func Defaults() Config {
+	return Config{
 		Stages:          []string{StageIngest, StageSinkClickHouse, StageSinkFeatures},
 		ShutdownTimeout: DefaultShutdownTimeout,
 		Log:             LogFile{Format: ops.LogText, Level: "info"},

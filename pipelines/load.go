@@ -68,9 +68,9 @@ type Override struct {
 // Loaded is a checked configuration.
 type Loaded struct {
 	// File holds every key's value after the file, environment and overrides.
-	File File
+	File Config
 	// Conn is the connection settings, secrets resolved, ready for the packages.
-	Conn Config
+	Conn Conns
 	// Sources says where each key's value came from: "default", "file", an env variable or a
 	// flag.
 	Sources map[string]string
@@ -158,7 +158,7 @@ type leaf struct {
 }
 
 // fileLeaves lists f's keys in declaration order; the values are f's fields (settable).
-func fileLeaves(f *File) []leaf {
+func fileLeaves(f *Config) []leaf {
 	var out []leaf
 	var walk func(v reflect.Value, prefix string)
 	walk = func(v reflect.Value, prefix string) {
@@ -199,7 +199,7 @@ func EnvName(path string) string {
 
 // Keys lists every key path of the file, in the order of the config reference.
 func Keys() []string {
-	var f File
+	var f Config
 	var out []string
 	for _, l := range fileLeaves(&f) {
 		out = append(out, l.path)
@@ -274,7 +274,7 @@ func secretKey(key string) bool {
 
 // decodeFile decodes YAML into f key by key, so that every unknown key, inline secret and
 // bad value is reported with its path and line, not only the first.
-func decodeFile(data []byte, f *File, sources map[string]string) ConfigErrors {
+func decodeFile(data []byte, f *Config, sources map[string]string) ConfigErrors {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return ConfigErrors{{Path: "(file)", Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
@@ -376,7 +376,7 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 // resolveSecrets reads each secret: its variable wins, else the file its _file key names.
 // The result is keyed by the secret's variable name; a secret read from a file also leaves
 // the file's path under fromFile(variable), so conn can hand the package the file.
-func resolveSecrets(f File, getenv func(string) string, sources map[string]string) (map[string]string, ConfigErrors) {
+func resolveSecrets(f Config, getenv func(string) string, sources map[string]string) (map[string]string, ConfigErrors) {
 	out := map[string]string{}
 	var errs ConfigErrors
 	for _, l := range fileLeaves(&f) {
@@ -430,7 +430,7 @@ func sourceOf(sources map[string]string, path string) string {
 // conn builds the connection settings. Keys that FromEnv reads go through it by their
 // variable names (so FromEnv stays the one place that parses and checks them, and a variable
 // it knows that has no key yet still applies); the rest are set here.
-func (f File) conn(secrets map[string]string, getenv func(string) string) (Config, error) {
+func (f Config) conn(secrets map[string]string, getenv func(string) string) (Conns, error) {
 	vals := map[string]string{}
 	inline := map[string]string{} // secrets given in their own variable
 	for _, l := range fileLeaves(&f) {
@@ -468,7 +468,7 @@ func (f File) conn(secrets map[string]string, getenv func(string) string) (Confi
 }
 
 // IngestConfig is the ingest section as the stage takes it.
-func (f File) IngestConfig() ingest.Config {
+func (f Config) IngestConfig() ingest.Config {
 	s := f.Ingest
 	return ingest.Config{Group: s.Group, InferenceTopic: s.InferenceTopic, GatewayTopic: s.GatewayTopic, EnrichedTopic: s.EnrichedTopic,
 		DLQTopic: s.DLQTopic, ControlTopic: s.ControlTopic, DedupeWindow: s.DedupeWindow, ExpireEvery: s.ExpireEvery,
@@ -478,31 +478,31 @@ func (f File) IngestConfig() ingest.Config {
 }
 
 // SinkClickHouseConfig is the sink_clickhouse section as the sink takes it.
-func (f File) SinkClickHouseConfig() clickhouse.SinkConfig {
+func (f Config) SinkClickHouseConfig() clickhouse.Config {
 	s := f.SinkClickHouse
-	return clickhouse.SinkConfig{Group: s.Group, Topic: s.Topic, DLQTopic: s.DLQTopic, BatchRows: s.BatchRows,
+	return clickhouse.Config{Group: s.Group, Topic: s.Topic, DLQTopic: s.DLQTopic, BatchRows: s.BatchRows,
 		BatchInterval: s.BatchInterval, InsertTimeout: s.InsertTimeout, BackoffMin: s.BackoffMin, BackoffMax: s.BackoffMax,
 		FromStart: s.FromStart}
 }
 
 // MirrorConfig is the DLQ mirror's part of the sink_clickhouse section.
-func (f File) MirrorConfig() clickhouse.MirrorConfig {
+func (f Config) MirrorConfig() clickhouse.MirrorConfig {
 	s := f.SinkClickHouse
 	return clickhouse.MirrorConfig{Group: s.MirrorDLQGroup, Topic: s.DLQTopic, BatchRows: s.BatchRows, BatchInterval: s.BatchInterval,
 		InsertTimeout: s.InsertTimeout, BackoffMin: s.BackoffMin, BackoffMax: s.BackoffMax, FromStart: s.FromStart}
 }
 
 // SinkFeaturesConfig is the sink_features section as the sink takes it.
-func (f File) SinkFeaturesConfig() features.Config {
+func (f Config) SinkFeaturesConfig() features.Config {
 	s := f.SinkFeatures
 	return features.Config{Group: s.Group, EnrichedTopic: s.EnrichedTopic, DLQTopic: s.DLQTopic, Project: s.Project,
 		RequestTTL: s.RequestTTL, RequestWindow: s.RequestWindow, SweepEvery: s.SweepEvery}
 }
 
 // RedisWriterConfig is the sink_features section's Redis batching as the writer takes it.
-func (f File) RedisWriterConfig() redis.WriterConfig {
+func (f Config) RedisWriterConfig() redis.Config {
 	s := f.SinkFeatures
-	return redis.WriterConfig{MaxBatch: s.RedisBatch, Linger: s.RedisLinger}
+	return redis.Config{MaxBatch: s.RedisBatch, Linger: s.RedisLinger}
 }
 
 // connSections are the sections whose keys make up Config; they are checked together.
@@ -514,19 +514,19 @@ var connSections = []string{"kafka", "registry", "clickhouse", "redis", "sensiti
 type checkGroup struct {
 	name     string
 	sections []string
-	check    func(f File, secrets map[string]string, getenv func(string) string) error
+	check    func(f Config, secrets map[string]string, getenv func(string) string) error
 }
 
 var checkGroups = []checkGroup{
-	{"connections", connSections, func(f File, secrets map[string]string, getenv func(string) string) error {
+	{"connections", connSections, func(f Config, secrets map[string]string, getenv func(string) string) error {
 		_, err := f.conn(secrets, getenv)
 		return err
 	}},
-	{"ingest", []string{"ingest"}, func(f File, _ map[string]string, _ func(string) string) error { return f.IngestConfig().Validate() }},
-	{"sink_clickhouse", []string{"sink_clickhouse"}, func(f File, _ map[string]string, _ func(string) string) error {
+	{"ingest", []string{"ingest"}, func(f Config, _ map[string]string, _ func(string) string) error { return f.IngestConfig().Validate() }},
+	{"sink_clickhouse", []string{"sink_clickhouse"}, func(f Config, _ map[string]string, _ func(string) string) error {
 		return errors.Join(f.SinkClickHouseConfig().Validate(), f.MirrorConfig().Validate())
 	}},
-	{"sink_features", []string{"sink_features"}, func(f File, _ map[string]string, _ func(string) string) error {
+	{"sink_features", []string{"sink_features"}, func(f Config, _ map[string]string, _ func(string) string) error {
 		return f.SinkFeaturesConfig().Validate()
 	}},
 }
@@ -554,7 +554,7 @@ func sharesMessage(a, b []error) bool {
 }
 
 // validate checks f; prior are the errors already found (their keys are not checked again).
-func validate(f File, secrets map[string]string, getenv func(string) string, sources map[string]string, prior ConfigErrors) ConfigErrors {
+func validate(f Config, secrets map[string]string, getenv func(string) string, sources map[string]string, prior ConfigErrors) ConfigErrors {
 	var errs ConfigErrors
 	bad := map[string]bool{}
 	for _, e := range prior {

@@ -326,7 +326,7 @@ func TestDocsHaveTheReference(t *testing.T) {
 // of a secret), so the file can set everything the environment can.
 func TestEveryConnectionVariableHasAKey(t *testing.T) {
 	vars := map[string]bool{}
-	var f File
+	var f Config
 	for _, l := range fileLeaves(&f) {
 		vars[l.env] = true
 		if l.secretEnv != "" {

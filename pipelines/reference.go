@@ -21,7 +21,7 @@ func ExampleYAML() []byte {
 # Check a file with: backflow check-config --config FILE
 `)
 	def := Defaults()
-	t := reflect.TypeFor[File]()
+	t := reflect.TypeFor[Config]()
 	v := reflect.ValueOf(def)
 	for i := range t.NumField() {
 		sf := t.Field(i)

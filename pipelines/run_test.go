@@ -23,7 +23,7 @@ func withStages(t *testing.T, ss ...stage) {
 }
 
 func fakeStage(name string, run func(ctx context.Context) error) stage {
-	return stage{name: name, groups: func(File) []string { return []string{"g-" + name} }, parts: justThe(name),
+	return stage{name: name, groups: func(Config) []string { return []string{"g-" + name} }, parts: justThe(name),
 		run: func(ctx context.Context, _ *stageEnv) error { return run(ctx) }}
 }
 

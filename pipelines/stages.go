@@ -30,17 +30,19 @@ import (
 type stage struct {
 	name   string
 	needs  []string
-	groups func(File) []string
-	parts  func(File) []string
+	groups func(Config) []string
+	parts  func(Config) []string
 	run    func(ctx context.Context, e *stageEnv) error
 }
 
-func justThe(name string) func(File) []string { return func(File) []string { return []string{name} } }
+func justThe(name string) func(Config) []string {
+	return func(Config) []string { return []string{name} }
+}
 
 // stageEnv is what a stage runs with.
 type stageEnv struct {
-	file    File
-	conn    Config
+	file    Config
+	conn    Conns
 	log     *slog.Logger
 	metrics *ops.Metrics
 	ready   *ops.Readiness
@@ -75,7 +77,7 @@ var stages = []stage{
 	{
 		name:   StageIngest,
 		needs:  []string{"kafka", "registry", "sensitive-words"},
-		groups: func(f File) []string { return []string{f.Ingest.Group} },
+		groups: func(f Config) []string { return []string{f.Ingest.Group} },
 		parts:  justThe(StageIngest),
 		run: func(ctx context.Context, e *stageEnv) error {
 			checker, err := moderation.New(e.conn.Moderation)
@@ -100,13 +102,13 @@ var stages = []stage{
 	{
 		name:  StageSinkClickHouse,
 		needs: []string{"kafka", "registry", "clickhouse"},
-		groups: func(f File) []string {
+		groups: func(f Config) []string {
 			if f.SinkClickHouse.MirrorDLQ {
 				return []string{f.SinkClickHouse.Group, f.SinkClickHouse.MirrorDLQGroup}
 			}
 			return []string{f.SinkClickHouse.Group}
 		},
-		parts: func(f File) []string {
+		parts: func(f Config) []string {
 			if f.SinkClickHouse.MirrorDLQ {
 				return []string{StageSinkClickHouse, clickhouse.MirrorStage}
 			}
@@ -117,7 +119,7 @@ var stages = []stage{
 	{
 		name:   StageSinkFeatures,
 		needs:  []string{"kafka", "registry", "redis"},
-		groups: func(f File) []string { return []string{f.SinkFeatures.Group} },
+		groups: func(f Config) []string { return []string{f.SinkFeatures.Group} },
 		parts:  justThe(StageSinkFeatures),
 		run: func(ctx context.Context, e *stageEnv) error {
 			reg, err := avro.NewRegistryClient(e.conn.Registry)
@@ -236,7 +238,7 @@ func stageByName(name string) (stage, error) {
 }
 
 // systemChecks are the dependency checks /readyz runs, by system name (as in Check).
-var systemChecks = map[string]func(context.Context, Config) (string, error){
+var systemChecks = map[string]func(context.Context, Conns) (string, error){
 	"kafka":           checkKafka,
 	"registry":        checkRegistry,
 	"clickhouse":      checkClickHouse,

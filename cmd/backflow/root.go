@@ -116,7 +116,7 @@ func (o *rootOptions) applyEnvFile() error {
 // preflight asks the systems a stage needs once before it starts, and stops it (exit 1) when
 // one refuses our credentials or the TLS handshake (pipelines.Preflight). A system that is
 // only down is logged, and the stage waits for it as it does mid-run.
-func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger, systems ...string) error {
+func preflight(ctx context.Context, conn pipelines.Conns, log *slog.Logger, systems ...string) error {
 	results, err := pipelines.Preflight(ctx, conn, 0, systems...)
 	if err != nil {
 		return err
@@ -131,7 +131,7 @@ func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger, sys
 
 // loadConfig reads the connection settings from --config and the environment; a bad setting
 // is a usage error.
-func loadConfig() (pipelines.Config, error) {
+func loadConfig() (pipelines.Conns, error) {
 	l, err := pipelines.Load(configPath, os.Getenv)
 	if err != nil {
 		return l.Conn, fmt.Errorf("%w: configuration: %w", errUsage, err)

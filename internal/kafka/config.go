@@ -29,8 +29,8 @@ const DefaultBrokers = "127.0.0.1:19092"
 // from 2.4 on, so 2.3 is the newest version that works against both.
 var SaramaVersion = sarama.V2_3_0_0
 
-// Config says how to reach the Kafka cluster.
-type Config struct {
+// Conn says how to reach the Kafka cluster.
+type Conn struct {
 	// Brokers are the bootstrap addresses, host:port. Default: [DefaultBrokers].
 	Brokers []string
 	// ClientID names this process in broker logs and quotas. Default: "backflow".
@@ -104,7 +104,7 @@ func (s SASL) validate() error {
 	return nil
 }
 
-func (c Config) withDefaults() Config {
+func (c Conn) withDefaults() Conn {
 	if len(c.Brokers) == 0 {
 		c.Brokers = []string{DefaultBrokers}
 	}
@@ -122,7 +122,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first bad field by name.
-func (c Config) Validate() error {
+func (c Conn) Validate() error {
 	c = c.withDefaults()
 	for _, b := range c.Brokers {
 		host, port, ok := strings.Cut(b, ":")
@@ -157,7 +157,7 @@ func ParseBrokers(s string) []string {
 // (topics, groups, producer settings). Call Validate first (NewClient does): should a TLS
 // file fail to load here all the same, every dial fails with that error, so a connection
 // never falls back to plaintext.
-func (c Config) Opts() []kgo.Opt {
+func (c Conn) Opts() []kgo.Opt {
 	c = c.withDefaults()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
@@ -204,7 +204,7 @@ func (s SASL) franz() sasl.Mechanism {
 
 // NewClient validates c and returns a franz-go client. It does not contact the cluster;
 // the first request does.
-func (c Config) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
+func (c Conn) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (c Config) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
 }
 
 // Sarama returns the sarama configuration goka processors, views and emitters run with.
-func (c Config) Sarama() *sarama.Config {
+func (c Conn) Sarama() *sarama.Config {
 	c = c.withDefaults()
 	sc := goka.DefaultConfig()
 	sc.Version = SaramaVersion
@@ -300,7 +300,7 @@ func producerBackoff(n, _ int) time.Duration {
 // TopicManager returns the goka topic-manager settings: replication for the tables goka
 // creates, and no creation of stream topics (topics are created by the operator or by
 // backflow's own setup, with auto-creation off on the brokers).
-func (c Config) TopicManager() *goka.TopicManagerConfig {
+func (c Conn) TopicManager() *goka.TopicManagerConfig {
 	c = c.withDefaults()
 	tm := goka.NewTopicManagerConfig()
 	tm.Table.Replication = c.TableReplication
@@ -310,7 +310,7 @@ func (c Config) TopicManager() *goka.TopicManagerConfig {
 }
 
 // ProcessorOptions returns the goka options that point a processor at this cluster.
-func (c Config) ProcessorOptions() []goka.ProcessorOption {
+func (c Conn) ProcessorOptions() []goka.ProcessorOption {
 	sc := c.Sarama()
 	return []goka.ProcessorOption{
 		goka.WithClientID(c.withDefaults().ClientID),
@@ -322,7 +322,7 @@ func (c Config) ProcessorOptions() []goka.ProcessorOption {
 }
 
 // ViewOptions returns the goka options that point a view at this cluster.
-func (c Config) ViewOptions() []goka.ViewOption {
+func (c Conn) ViewOptions() []goka.ViewOption {
 	sc := c.Sarama()
 	return []goka.ViewOption{
 		goka.WithViewClientID(c.withDefaults().ClientID),
@@ -332,7 +332,7 @@ func (c Config) ViewOptions() []goka.ViewOption {
 }
 
 // EmitterOptions returns the goka options that point an emitter at this cluster.
-func (c Config) EmitterOptions() []goka.EmitterOption {
+func (c Conn) EmitterOptions() []goka.EmitterOption {
 	sc := c.Sarama()
 	return []goka.EmitterOption{
 		goka.WithEmitterClientID(c.withDefaults().ClientID),
@@ -342,4 +342,4 @@ func (c Config) EmitterOptions() []goka.EmitterOption {
 }
 
 // Endpoint says where c points, defaults applied: the comma-separated bootstrap brokers.
-func (c Config) Endpoint() string { return strings.Join(c.withDefaults().Brokers, ",") }
+func (c Conn) Endpoint() string { return strings.Join(c.withDefaults().Brokers, ",") }

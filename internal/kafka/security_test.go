@@ -42,7 +42,7 @@ func TestSASLOverTLSBothClients(t *testing.T) {
 		t.Run(mech, func(t *testing.T) {
 			const pass = "pa55-word"
 			c, pki := secureCluster(t, mech, "backflow", pass)
-			cfg := Config{Brokers: c.ListenAddrs(), ClientID: "sec-test",
+			cfg := Conn{Brokers: c.ListenAddrs(), ClientID: "sec-test",
 				SASL: SASL{Mechanism: mech, Username: "backflow", PasswordFile: securetest.SecretFile(t, pass)},
 				TLS:  secure.TLS{CAFile: pki.CAFile}}
 			if err := cfg.Validate(); err != nil {
@@ -99,12 +99,12 @@ func TestWrongSecretsFail(t *testing.T) {
 	other := securetest.New(t)
 	tests := []struct {
 		name    string
-		cfg     Config
+		cfg     Conn
 		authErr bool
 	}{
-		{"wrong password", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "wrong-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
-		{"unknown user", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "nobody", Password: "right-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
-		{"untrusted CA", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "right-password"}, TLS: secure.TLS{CAFile: other.CAFile}}, true},
+		{"wrong password", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "wrong-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
+		{"unknown user", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "nobody", Password: "right-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
+		{"untrusted CA", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "right-password"}, TLS: secure.TLS{CAFile: other.CAFile}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cfg := Config{Brokers: c.ListenAddrs(), TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}
+	cfg := Conn{Brokers: c.ListenAddrs(), TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}
 	cl, err := kgo.NewClient(append(cfg.Opts(), kgo.RequestRetries(0))...)
 	if err != nil {
 		t.Fatal(err)
@@ -190,27 +190,27 @@ func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
 	}
 }
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
 	tests := []struct {
 		name    string
-		cfg     Config
+		cfg     Conn
 		wantErr string
 	}{
-		{"no security", Config{}, ""},
-		{"scram with file", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "p")}}, ""},
-		{"tls only", Config{TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"mutual tls", Config{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}, ""},
-		{"unknown mechanism", Config{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"}}, `kafka: sasl mechanism: "GSSAPI"`},
-		{"lower-case mechanism", Config{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "p"}}, ""},
-		{"user without mechanism", Config{SASL: SASL{Username: "u"}}, "kafka: sasl mechanism: empty"},
-		{"no username", Config{SASL: SASL{Mechanism: MechanismPlain, Password: "p"}}, "kafka: sasl username: empty"},
-		{"no password", Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, "kafka: sasl password: empty"},
-		{"password twice", Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "p", PasswordFile: "/x"}}, "kafka: sasl password: set inline and as a file"},
-		{"missing password file", Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, "kafka: sasl password file: open /nonexistent/pw"},
-		{"missing ca", Config{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, "kafka: tls ca file: open /nonexistent/ca.crt"},
-		{"ca not pem", Config{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, "holds no PEM certificate"},
-		{"cert without key", Config{TLS: secure.TLS{CertFile: pki.CertFile}}, "kafka: tls key file: empty while cert file is set"},
+		{"no security", Conn{}, ""},
+		{"scram with file", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "p")}}, ""},
+		{"tls only", Conn{TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
+		{"mutual tls", Conn{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}, ""},
+		{"unknown mechanism", Conn{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"}}, `kafka: sasl mechanism: "GSSAPI"`},
+		{"lower-case mechanism", Conn{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "p"}}, ""},
+		{"user without mechanism", Conn{SASL: SASL{Username: "u"}}, "kafka: sasl mechanism: empty"},
+		{"no username", Conn{SASL: SASL{Mechanism: MechanismPlain, Password: "p"}}, "kafka: sasl username: empty"},
+		{"no password", Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, "kafka: sasl password: empty"},
+		{"password twice", Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "p", PasswordFile: "/x"}}, "kafka: sasl password: set inline and as a file"},
+		{"missing password file", Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, "kafka: sasl password file: open /nonexistent/pw"},
+		{"missing ca", Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, "kafka: tls ca file: open /nonexistent/ca.crt"},
+		{"ca not pem", Conn{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, "holds no PEM certificate"},
+		{"cert without key", Conn{TLS: secure.TLS{CertFile: pki.CertFile}}, "kafka: tls key file: empty while cert file is set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

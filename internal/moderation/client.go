@@ -54,13 +54,13 @@ type Hit struct {
 
 // Client calls the sensitive-word service. It is safe for concurrent use.
 type Client struct {
-	cfg      Config
+	cfg      Conn
 	endpoint string
 	http     *http.Client
 }
 
 // New validates cfg and returns a Client. It does not contact the service.
-func New(cfg Config) (*Client, error) {
+func New(cfg Conn) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

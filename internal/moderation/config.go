@@ -14,8 +14,8 @@ const (
 	DefaultMaxItems = 100
 )
 
-// Config says where the sensitive-word service is and how to call it.
-type Config struct {
+// Conn says where the sensitive-word service is and how to call it.
+type Conn struct {
 	// URL is the service's base URL; Check posts to URL + "/v1/check". Required. On the local
 	// stack it is BACKFLOW_SENSITIVE_URL, http://127.0.0.1:18090. It must not carry
 	// credentials: use Token.
@@ -40,7 +40,7 @@ type Config struct {
 	MaxItems int
 }
 
-func (c Config) withDefaults() Config {
+func (c Conn) withDefaults() Conn {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -51,7 +51,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first bad field by name, with its value (never the token's).
-func (c Config) Validate() error {
+func (c Conn) Validate() error {
 	c = c.withDefaults()
 	if c.URL == "" {
 		return fmt.Errorf("moderation: url: empty, want the service's base URL (e.g. http://127.0.0.1:18090)")

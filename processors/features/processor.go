@@ -270,7 +270,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 
 // RunConfig is what Run needs besides Config.
 type RunConfig struct {
-	Kafka    kafka.Config
+	Kafka    kafka.Conn
 	Registry avro.Registry
 	// Store receives the feature rows (sinks/redis.Writer); Run runs it.
 	Store Store
@@ -289,7 +289,7 @@ const missingTopicGrace = 20 * time.Second
 
 // Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
 // loopback topic with its partition count. It returns that count.
-func Prepare(ctx context.Context, kc kafka.Config, cfg Config) (int, error) {
+func Prepare(ctx context.Context, kc kafka.Conn, cfg Config) (int, error) {
 	cfg = cfg.withDefaults()
 	cl, err := kc.NewClient()
 	if err != nil {

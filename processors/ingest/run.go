@@ -33,7 +33,7 @@ const missingTopicGrace = 5 * time.Second
 
 // RunConfig is what Run needs besides the stage's Config.
 type RunConfig struct {
-	Kafka    kafka.Config
+	Kafka    kafka.Conn
 	Registry avro.Registry
 	Checker  Checker
 	// StorageDir holds goka's local table storage (rebuilt from the changelog when missing).

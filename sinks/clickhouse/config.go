@@ -1,6 +1,6 @@
 // Package clickhouse is backflow's ClickHouse sink. Start with Sink (a consumer group over the
 // enriched topic that writes rows, a ledger, then commits) and Migrate (the numbered DDL in
-// migrations/, tracked in backflow_migrations). Config says where ClickHouse is; SinkConfig what
+// migrations/, tracked in backflow_migrations). Conn says where ClickHouse is; Config what
 // the sink reads and how it batches. Rows are versioned by Version, so re-writes collapse in
 // the ReplacingMergeTree tables and the v_* views (FINAL) show one row per key.
 //
@@ -26,8 +26,8 @@ import (
 // DefaultAddr is the local stack's ClickHouse native-protocol address.
 const DefaultAddr = "127.0.0.1:19000"
 
-// Config says how to reach ClickHouse.
-type Config struct {
+// Conn says how to reach ClickHouse.
+type Conn struct {
 	// Addr is host:port of the native protocol (9000 on a stock server). Default: DefaultAddr.
 	Addr string
 	// Database is the database backflow's tables live in. Default: "default".
@@ -47,7 +47,7 @@ type Config struct {
 	TLS secure.TLS `yaml:"tls"`
 }
 
-func (c Config) withDefaults() Config {
+func (c Conn) withDefaults() Conn {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
@@ -64,7 +64,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first bad field by name.
-func (c Config) Validate() error {
+func (c Conn) Validate() error {
 	c = c.withDefaults()
 	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
 		return fmt.Errorf("clickhouse: addr: %q is not host:port", c.Addr)
@@ -81,7 +81,7 @@ func (c Config) Validate() error {
 // Open validates c, connects over the native protocol and pings the server, so a wrong
 // address or password fails here with a clear error rather than on the first insert.
 // The caller closes the returned connection.
-func Open(ctx context.Context, c Config) (driver.Conn, error) {
+func Open(ctx context.Context, c Conn) (driver.Conn, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func Open(ctx context.Context, c Config) (driver.Conn, error) {
 }
 
 // Endpoint says where c points, defaults applied.
-func (c Config) Endpoint() string { return c.withDefaults().Addr }
+func (c Conn) Endpoint() string { return c.withDefaults().Addr }
 
 // Sink defaults.
 const (
@@ -122,8 +122,8 @@ const (
 	DefaultBatchInterval = time.Second
 )
 
-// SinkConfig says what the sink consumes and how it batches. Where it writes is Config.
-type SinkConfig struct {
+// Config says what the sink consumes and how it batches. Where it writes is Conn.
+type Config struct {
 	// Group is the Kafka consumer group; it also names the group in sink_ledger.
 	// Default: DefaultGroup ("backflow-sink-clickhouse").
 	Group string
@@ -151,7 +151,7 @@ type SinkConfig struct {
 	FromStart bool
 }
 
-func (c SinkConfig) withDefaults() SinkConfig {
+func (c Config) withDefaults() Config {
 	if c.Group == "" {
 		c.Group = DefaultGroup
 	}
@@ -182,7 +182,7 @@ func (c SinkConfig) withDefaults() SinkConfig {
 var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // Validate reports the first bad field by name, with its value.
-func (c SinkConfig) Validate() error {
+func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
 	case !kafkaName.MatchString(c.Group):

@@ -13,23 +13,23 @@ import (
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
 
-func TestSinkConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name    string
-		cfg     SinkConfig
+		cfg     Config
 		wantErr string // "" means valid; else a substring naming the field
 	}{
-		{"zero is the defaults", SinkConfig{}, ""},
-		{"explicit", SinkConfig{Group: "g.1", Topic: "t-1", DLQTopic: "d_1", BatchRows: 500, BatchInterval: 50 * time.Millisecond}, ""},
-		{"bad group", SinkConfig{Group: "a b"}, "group"},
-		{"bad topic", SinkConfig{Topic: "a/b"}, "topic"},
-		{"bad dlq topic", SinkConfig{DLQTopic: "a:b"}, "dlq topic"},
-		{"dlq is the input", SinkConfig{Topic: "x", DLQTopic: "x"}, "dlq topic"},
-		{"negative rows", SinkConfig{BatchRows: -1}, "batch rows"},
-		{"huge rows", SinkConfig{BatchRows: 2_000_000}, "batch rows"},
-		{"tiny interval", SinkConfig{BatchInterval: time.Microsecond}, "batch interval"},
-		{"negative insert timeout", SinkConfig{InsertTimeout: -time.Second}, "insert timeout"},
-		{"backoff inverted", SinkConfig{BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff"},
+		{"zero is the defaults", Config{}, ""},
+		{"explicit", Config{Group: "g.1", Topic: "t-1", DLQTopic: "d_1", BatchRows: 500, BatchInterval: 50 * time.Millisecond}, ""},
+		{"bad group", Config{Group: "a b"}, "group"},
+		{"bad topic", Config{Topic: "a/b"}, "topic"},
+		{"bad dlq topic", Config{DLQTopic: "a:b"}, "dlq topic"},
+		{"dlq is the input", Config{Topic: "x", DLQTopic: "x"}, "dlq topic"},
+		{"negative rows", Config{BatchRows: -1}, "batch rows"},
+		{"huge rows", Config{BatchRows: 2_000_000}, "batch rows"},
+		{"tiny interval", Config{BatchInterval: time.Microsecond}, "batch interval"},
+		{"negative insert timeout", Config{InsertTimeout: -time.Second}, "insert timeout"},
+		{"backoff inverted", Config{BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,21 +44,21 @@ func TestSinkConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	d := SinkConfig{}.withDefaults()
+	d := Config{}.withDefaults()
 	if d.Group != "backflow-sink-clickhouse" || d.Topic != "backflow.enriched" || d.BatchRows != 10000 || d.BatchInterval != time.Second || d.DLQTopic != "backflow.dlq" {
 		t.Fatalf("defaults %+v", d)
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
+func TestConnValidate(t *testing.T) {
 	for _, tt := range []struct {
-		cfg     Config
+		cfg     Conn
 		wantErr bool
 	}{
-		{Config{}, false},
-		{Config{Addr: "ch:9000", Database: "x"}, false},
-		{Config{Addr: "no-port"}, true},
-		{Config{DialTimeout: -1}, true},
+		{Conn{}, false},
+		{Conn{Addr: "ch:9000", Database: "x"}, false},
+		{Conn{Addr: "no-port"}, true},
+		{Conn{DialTimeout: -1}, true},
 	} {
 		if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
 			t.Errorf("%+v: err %v, want error %v", tt.cfg, err, tt.wantErr)
@@ -66,18 +66,18 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
 	for _, tt := range []struct {
 		name    string
-		cfg     Config
+		cfg     Conn
 		wantErr string
 	}{
-		{"tls with ca", Config{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password file", Config{User: "backflow", PasswordFile: securetest.SecretFile(t, "pw")}, ""},
-		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "clickhouse: password: set inline and as a file"},
-		{"missing password file", Config{PasswordFile: "/nonexistent/pw"}, "clickhouse: password file: open /nonexistent/pw"},
-		{"missing ca", Config{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, "clickhouse: tls ca file"},
+		{"tls with ca", Conn{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
+		{"password file", Conn{User: "backflow", PasswordFile: securetest.SecretFile(t, "pw")}, ""},
+		{"password twice", Conn{Password: "pw", PasswordFile: "/x"}, "clickhouse: password: set inline and as a file"},
+		{"missing password file", Conn{PasswordFile: "/nonexistent/pw"}, "clickhouse: password file: open /nonexistent/pw"},
+		{"missing ca", Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, "clickhouse: tls ca file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()

@@ -17,8 +17,8 @@ import (
 // DefaultAddr is the local stack's Redis address.
 const DefaultAddr = "127.0.0.1:16379"
 
-// Config says how to reach Redis.
-type Config struct {
+// Conn says how to reach Redis.
+type Conn struct {
 	// Addr is host:port. Default: DefaultAddr.
 	Addr string
 	// DB is the Redis database number. Default: 0.
@@ -38,7 +38,7 @@ type Config struct {
 	TLS secure.TLS `yaml:"tls"`
 }
 
-func (c Config) withDefaults() Config {
+func (c Conn) withDefaults() Conn {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
@@ -49,7 +49,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first bad field by name.
-func (c Config) Validate() error {
+func (c Conn) Validate() error {
 	c = c.withDefaults()
 	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
 		return fmt.Errorf("redis: addr: %q is not host:port", c.Addr)
@@ -64,7 +64,7 @@ func (c Config) Validate() error {
 }
 
 // Open validates c, connects and pings Redis. The caller closes the returned client.
-func Open(ctx context.Context, c Config) (*goredis.Client, error) {
+func Open(ctx context.Context, c Conn) (*goredis.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func Open(ctx context.Context, c Config) (*goredis.Client, error) {
 
 // Options validates c and returns the go-redis options for it, for callers that build their
 // own client (tests, tools). Open is the usual way in.
-func (c Config) Options() (*goredis.Options, error) {
+func (c Conn) Options() (*goredis.Options, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -121,4 +121,4 @@ func IsAuthError(err error) bool {
 }
 
 // Endpoint says where c points, defaults applied.
-func (c Config) Endpoint() string { return c.withDefaults().Addr }
+func (c Conn) Endpoint() string { return c.withDefaults().Addr }

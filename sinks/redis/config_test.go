@@ -11,17 +11,17 @@ import (
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
 	for _, tt := range []struct {
 		name    string
-		cfg     Config
+		cfg     Conn
 		wantErr string
 	}{
-		{"acl user over tls", Config{Username: "backflow", PasswordFile: securetest.SecretFile(t, "pw"), TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "redis: password: set inline and as a file"},
-		{"empty password file", Config{PasswordFile: securetest.SecretFile(t, "")}, "redis: password file"},
-		{"key without cert", Config{TLS: secure.TLS{KeyFile: pki.KeyFile}}, "redis: tls cert file: empty"},
+		{"acl user over tls", Conn{Username: "backflow", PasswordFile: securetest.SecretFile(t, "pw"), TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
+		{"password twice", Conn{Password: "pw", PasswordFile: "/x"}, "redis: password: set inline and as a file"},
+		{"empty password file", Conn{PasswordFile: securetest.SecretFile(t, "")}, "redis: password file"},
+		{"key without cert", Conn{TLS: secure.TLS{KeyFile: pki.KeyFile}}, "redis: tls cert file: empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
@@ -42,7 +42,7 @@ func TestConfigValidateSecurity(t *testing.T) {
 // file is picked up without a restart.
 func TestOptionsReadPasswordFile(t *testing.T) {
 	path := securetest.SecretFile(t, "first")
-	opts, err := Config{Username: "backflow", PasswordFile: path}.Options()
+	opts, err := Conn{Username: "backflow", PasswordFile: path}.Options()
 	if err != nil {
 		t.Fatal(err)
 	}

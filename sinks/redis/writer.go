@@ -16,8 +16,8 @@ import (
 	"github.com/backflowhq/backflow/internal/feast"
 )
 
-// WriterConfig tunes the Redis writer.
-type WriterConfig struct {
+// Config tunes the Redis writer.
+type Config struct {
 	// MaxBatch is the most ops per pipeline. Default 500.
 	MaxBatch int
 	// Linger is the longest a partial batch waits. Default 20ms.
@@ -34,7 +34,7 @@ type WriterConfig struct {
 	Metrics *ops.Stage
 }
 
-func (c WriterConfig) withDefaults() WriterConfig {
+func (c Config) withDefaults() Config {
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 500
 	}
@@ -68,7 +68,7 @@ type job struct {
 // done commits them in order.
 type Writer struct {
 	rdb     goredis.Cmdable
-	cfg     WriterConfig
+	cfg     Config
 	q       chan job
 	stopped chan struct{}
 	retries atomic.Int64
@@ -79,7 +79,7 @@ type Writer struct {
 }
 
 // NewWriter returns a writer; start it with Run.
-func NewWriter(rdb goredis.Cmdable, cfg WriterConfig) *Writer {
+func NewWriter(rdb goredis.Cmdable, cfg Config) *Writer {
 	cfg = cfg.withDefaults()
 	return &Writer{rdb: rdb, cfg: cfg, q: make(chan job, cfg.QueueSize), stopped: make(chan struct{})}
 }

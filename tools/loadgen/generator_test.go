@@ -19,7 +19,7 @@ func fakeRegistry(t *testing.T) *sr.Client {
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
-	cl, err := avro.NewRegistryClient(avro.RegistryConfig{URL: fake.URL()})
+	cl, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
