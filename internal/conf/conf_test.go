@@ -53,6 +53,7 @@ func (c conn) Validate() error {
 
 type stage struct {
 	Group  string   `key:"group" default:"g" doc:"the group"`
+	URL    string   `key:"url,required" default:"http://u" doc:"where"`
 	Topics []string `key:"topics" default:"a,b" doc:"topics"`
 	Batch  int      `key:"batch" default:"100" doc:"batch size"`
 	Start  bool     `key:"from_start" default:"true" doc:"from the start"`
@@ -90,7 +91,7 @@ func TestKeysAreDeclaredOnce(t *testing.T) {
 	for _, k := range schema.Keys() {
 		paths = append(paths, k.Path)
 	}
-	want := "name db.addr db.db db.timeout db.user db.password_file db.tls db.tls_ca_file cache.addr cache.db cache.timeout cache.user cache.password_file cache.tls cache.tls_ca_file stage.group stage.topics stage.batch stage.from_start note"
+	want := "name db.addr db.db db.timeout db.user db.password_file db.tls db.tls_ca_file cache.addr cache.db cache.timeout cache.user cache.password_file cache.tls cache.tls_ca_file stage.group stage.url stage.topics stage.batch stage.from_start note"
 	if got := strings.Join(paths, " "); got != want {
 		t.Fatalf("keys\n%s\nwant\n%s", got, want)
 	}
@@ -121,13 +122,13 @@ func TestKeysAreDeclaredOnce(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	d := conf.Defaults[root]()
 	if d.Name != "x" || d.DB.Addr != "127.0.0.1:1" || d.DB.Timeout != 5*time.Second || !d.Stage.Start || d.Stage.Batch != 100 ||
-		!reflect.DeepEqual(d.Stage.Topics, []string{"a", "b"}) || d.DB.DB != 0 {
+		!reflect.DeepEqual(d.Stage.Topics, []string{"a", "b"}) || d.DB.DB != 0 || d.Stage.URL != "http://u" {
 		t.Fatalf("defaults %+v", d)
 	}
 	// FillDefaults fills what is zero and leaves the rest, bools included.
 	s := stage{Group: "mine", Start: false}
 	conf.FillDefaults(&s)
-	if s.Group != "mine" || s.Batch != 100 || s.Start || len(s.Topics) != 2 {
+	if s.Group != "mine" || s.Batch != 100 || s.Start || len(s.Topics) != 2 || s.URL != "" {
 		t.Fatalf("filled %+v", s)
 	}
 }
