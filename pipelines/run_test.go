@@ -34,11 +34,10 @@ func loaded(t *testing.T, shutdown time.Duration, names ...string) Loaded {
 	f.ShutdownTimeout = shutdown
 	f.Metrics.Addr = "off"
 	f.Metrics.LagInterval = time.Hour
-	conn, err := f.conn(nil, func(string) string { return "" })
-	if err != nil {
+	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return Loaded{File: f, Conn: conn}
+	return Loaded{Config: f}
 }
 
 func runOpts() RunOptions {

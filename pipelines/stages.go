@@ -41,7 +41,7 @@ func justThe(name string) func(Config) []string {
 
 // stageEnv is what a stage runs with.
 type stageEnv struct {
-	file    Config
+	cfg     Config
 	conn    Conns
 	log     *slog.Logger
 	metrics *ops.Metrics
@@ -90,12 +90,12 @@ var stages = []stage{
 				return err
 			}
 			ready := e.readyHook(StageIngest)
-			cfg := e.file.IngestConfig()
+			cfg := e.cfg.Ingest
 			if err := e.waitForTopics(ctx, e.log.With("stage", StageIngest), cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
 				return nil // stopped while waiting
 			}
-			return ingest.Run(ctx, e.file.IngestConfig(), ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Checker: checker,
-				StorageDir: e.file.Ingest.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
+			return ingest.Run(ctx, cfg.Config, ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Checker: checker,
+				StorageDir: cfg.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
 				OnReady: func(*ingest.Processor) { ready(true) }})
 		},
 	},
@@ -135,14 +135,14 @@ var stages = []stage{
 			}
 			defer rdb.Close()
 			ready := e.readyHook(StageSinkFeatures)
-			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.file.SinkFeatures.EnrichedTopic); err != nil {
+			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.cfg.SinkFeatures.EnrichedTopic); err != nil {
 				return nil // stopped while waiting
 			}
-			wcfg := e.file.RedisWriterConfig()
+			wcfg := e.cfg.SinkFeatures.Redis
 			wcfg.Logger, wcfg.Metrics = e.log, e.metrics.Stage(StageSinkFeatures)
 			store := redis.NewWriter(rdb, wcfg)
-			return features.Run(ctx, e.file.SinkFeaturesConfig(), features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
-				StorageDir: e.file.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
+			return features.Run(ctx, e.cfg.SinkFeatures.Config, features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
+				StorageDir: e.cfg.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
 				OnReady: func(*features.Processor) { ready(true) }})
 		},
 	},
@@ -174,7 +174,7 @@ func openRedis(ctx context.Context, e *stageEnv) (*goredis.Client, error) {
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	log := e.log.With("stage", StageSinkClickHouse)
-	f := e.file
+	f := e.cfg
 	if f.SinkClickHouse.Migrate {
 		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
@@ -196,7 +196,7 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	if err != nil {
 		return err
 	}
-	sink, err := clickhouse.New(f.SinkClickHouseConfig(), clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse,
+	sink, err := clickhouse.New(f.SinkClickHouse, clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse,
 		Logger: log, Metrics: e.metrics.Stage(StageSinkClickHouse), OnAssigned: e.readyHook(StageSinkClickHouse)})
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sink.Run(gctx) })
 	if f.SinkClickHouse.MirrorDLQ {
-		mc := f.MirrorConfig()
+		mc := f.SinkClickHouse.Mirror()
 		mc.Metrics = e.metrics.Stage(clickhouse.MirrorStage)
 		mc.OnAssigned = e.readyHook(clickhouse.MirrorStage)
 		g.Go(func() error {

@@ -86,7 +86,7 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 // envHelp lists the connection variables with their defaults, from pipelines.EnvVars.
 func envHelp() string {
 	var b strings.Builder
-	for _, v := range pipelines.EnvVars {
+	for _, v := range pipelines.EnvVars() {
 		name := v.Name
 		if v.Secret {
 			name += " *"
@@ -134,9 +134,9 @@ func preflight(ctx context.Context, conn pipelines.Conns, log *slog.Logger, syst
 func loadConfig() (pipelines.Conns, error) {
 	l, err := pipelines.Load(configPath, os.Getenv)
 	if err != nil {
-		return l.Conn, fmt.Errorf("%w: configuration: %w", errUsage, err)
+		return l.Config.Conns, fmt.Errorf("%w: configuration: %w", errUsage, err)
 	}
-	return l.Conn, nil
+	return l.Config.Conns, nil
 }
 
 func execute(ctx context.Context, args []string) int {

@@ -70,9 +70,9 @@ func New(cfg Conn) (*Client, error) {
 		return nil, err
 	}
 	cfg.Token = tok
-	tc, err := cfg.TLS.Config("moderation: tls")
+	tc, err := cfg.TLS.Config()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("moderation: %w", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 32 // one ingest instance calls from many partitions at once

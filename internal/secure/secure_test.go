@@ -47,17 +47,17 @@ func TestReadSecret(t *testing.T) {
 
 func TestTLSConfig(t *testing.T) {
 	pki := securetest.New(t)
-	if c, err := (secure.TLS{}).Config("x"); c != nil || err != nil {
+	if c, err := (secure.TLS{}).Config(); c != nil || err != nil {
 		t.Fatalf("zero TLS: %v, %v; want nil, nil (plaintext)", c, err)
 	}
-	c, err := secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile, ServerName: "kafka.internal"}.Config("x")
+	c, err := secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile, ServerName: "kafka.internal"}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.RootCAs == nil || len(c.Certificates) != 1 || c.ServerName != "kafka.internal" || c.MinVersion == 0 || c.InsecureSkipVerify {
 		t.Fatalf("config %+v", c)
 	}
-	if c, err := (secure.TLS{Enabled: true}).Config("x"); err != nil || c == nil || c.RootCAs != nil {
+	if c, err := (secure.TLS{Enabled: true}).Config(); err != nil || c == nil || c.RootCAs != nil {
 		t.Fatalf("enabled alone: %+v %v; want system roots", c, err)
 	}
 }

@@ -16,9 +16,6 @@ import (
 	"github.com/backflowhq/backflow/internal/ops"
 )
 
-// DefaultMirrorGroup is the consumer group of the DLQ mirror.
-const DefaultMirrorGroup = "backflow-sink-clickhouse-dlq"
-
 // TableDLQ and ViewDLQ hold the DLQ mirror.
 const (
 	TableDLQ = "dlq_entries"
@@ -27,7 +24,7 @@ const (
 
 // MirrorConfig says what the DLQ mirror reads and how it batches.
 type MirrorConfig struct {
-	// Group is the consumer group. Default: DefaultMirrorGroup.
+	// Group is the consumer group. Default: Config's MirrorDLQGroup.
 	Group string
 	// Topic is the dead-letter topic. Default: "backflow.dlq".
 	Topic string
@@ -46,7 +43,7 @@ type MirrorConfig struct {
 
 func (c MirrorConfig) sink() Config {
 	if c.Group == "" {
-		c.Group = DefaultMirrorGroup
+		c.Group = Config{}.withDefaults().MirrorDLQGroup
 	}
 	if c.Topic == "" {
 		c.Topic = dlq.DefaultTopic
@@ -58,7 +55,7 @@ func (c MirrorConfig) sink() Config {
 		FromStart: c.FromStart}.withDefaults()
 }
 
-// Validate reports the first bad field by name.
+// Validate reports every bad field by name.
 func (c MirrorConfig) Validate() error { return c.sink().Validate() }
 
 // DLQRow is a row of dlq_entries.

@@ -11,17 +11,19 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/ops"
 
 	"github.com/backflowhq/backflow/internal/feast"
 )
 
-// Config tunes the Redis writer.
+// Config tunes the Redis writer. The default of a field with a default tag is the tag; the
+// tags declare the keys of the writer in the config file's sink_features section.
 type Config struct {
-	// MaxBatch is the most ops per pipeline. Default 500.
-	MaxBatch int
-	// Linger is the longest a partial batch waits. Default 20ms.
-	Linger time.Duration
+	// MaxBatch is the most ops per pipeline.
+	MaxBatch int `key:"redis_batch" default:"500" doc:"most Redis writes per pipeline"`
+	// Linger is the longest a partial batch waits.
+	Linger time.Duration `key:"redis_linger" default:"20ms" doc:"longest wait before a partial pipeline is sent"`
 	// QueueSize bounds the jobs waiting to be written; Submit blocks when full (backpressure).
 	// Default 4096. With the pipeline being written (at most MaxBatch jobs, since a job holds at
 	// least one op), a writer holds at most QueueSize + MaxBatch jobs (Cap), however long Redis
@@ -35,12 +37,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 500
-	}
-	if c.Linger <= 0 {
-		c.Linger = 20 * time.Millisecond
-	}
+	c.MaxBatch, c.Linger = max(c.MaxBatch, 0), max(c.Linger, 0)
+	conf.FillDefaults(&c) // MaxBatch, Linger
 	if c.QueueSize <= 0 {
 		c.QueueSize = 4096
 	}

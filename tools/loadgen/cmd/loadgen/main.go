@@ -118,7 +118,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			if err != nil {
 				return fmt.Errorf("%w: configuration: %w", errUsage, err)
 			}
-			conn := l.Conn
+			conn := l.Config.Conns
 			if runID == "" {
 				runID = time.Now().UTC().Format("20060102T150405")
 			}
