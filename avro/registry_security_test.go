@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
@@ -82,30 +83,15 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 
 func TestRegistryConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
-	for _, tt := range []struct {
-		name    string
-		cfg     RegistryConn
-		wantErr string
-	}{
-		{"https with ca", RegistryConn{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password file", RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}, ""},
-		{"tls on http", RegistryConn{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, "avro: registry tls: set, but the url"},
-		{"password file without user", RegistryConn{PasswordFile: securetest.SecretFile(t, "p")}, "avro: registry username: empty"},
-		{"password twice", RegistryConn{Username: "u", Password: "p", PasswordFile: "/x"}, "avro: registry password: set inline and as a file"},
-		{"empty password file", RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, "avro: registry password file: "},
-		{"missing ca", RegistryConn{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, "avro: registry tls ca file"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[RegistryConn]{
+		{Name: "https with ca", Config: RegistryConn{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "password file", Config: RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}},
+		{Name: "tls on http", Config: RegistryConn{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, WantErr: "avro: registry tls: set, but the url", Field: "TLS"},
+		{Name: "password file without user", Config: RegistryConn{PasswordFile: securetest.SecretFile(t, "p")}, WantErr: "avro: registry username: empty", Field: "PasswordFile"},
+		{Name: "password without user", Config: RegistryConn{Password: "pa55"}, WantErr: "avro: registry username: empty", Field: "Password"},
+		{Name: "password twice", Config: RegistryConn{Username: "u", Password: "pa55", PasswordFile: "/x"}, WantErr: "avro: registry password: set inline and as a file", Field: "PasswordFile"},
+		{Name: "empty password file", Config: RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, WantErr: "avro: registry password file: ", Field: "PasswordFile"},
+		{Name: "missing ca", Config: RegistryConn{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, WantErr: "avro: registry tls ca file", Field: "TLS.CAFile"},
+		{Name: "bad url", Config: RegistryConn{URL: "ftp://sr"}, WantErr: `avro: registry url: "ftp://sr"`, Field: "URL"},
+	}, "pa55")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
@@ -192,41 +193,21 @@ func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
 
 func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
-	tests := []struct {
-		name    string
-		cfg     Conn
-		wantErr string
-	}{
-		{"no security", Conn{}, ""},
-		{"scram with file", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "p")}}, ""},
-		{"tls only", Conn{TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"mutual tls", Conn{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}, ""},
-		{"unknown mechanism", Conn{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"}}, `kafka: sasl mechanism: "GSSAPI"`},
-		{"lower-case mechanism", Conn{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "p"}}, ""},
-		{"user without mechanism", Conn{SASL: SASL{Username: "u"}}, "kafka: sasl mechanism: empty"},
-		{"no username", Conn{SASL: SASL{Mechanism: MechanismPlain, Password: "p"}}, "kafka: sasl username: empty"},
-		{"no password", Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, "kafka: sasl password: empty"},
-		{"password twice", Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "p", PasswordFile: "/x"}}, "kafka: sasl password: set inline and as a file"},
-		{"missing password file", Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, "kafka: sasl password file: open /nonexistent/pw"},
-		{"missing ca", Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, "kafka: tls ca file: open /nonexistent/ca.crt"},
-		{"ca not pem", Conn{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, "holds no PEM certificate"},
-		{"cert without key", Conn{TLS: secure.TLS{CertFile: pki.CertFile}}, "kafka: tls key file: empty while cert file is set"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-			if tt.cfg.SASL.Password != "" && strings.Contains(err.Error(), "="+tt.cfg.SASL.Password) {
-				t.Fatalf("error shows the password: %v", err)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Conn]{
+		{Name: "no security", Config: Conn{}},
+		{Name: "scram with file", Config: Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "pa55")}}},
+		{Name: "tls only", Config: Conn{TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "mutual tls", Config: Conn{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}},
+		{Name: "unknown mechanism", Config: Conn{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "pa55"}}, WantErr: `kafka: sasl mechanism: "GSSAPI"`, Field: "SASL.Mechanism"},
+		{Name: "lower-case mechanism", Config: Conn{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "pa55"}}},
+		{Name: "user without mechanism", Config: Conn{SASL: SASL{Username: "u"}}, WantErr: "kafka: sasl mechanism: empty", Field: "SASL.Username"},
+		{Name: "no username", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Password: "pa55"}}, WantErr: "kafka: sasl username: empty", Field: "SASL.Mechanism"},
+		{Name: "no password", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, WantErr: "kafka: sasl password: empty", Field: "SASL.Mechanism"},
+		{Name: "password twice", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "pa55", PasswordFile: "/x"}}, WantErr: "kafka: sasl password: set inline and as a file", Field: "SASL.PasswordFile"},
+		{Name: "missing password file", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, WantErr: "kafka: sasl password file: open /nonexistent/pw", Field: "SASL.PasswordFile"},
+		{Name: "missing ca", Config: Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, WantErr: "kafka: tls ca file: open /nonexistent/ca.crt", Field: "TLS.CAFile"},
+		{Name: "ca not pem", Config: Conn{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, WantErr: "holds no PEM certificate", Field: "TLS.CAFile"},
+		{Name: "cert without key", Config: Conn{TLS: secure.TLS{CertFile: pki.CertFile}}, WantErr: "kafka: tls key file: empty while cert file is set", Field: "TLS.CertFile"},
+		{Name: "bad broker", Config: Conn{Brokers: []string{"k1:9092", "nohost"}}, WantErr: `kafka: brokers: "nohost" is not host:port`, Field: "Brokers"},
+	}, "pa55")
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/tools/sensitive-words"
 )
 
@@ -403,42 +404,24 @@ func TestIsRetryable(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Conn
-		wantErr string
-	}{
-		{"ok", Conn{URL: "http://127.0.0.1:18090"}, ""},
-		{"ok https with path", Conn{URL: "https://mod.example/sensitive/"}, ""},
-		{"no url", Conn{}, "url: empty"},
-		{"no scheme", Conn{URL: "127.0.0.1:18090"}, "url"},
-		{"ftp", Conn{URL: "ftp://host"}, "http:// or https://"},
-		{"no host", Conn{URL: "http://"}, "no host"},
-		{"credentials in url", Conn{URL: "http://user:pw@host"}, "carries credentials"},
-		{"query", Conn{URL: "http://host/?a=1"}, "no query"},
-		{"negative timeout", Conn{URL: "http://h", Timeout: -time.Second}, "timeout"},
-		{"negative max items", Conn{URL: "http://h", MaxItems: -1}, "max items"},
+func TestConnValidate(t *testing.T) {
+	cases := []conftest.Case[Conn]{
+		{Name: "ok", Config: Conn{URL: "http://127.0.0.1:18090"}},
+		{Name: "ok https with path", Config: Conn{URL: "https://mod.example/sensitive/"}},
+		{Name: "no url", Config: Conn{}, WantErr: "moderation: url: empty", Field: "URL"},
+		{Name: "no scheme", Config: Conn{URL: "127.0.0.1:18090"}, WantErr: "moderation: url", Field: "URL"},
+		{Name: "ftp", Config: Conn{URL: "ftp://host"}, WantErr: "http:// or https://", Field: "URL"},
+		{Name: "no host", Config: Conn{URL: "http://"}, WantErr: "no host", Field: "URL"},
+		{Name: "credentials in url", Config: Conn{URL: "http://user:pw@host"}, WantErr: "carries credentials", Field: "URL"},
+		{Name: "query", Config: Conn{URL: "http://host/?a=1"}, WantErr: "no query", Field: "URL"},
+		{Name: "negative timeout", Config: Conn{URL: "http://h", Timeout: -time.Second}, WantErr: "moderation: timeout", Field: "Timeout"},
+		{Name: "negative max items", Config: Conn{URL: "http://h", MaxItems: -1}, WantErr: "moderation: max items", Field: "MaxItems"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "moderation: ") {
-				t.Fatalf("err %v, want one mentioning %q", err, tt.wantErr)
-			}
-			if strings.Contains(err.Error(), "pw") {
-				t.Errorf("password in the error: %v", err)
-			}
-			if _, err := New(tt.cfg); err == nil {
-				t.Error("New accepted an invalid config")
-			}
-		})
+	conftest.Validate(t, cases, "pw")
+	for _, c := range cases {
+		if _, err := New(c.Config); (err != nil) != (c.WantErr != "") {
+			t.Errorf("%s: New: %v, want an error %v", c.Name, err, c.WantErr != "")
+		}
 	}
 	c := Conn{URL: "http://h"}.withDefaults()
 	if c.Timeout != 5*time.Second || c.MaxItems != 100 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 	"github.com/backflowhq/backflow/tools/sensitive-words"
@@ -60,28 +61,12 @@ func TestCheckOverTLSWithTokenFile(t *testing.T) {
 
 func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
-	for _, tt := range []struct {
-		name    string
-		cfg     Conn
-		wantErr string
-	}{
-		{"https with ca", Conn{URL: "https://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"token file", Conn{URL: "http://svc", TokenFile: securetest.SecretFile(t, "t")}, ""},
-		{"tls on http", Conn{URL: "http://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, "moderation: tls: set, but the url"},
-		{"token twice", Conn{URL: "http://svc", Token: "t", TokenFile: "/x"}, "moderation: token: set inline and as a file"},
-		{"missing token file", Conn{URL: "http://svc", TokenFile: "/nonexistent/tok"}, "moderation: token file: open /nonexistent/tok"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Conn]{
+		{Name: "https with ca", Config: Conn{URL: "https://svc", TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "token file", Config: Conn{URL: "http://svc", TokenFile: securetest.SecretFile(t, "t0ken")}},
+		{Name: "tls on http", Config: Conn{URL: "http://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, WantErr: "moderation: tls: set, but the url", Field: "TLS"},
+		{Name: "token twice", Config: Conn{URL: "http://svc", Token: "t0ken", TokenFile: "/x"}, WantErr: "moderation: token: set inline and as a file", Field: "TokenFile"},
+		{Name: "missing token file", Config: Conn{URL: "http://svc", TokenFile: "/nonexistent/tok"}, WantErr: "moderation: token file: open /nonexistent/tok", Field: "TokenFile"},
+		{Name: "key without cert", Config: Conn{URL: "https://svc", TLS: secure.TLS{KeyFile: pki.KeyFile}}, WantErr: "moderation: tls cert file: empty", Field: "TLS.KeyFile"},
+	}, "t0ken")
 }
