@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,7 +105,7 @@ func Preflight(ctx context.Context, c Conns, timeout time.Duration, systems ...s
 	var errs []error
 	for _, r := range results {
 		if r.Err != nil && isRefusal(r.System, r.Err) {
-			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, settingsOf[r.System]))
+			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, settingsOf(r.System)))
 		}
 	}
 	return results, errors.Join(errs...)
@@ -127,13 +128,24 @@ func isRefusal(system string, err error) bool {
 	return false
 }
 
-// settingsOf names, per system, the variables an operator checks after a refusal.
-var settingsOf = map[string]string{
-	SystemKafka:      "BACKFLOW_KAFKA_SASL_MECHANISM, BACKFLOW_KAFKA_SASL_USERNAME, BACKFLOW_KAFKA_SASL_PASSWORD[_FILE], BACKFLOW_KAFKA_TLS_CA_FILE",
-	SystemRegistry:   "BACKFLOW_REGISTRY_USERNAME, BACKFLOW_REGISTRY_PASSWORD[_FILE], BACKFLOW_REGISTRY_TLS_CA_FILE",
-	SystemClickHouse: "BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD[_FILE], BACKFLOW_CLICKHOUSE_TLS_CA_FILE",
-	SystemRedis:      "BACKFLOW_REDIS_USERNAME, BACKFLOW_REDIS_PASSWORD[_FILE], BACKFLOW_REDIS_TLS_CA_FILE",
-	SystemModeration: "BACKFLOW_SENSITIVE_TOKEN[_FILE], BACKFLOW_SENSITIVE_TLS_CA_FILE",
+// sectionOf is the config section of each system's connection.
+var sectionOf = map[string]string{SystemKafka: "kafka", SystemRegistry: "registry", SystemClickHouse: "clickhouse",
+	SystemRedis: "redis", SystemModeration: "sensitive"}
+
+// settingsOf names the variables an operator checks after a refusal by system: the user and
+// SASL keys of its section, its secret (or the file holding it), and its CA file.
+func settingsOf(system string) string {
+	var out []string
+	for _, k := range KeysUnder(sectionOf[system]) {
+		_, name, _ := strings.Cut(k.Path, ".")
+		switch {
+		case k.Secret != "":
+			out = append(out, k.Secret+"[_FILE]")
+		case slices.Contains([]string{"sasl_mechanism", "sasl_username", "username", "user", "tls_ca_file"}, name):
+			out = append(out, k.Env)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func checkKafka(ctx context.Context, c Conns) (string, error) {

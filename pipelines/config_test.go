@@ -266,3 +266,17 @@ func TestDefaultsAreTheConstants(t *testing.T) {
 		t.Fatalf("defaults %+v", d)
 	}
 }
+
+// TestSettingsOfARefusal: after a refusal, the operator is pointed at the variables of the
+// section's user, secret and CA keys.
+func TestSettingsOfARefusal(t *testing.T) {
+	for system, want := range map[string]string{
+		SystemKafka:      "BACKFLOW_KAFKA_SASL_MECHANISM, BACKFLOW_KAFKA_SASL_USERNAME, BACKFLOW_KAFKA_SASL_PASSWORD[_FILE], BACKFLOW_KAFKA_TLS_CA_FILE",
+		SystemClickHouse: "BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD[_FILE], BACKFLOW_CLICKHOUSE_TLS_CA_FILE",
+		SystemModeration: "BACKFLOW_SENSITIVE_TOKEN[_FILE], BACKFLOW_SENSITIVE_TLS_CA_FILE",
+	} {
+		if got := settingsOf(system); got != want {
+			t.Errorf("settingsOf(%s) = %q, want %q", system, got, want)
+		}
+	}
+}
