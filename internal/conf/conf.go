@@ -1,7 +1,65 @@
-// Package conf declares each configuration key once, as a tagged struct field, and derives
-// everything else from that declaration: the YAML key and its path, the environment variable,
-// the default, the reference text, and the key path of every validation error. Start with
-// Schema (the keys of a struct type) and FieldError (what a Validate method returns).
+// Package conf declares each configuration key once, as a tagged struct field, and derives the
+// rest from that declaration: YAML key and path, variable, default, reference text, and the key
+// path of every validation error. Start with Schema (the keys of a struct type, and Load) and
+// FieldError (what a Validate method returns).
+package conf
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Key describes one key.
+type Key struct {
+	Path    string // e.g. sink_clickhouse.batch_rows
+	Env     string // its variable, e.g. BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS
+	Secret  string // for a key naming a secret's file: the variable of the secret itself
+	Type    string // duration, int, bool, string or strings
+	Default string // as a variable or a flag takes it; "" for none
+	Doc     string
+	// SecretDoc is the doc of the field holding the secret itself, for a Secret key.
+	SecretDoc string
+	Zero      bool // 0 is a valid value
+
+	required bool // FillDefaults leaves it alone
+
+	index       []int // field indexes from the root struct
+	secretIndex []int // of the field holding the secret, for a Secret key
+	def         reflect.Value
+}
+
+// DefaultYAML is the key's default as a YAML value: strings quoted, lists in flow style.
+func (k Key) DefaultYAML() string {
+	switch k.def.Kind() {
+	case reflect.String:
+		return strconv.Quote(k.def.String())
+	case reflect.Slice:
+		q := make([]string, k.def.Len())
+		for i := range q {
+			q[i] = strconv.Quote(k.def.Index(i).String())
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	return k.Default
+}
+
+// level is one mapping of the YAML file: the root or a section.
+type level struct {
+	path  string
+	doc   string
+	names []string          // keys and sections, in declaration order
+	keys  map[string]int    // name → index in Schema.keys
+	subs  map[string]*level // name → section
+	// inline maps the name a secret would have inline (password) to its file key
+	// (password_file), so that the file is refused with where the secret goes.
+	inline map[string]int
+}
+
+// Schema is the keys of a struct type, in declaration order. Build it once with New.
 //
 // A key is a field with a key tag:
 //
@@ -34,67 +92,8 @@
 // Supported key types: string (and string kinds), bool, int, time.Duration and []string.
 //
 // A package's withDefaults applies the declared defaults with FillDefaults, and its Validate
-// returns FieldErrors (Errorf, Nest), so that a loader reports each error at its key path
-// without reading the message.
-package conf
-
-import (
-	"fmt"
-	"reflect"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-)
-
-// Key describes one key.
-type Key struct {
-	Path    string // e.g. sink_clickhouse.batch_rows
-	Env     string // its variable, e.g. BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS
-	Secret  string // for a key naming a secret's file: the variable of the secret itself
-	Type    string // duration, int, bool, string or strings
-	Default string // as a variable or a flag takes it; "" for none
-	Doc     string
-	// SecretDoc is the doc of the field holding the secret itself, for a Secret key.
-	SecretDoc string
-	Zero      bool // 0 is a valid value
-
-	required bool // FillDefaults leaves it alone
-
-	name        string // the last element of Path
-	index       []int  // field indexes from the root struct
-	secretIndex []int  // of the field holding the secret, for a Secret key
-	def         reflect.Value
-}
-
-// DefaultYAML is the key's default as a YAML value: strings quoted, lists in flow style.
-func (k Key) DefaultYAML() string {
-	switch k.def.Kind() {
-	case reflect.String:
-		return strconv.Quote(k.def.String())
-	case reflect.Slice:
-		q := make([]string, k.def.Len())
-		for i := range q {
-			q[i] = strconv.Quote(k.def.Index(i).String())
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	}
-	return k.Default
-}
-
-// level is one mapping of the YAML file: the root or a section.
-type level struct {
-	path  string
-	doc   string
-	names []string          // keys and sections, in declaration order
-	keys  map[string]int    // name → index in Schema.keys
-	subs  map[string]*level // name → section
-	// inline maps the name a secret would have inline (password) to its file key
-	// (password_file), so that the file is refused with where the secret goes.
-	inline map[string]int
-}
-
-// Schema is the keys of a struct type, in declaration order. Build it once with New.
+// returns FieldErrors (Errorf, Nest), so that Load reports each error at its key path without
+// reading the message.
 type Schema struct {
 	typ    reflect.Type
 	prefix string
@@ -198,7 +197,7 @@ func (s *Schema) addKey(parent reflect.Type, sf reflect.StructField, name string
 	if _, dup := s.byPath[path]; dup || lvl.subs[name] != nil {
 		panic("conf: key " + path + " declared twice")
 	}
-	k := Key{Path: path, name: name, Doc: sf.Tag.Get("doc"), index: idx, Type: typeName(sf.Type)}
+	k := Key{Path: path, Doc: sf.Tag.Get("doc"), index: idx, Type: typeName(sf.Type)}
 	if k.Type == "" {
 		panic(fmt.Sprintf("conf: key %s: unsupported type %s", path, sf.Type))
 	}

@@ -263,8 +263,7 @@ func (l *loader) positive() {
 // back to their defaults, so that their errors are not repeated and do not hide the rest.
 // Each error goes to the key its FieldError names.
 func (l *loader) validate() {
-	v, ok := l.root.Addr().Interface().(Validator)
-	if !ok {
+	if _, ok := l.root.Addr().Interface().(Validator); !ok {
 		return
 	}
 	cp := reflect.New(l.s.typ)
@@ -274,7 +273,7 @@ func (l *loader) validate() {
 			cp.Elem().FieldByIndex(k.index).Set(k.def)
 		}
 	}
-	v = cp.Interface().(Validator)
+	v := cp.Interface().(Validator)
 	reported := maps.Clone(l.bad)
 	seen := map[string]bool{}
 	for _, fe := range Fields(v.Validate()) {
@@ -291,8 +290,8 @@ func (l *loader) validate() {
 	}
 }
 
-// sort orders the errors as the keys are declared; an unknown key or a section's error comes
-// before the known keys that follow it in its section.
+// sort orders the errors as the keys are declared. An unknown key or a section's error takes
+// the place of its section's first key; an error outside every section comes last.
 func (l *loader) sort() {
 	rank := func(p string) int {
 		if n, ok := l.s.byPath[p]; ok {
@@ -301,7 +300,7 @@ func (l *loader) sort() {
 		best := len(l.s.keys)
 		section, _, _ := strings.Cut(p, ".")
 		for n, k := range l.s.keys {
-			if strings.HasPrefix(k.Path, p+".") || strings.HasPrefix(k.Path, section+".") {
+			if strings.HasPrefix(k.Path, section+".") {
 				best = min(best, n)
 				break
 			}
