@@ -1,6 +1,6 @@
 // Package avro holds backflow's record contracts and their wire format: Avro bodies in the
 // Confluent framing (magic byte 0, 4-byte big-endian schema id, body), with schemas kept in a
-// Confluent-API schema registry. This first part is the registry connection: RegistryConfig
+// Confluent-API schema registry. This first part is the registry connection: RegistryConn
 // and NewRegistryClient (franz-go's sr client).
 package avro
 
@@ -14,74 +14,72 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
-// DefaultRegistryURL is the local stack's registry (Apicurio's Confluent-compatible API).
-const DefaultRegistryURL = "http://127.0.0.1:18081/apis/ccompat/v7"
-
-// RegistryConfig says how to reach the schema registry.
-type RegistryConfig struct {
-	// URL is the base of the Confluent-compatible API. Default: DefaultRegistryURL.
-	URL string
-	// Username and Password enable HTTP basic auth. Password comes from the environment
-	// (BACKFLOW_REGISTRY_PASSWORD) or PasswordFile, never a flag or a config file. Default: none.
-	Username string
-	Password string `yaml:"-"`
+// RegistryConn says how to reach the schema registry. Each field's default is its default tag
+// (none: the zero value); the tags declare the keys of the config file's registry section.
+type RegistryConn struct {
+	// URL is the base of the Confluent-compatible API; the local stack's registry (Apicurio's
+	// Confluent-compatible API) by default.
+	URL string `key:"url" default:"http://127.0.0.1:18081/apis/ccompat/v7" doc:"base URL of the Confluent-compatible API"`
+	// Username and Password enable HTTP basic auth. Password comes from the environment or
+	// PasswordFile, never a flag or a config file.
+	Username string `key:"username" doc:"basic-auth user; empty: no auth"`
+	Password string `doc:"basic-auth password"`
 	// PasswordFile is a file holding the basic-auth password (trailing newline ignored), read
-	// when the client is built. Set Password or PasswordFile, not both. Default: none.
-	PasswordFile string `yaml:"password_file"`
-	// Timeout bounds one HTTP request. Default: 10s.
-	Timeout time.Duration
+	// when the client is built. Set Password or PasswordFile, not both.
+	PasswordFile string `key:"password_file" secret:"Password" doc:"file holding the basic-auth password"`
+	// Timeout bounds one HTTP request.
+	Timeout time.Duration `key:"timeout" default:"10s" doc:"bound on one HTTP request"`
 	// TLS checks the registry's certificate (CAFile, ServerName) and can present a client
-	// certificate. It applies to an https URL, which uses the system roots when TLS is unset.
-	// Default: unset.
-	TLS secure.TLS `yaml:"tls"`
+	// certificate. It applies to an https URL, which uses the system roots when TLS is unset
+	// (so there is no tls switch). Default: unset.
+	TLS secure.TLS `key:",squash,omit=tls"`
 }
 
-func (c RegistryConfig) withDefaults() RegistryConfig {
-	if c.URL == "" {
-		c.URL = DefaultRegistryURL
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
+func (c RegistryConn) withDefaults() RegistryConn {
+	conf.FillDefaults(&c)
 	return c
 }
 
-// Validate reports the first bad field by name.
-func (c RegistryConfig) Validate() error {
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
+func (c RegistryConn) Validate() error {
 	c = c.withDefaults()
+	var errs []error
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("avro: registry url: %q is not an http(s) URL", c.URL)
+		errs = append(errs, conf.Errorf("URL", "url: %q is not an http(s) URL", c.URL))
+	} else if c.TLS.On() && u.Scheme != "https" {
+		errs = append(errs, conf.Errorf("TLS", "tls: set, but the url %q is not https", c.URL))
 	}
-	pw, err := secure.ReadSecret("avro: registry password", c.Password, c.PasswordFile)
-	if err != nil {
-		return err
-	}
-	if pw != "" && c.Username == "" {
-		return fmt.Errorf("avro: registry username: empty while a password is set")
+	if pw, err := secure.ReadSecret("password", c.Password, c.PasswordFile); err != nil {
+		errs = append(errs, conf.Field("PasswordFile", err))
+	} else if pw != "" && c.Username == "" {
+		field := "Password"
+		if c.PasswordFile != "" {
+			field = "PasswordFile"
+		}
+		errs = append(errs, conf.Errorf(field, "username: empty while a password is set"))
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("avro: registry timeout: %v is negative", c.Timeout)
+		errs = append(errs, conf.Errorf("Timeout", "timeout: %v is negative", c.Timeout))
 	}
-	if c.TLS.On() && u.Scheme != "https" {
-		return fmt.Errorf("avro: registry tls: set, but the url %q is not https", c.URL)
-	}
-	return c.TLS.Validate("avro: registry tls")
+	errs = append(errs, conf.Nest("TLS", "", c.TLS.Validate()))
+	return conf.Nest("", "avro: registry ", errors.Join(errs...))
 }
 
 // NewRegistryClient validates c and returns a registry client. It does not contact the
 // registry; PingRegistry does.
-func NewRegistryClient(c RegistryConfig) (*sr.Client, error) {
+func NewRegistryClient(c RegistryConn) (*sr.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	c = c.withDefaults()
-	tc, err := c.TLS.Config("avro: registry tls")
+	tc, err := c.TLS.Config()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("avro: registry %w", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if tc != nil {
@@ -127,4 +125,4 @@ func IsAuthError(err error) bool {
 }
 
 // Endpoint says where c points, defaults applied.
-func (c RegistryConfig) Endpoint() string { return c.withDefaults().URL }
+func (c RegistryConn) Endpoint() string { return c.withDefaults().URL }

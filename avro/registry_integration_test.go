@@ -23,7 +23,7 @@ func TestRegisterFetchSchema(t *testing.T) {
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := bfavro.NewRegistryClient(bfavro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	cl, err := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestConcurrentFirstRegistration(t *testing.T) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
-		cl, err := bfavro.NewRegistryClient(bfavro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+		cl, err := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestConcurrentFirstRegistration(t *testing.T) {
 			t.Fatalf("ids %v: want one positive id for all", ids)
 		}
 	}
-	cl, _ := bfavro.NewRegistryClient(bfavro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	cl, _ := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	t.Cleanup(func() { _, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete) })
 	got, err := cl.SchemaByID(ctx, ids[0])
 	if err != nil || !strings.Contains(got.Schema, field) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
@@ -28,7 +29,7 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	good := RegistryConfig{URL: srv.URL, Username: "backflow", PasswordFile: securetest.SecretFile(t, "s3cret"), TLS: secure.TLS{CAFile: pki.CAFile}}
+	good := RegistryConn{URL: srv.URL, Username: "backflow", PasswordFile: securetest.SecretFile(t, "s3cret"), TLS: secure.TLS{CAFile: pki.CAFile}}
 	cl, err := NewRegistryClient(good)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 	}
 
 	other := securetest.New(t)
-	for name, cfg := range map[string]RegistryConfig{
+	for name, cfg := range map[string]RegistryConn{
 		"wrong password": {URL: srv.URL, Username: "backflow", Password: "wrong", TLS: secure.TLS{CAFile: pki.CAFile}},
 		"no password":    {URL: srv.URL, TLS: secure.TLS{CAFile: pki.CAFile}},
 		"untrusted CA":   {URL: srv.URL, Username: "backflow", Password: "s3cret", TLS: secure.TLS{CAFile: other.CAFile}},
@@ -80,32 +81,17 @@ func TestRegistryBasicAuthOverTLS(t *testing.T) {
 	}
 }
 
-func TestRegistryConfigValidateSecurity(t *testing.T) {
+func TestRegistryConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
-	for _, tt := range []struct {
-		name    string
-		cfg     RegistryConfig
-		wantErr string
-	}{
-		{"https with ca", RegistryConfig{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password file", RegistryConfig{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}, ""},
-		{"tls on http", RegistryConfig{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, "avro: registry tls: set, but the url"},
-		{"password file without user", RegistryConfig{PasswordFile: securetest.SecretFile(t, "p")}, "avro: registry username: empty"},
-		{"password twice", RegistryConfig{Username: "u", Password: "p", PasswordFile: "/x"}, "avro: registry password: set inline and as a file"},
-		{"empty password file", RegistryConfig{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, "avro: registry password file: "},
-		{"missing ca", RegistryConfig{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, "avro: registry tls ca file"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[RegistryConn]{
+		{Name: "https with ca", Config: RegistryConn{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "password file", Config: RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}},
+		{Name: "tls on http", Config: RegistryConn{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, WantErr: "avro: registry tls: set, but the url", Field: "TLS"},
+		{Name: "password file without user", Config: RegistryConn{PasswordFile: securetest.SecretFile(t, "p")}, WantErr: "avro: registry username: empty", Field: "PasswordFile"},
+		{Name: "password without user", Config: RegistryConn{Password: "pa55"}, WantErr: "avro: registry username: empty", Field: "Password"},
+		{Name: "password twice", Config: RegistryConn{Username: "u", Password: "pa55", PasswordFile: "/x"}, WantErr: "avro: registry password: set inline and as a file", Field: "PasswordFile"},
+		{Name: "empty password file", Config: RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, WantErr: "avro: registry password file: ", Field: "PasswordFile"},
+		{Name: "missing ca", Config: RegistryConn{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, WantErr: "avro: registry tls ca file", Field: "TLS.CAFile"},
+		{Name: "bad url", Config: RegistryConn{URL: "ftp://sr"}, WantErr: `avro: registry url: "ftp://sr"`, Field: "URL"},
+	}, "pa55")
 }

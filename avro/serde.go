@@ -13,6 +13,8 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/backflowhq/backflow/internal/conf"
 )
 
 // Registry is the part of a schema-registry client the serde uses. *sr.Client implements it.
@@ -30,8 +32,8 @@ const DefaultMaxRecordBytes = 512 << 10
 // DecoderConfig tunes a Decoder.
 type DecoderConfig struct {
 	// MaxRecordBytes rejects larger values with ErrOversized before any other work.
-	// Default: DefaultMaxRecordBytes (512 KiB).
-	MaxRecordBytes int
+	// Default: DefaultMaxRecordBytes (512 KiB), which its default tag says too.
+	MaxRecordBytes int `key:"max_record_bytes" default:"524288" doc:"larger source values go to the DLQ as oversized"`
 	// Now is the clock Validate runs against. Default: time.Now.
 	Now func() time.Time
 	// UnknownIDTTL is how long the registry's "no such schema" answer (40403) for an id is
@@ -46,9 +48,7 @@ type DecoderConfig struct {
 const DefaultUnknownIDTTL = 10 * time.Second
 
 func (c DecoderConfig) withDefaults() DecoderConfig {
-	if c.MaxRecordBytes == 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
-	}
+	conf.FillDefaults(&c) // MaxRecordBytes
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -58,10 +58,10 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 	return c
 }
 
-// Validate reports the first bad field by name.
+// Validate reports a bad field as a conf.FieldError naming it and its value.
 func (c DecoderConfig) Validate() error {
 	if c.MaxRecordBytes < 0 {
-		return fmt.Errorf("avro: max record bytes: %d is negative", c.MaxRecordBytes)
+		return conf.Errorf("MaxRecordBytes", "avro: max record bytes: %d is negative", c.MaxRecordBytes)
 	}
 	return nil
 }

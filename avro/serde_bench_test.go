@@ -27,7 +27,7 @@ func benchRecords() (InferenceResult, GatewayLog, EnrichedRecord) {
 func BenchmarkDecode(b *testing.B) {
 	fake := srfake.New()
 	defer fake.Close()
-	reg, err := NewRegistryClient(RegistryConfig{URL: fake.URL()})
+	reg, err := NewRegistryClient(RegistryConn{URL: fake.URL()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkEncodeEnriched(b *testing.B) {
 	fake := srfake.New()
 	defer fake.Close()
-	reg, err := NewRegistryClient(RegistryConfig{URL: fake.URL()})
+	reg, err := NewRegistryClient(RegistryConn{URL: fake.URL()})
 	if err != nil {
 		b.Fatal(err)
 	}

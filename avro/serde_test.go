@@ -22,7 +22,7 @@ func newRegistry(t *testing.T) (*srfake.Registry, *sr.Client) {
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
-	cl, err := NewRegistryClient(RegistryConfig{URL: fake.URL(), Timeout: 2 * time.Second})
+	cl, err := NewRegistryClient(RegistryConn{URL: fake.URL(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestRegistryOutagesAreRetryable(t *testing.T) {
 		})
 	}
 	t.Run("unreachable", func(t *testing.T) {
-		cl, _ := NewRegistryClient(RegistryConfig{URL: "http://127.0.0.1:1", Timeout: time.Second})
+		cl, _ := NewRegistryClient(RegistryConn{URL: "http://127.0.0.1:1", Timeout: time.Second})
 		dec, _ := NewDecoder[InferenceResult](cl, InferenceResultSchema, DecoderConfig{})
 		_, _, err := dec.Decode(context.Background(), AppendFrame(nil, 1))
 		if !IsRetryable(err) {

@@ -105,21 +105,32 @@ func knownVariable(name string) bool {
 	return known
 }
 
-// secretVars sets the variable of every secret whose *_file key the config sets: a secret's
-// variable wins over its file, so the files (which live in a container) are not read.
-func secretVars(t *testing.T, body string) map[string]string {
+// secretFiles maps the variable of every secret whose *_file key the config sets to the file
+// that key names.
+func secretFiles(t *testing.T, body string) map[string]string {
 	t.Helper()
 	var c map[string]any
 	if err := yaml.Unmarshal([]byte(body), &c); err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{}
-	for key, v := range map[string]string{"registry.password_file": "BACKFLOW_REGISTRY_PASSWORD", "clickhouse.password_file": "BACKFLOW_CLICKHOUSE_PASSWORD",
-		"redis.password_file": "BACKFLOW_REDIS_PASSWORD", "sensitive.token_file": "BACKFLOW_SENSITIVE_TOKEN"} {
-		section, k, _ := strings.Cut(key, ".")
-		if at(c, section, k) != nil {
-			vars[v] = "x"
+	files := map[string]string{}
+	for _, path := range pipelines.Keys() {
+		k, _ := pipelines.KeyInfo(path)
+		section, key, _ := strings.Cut(path, ".")
+		if f := at(c, section, key); k.Secret != "" && f != nil {
+			files[k.Secret] = str(f)
 		}
+	}
+	return files
+}
+
+// secretVars sets the variable of every secret whose *_file key the config sets: a secret's
+// variable wins over its file, so the files (which live in a container) are not read.
+func secretVars(t *testing.T, body string) map[string]string {
+	t.Helper()
+	vars := map[string]string{}
+	for v := range secretFiles(t, body) {
+		vars[v] = "x"
 	}
 	return vars
 }
@@ -141,16 +152,16 @@ func loadConfig(t *testing.T, body string) pipelines.Loaded {
 
 func metricsPort(t *testing.T, l pipelines.Loaded) int {
 	t.Helper()
-	_, p, err := net.SplitHostPort(l.File.Metrics.Addr)
+	_, p, err := net.SplitHostPort(l.Config.Metrics.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, _ := strconv.Atoi(p)
 	if n == 0 {
-		t.Fatalf("metrics.addr %q: a container needs a fixed port", l.File.Metrics.Addr)
+		t.Fatalf("metrics.addr %q: a container needs a fixed port", l.Config.Metrics.Addr)
 	}
-	if strings.HasPrefix(l.File.Metrics.Addr, "127.") {
-		t.Fatalf("metrics.addr %q listens on loopback only: probes and Prometheus cannot reach it", l.File.Metrics.Addr)
+	if strings.HasPrefix(l.Config.Metrics.Addr, "127.") {
+		t.Fatalf("metrics.addr %q listens on loopback only: probes and Prometheus cannot reach it", l.Config.Metrics.Addr)
 	}
 	return n
 }
@@ -232,8 +243,8 @@ func TestKubernetes(t *testing.T) {
 			if str(ann["prometheus.io/scrape"]) != "true" || str(ann["prometheus.io/port"]) != strconv.Itoa(port) || str(ann["prometheus.io/path"]) != "/metrics" {
 				t.Errorf("scrape annotations %v, want port %d and /metrics", ann, port)
 			}
-			if g, _ := at(spec, "terminationGracePeriodSeconds").(int); time.Duration(g)*time.Second <= cfg.File.ShutdownTimeout {
-				t.Errorf("terminationGracePeriodSeconds %d is not above shutdown_timeout %v", g, cfg.File.ShutdownTimeout)
+			if g, _ := at(spec, "terminationGracePeriodSeconds").(int); time.Duration(g)*time.Second <= cfg.Config.ShutdownTimeout {
+				t.Errorf("terminationGracePeriodSeconds %d is not above shutdown_timeout %v", g, cfg.Config.ShutdownTimeout)
 			}
 			c := at(spec, "containers", 0)
 			mounts := map[string]string{} // volume name -> mount path
@@ -274,16 +285,17 @@ func TestKubernetes(t *testing.T) {
 					secVol = name
 				}
 			}
-			for _, f := range []string{cfg.File.Registry.PasswordFile, cfg.File.ClickHouse.PasswordFile, cfg.File.Redis.PasswordFile, cfg.File.Sensitive.TokenFile} {
-				if f == "" {
-					continue
-				}
+			files := secretFiles(t, str(at(cm, "data", "backflow.yaml")))
+			if len(files) == 0 {
+				t.Error("the config names no secret file")
+			}
+			for _, f := range files {
 				if dir, key := path.Split(f); path.Clean(dir) != mounts[secVol] || secretKeys[key] == nil {
 					t.Errorf("secret file %s: not a key of backflow-secrets mounted at %s", f, mounts[secVol])
 				}
 			}
 			// goka storage on the writable data volume (the root filesystem is read-only).
-			storage := map[string]string{"ingest": cfg.File.Ingest.StorageDir, "sink-features": cfg.File.SinkFeatures.StorageDir}[stage]
+			storage := map[string]string{"ingest": cfg.Config.Ingest.StorageDir, "sink-features": cfg.Config.SinkFeatures.StorageDir}[stage]
 			if storage != "" && !strings.HasPrefix(storage, mounts["data"]+"/") {
 				t.Errorf("storage_dir %s is not on the data volume (%s)", storage, mounts["data"])
 			}
@@ -347,14 +359,14 @@ func TestCompose(t *testing.T) {
 	if adv := str(at(svcs, "kafka", "environment", "KAFKA_ADVERTISED_LISTENERS")); !strings.Contains(adv, "kafka:9092") {
 		t.Errorf("kafka advertises %q, the config dials kafka:9092", adv)
 	}
-	for _, addr := range append(append([]string{}, cfg.File.Kafka.Brokers...), cfg.File.Registry.URL, cfg.File.ClickHouse.Addr, cfg.File.Redis.Addr, cfg.File.Sensitive.URL) {
+	for _, addr := range append(append([]string{}, cfg.Config.Kafka.Brokers...), cfg.Config.Registry.URL, cfg.Config.ClickHouse.Addr, cfg.Config.Redis.Addr, cfg.Config.Moderation.URL) {
 		h, p := hostPort(addr)
 		if svcs[h] == nil || listens[h] != p {
 			t.Errorf("config address %s: service %q listens on %q", addr, h, listens[h])
 		}
 	}
 	secrets := c["secrets"].(map[string]any)
-	if f := cfg.File.Sensitive.TokenFile; secrets[path.Base(f)] == nil || path.Dir(f) != "/run/secrets" {
+	if f := secretFiles(t, string(b))["BACKFLOW_SENSITIVE_TOKEN"]; secrets[path.Base(f)] == nil || path.Dir(f) != "/run/secrets" {
 		t.Errorf("sensitive.token_file %s is not a compose secret", f)
 	}
 	for _, stage := range pipelines.StageNames() {
@@ -373,8 +385,8 @@ func TestCompose(t *testing.T) {
 		if ports := strings.Join(strs(at(s, "ports")), " "); !strings.HasSuffix(ports, ":"+strconv.Itoa(port)) {
 			t.Errorf("backflow-%s publishes %q, not the metrics port %d", stage, ports, port)
 		}
-		if g, err := time.ParseDuration(str(at(s, "stop_grace_period"))); err != nil || g <= cfg.File.ShutdownTimeout {
-			t.Errorf("backflow-%s stop_grace_period %v is not above shutdown_timeout %v", stage, at(s, "stop_grace_period"), cfg.File.ShutdownTimeout)
+		if g, err := time.ParseDuration(str(at(s, "stop_grace_period"))); err != nil || g <= cfg.Config.ShutdownTimeout {
+			t.Errorf("backflow-%s stop_grace_period %v is not above shutdown_timeout %v", stage, at(s, "stop_grace_period"), cfg.Config.ShutdownTimeout)
 		}
 		for _, sec := range strs(at(s, "secrets")) {
 			if secrets[sec] == nil {

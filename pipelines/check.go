@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,13 +39,13 @@ const (
 
 // Check asks every system in c for a real answer, concurrently, and returns one result per
 // system in a fixed order. Each check is bounded by ctx.
-func Check(ctx context.Context, c Config) []CheckResult {
+func Check(ctx context.Context, c Conns) []CheckResult {
 	return CheckSystems(ctx, c, SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemModeration)
 }
 
 // CheckSystems is Check for the named systems only, in the order given. An unknown name gets a
 // result with an error.
-func CheckSystems(ctx context.Context, c Config, systems ...string) []CheckResult {
+func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult {
 	type check struct {
 		addr string
 		run  func(context.Context) (string, error)
@@ -94,7 +95,7 @@ const DefaultPreflightTimeout = 15 * time.Second
 // may be rotated under it; records wait and are never dead-lettered for it). A system that is
 // merely down at start-up is not an error here either: it is returned in the results, and
 // the stage waits for it as it always does.
-func Preflight(ctx context.Context, c Config, timeout time.Duration, systems ...string) ([]CheckResult, error) {
+func Preflight(ctx context.Context, c Conns, timeout time.Duration, systems ...string) ([]CheckResult, error) {
 	if timeout <= 0 {
 		timeout = DefaultPreflightTimeout
 	}
@@ -104,7 +105,7 @@ func Preflight(ctx context.Context, c Config, timeout time.Duration, systems ...
 	var errs []error
 	for _, r := range results {
 		if r.Err != nil && isRefusal(r.System, r.Err) {
-			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, settingsOf[r.System]))
+			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, settingsOf(r.System)))
 		}
 	}
 	return results, errors.Join(errs...)
@@ -127,16 +128,27 @@ func isRefusal(system string, err error) bool {
 	return false
 }
 
-// settingsOf names, per system, the variables an operator checks after a refusal.
-var settingsOf = map[string]string{
-	SystemKafka:      "BACKFLOW_KAFKA_SASL_MECHANISM, BACKFLOW_KAFKA_SASL_USERNAME, BACKFLOW_KAFKA_SASL_PASSWORD[_FILE], BACKFLOW_KAFKA_TLS_CA_FILE",
-	SystemRegistry:   "BACKFLOW_REGISTRY_USERNAME, BACKFLOW_REGISTRY_PASSWORD[_FILE], BACKFLOW_REGISTRY_TLS_CA_FILE",
-	SystemClickHouse: "BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD[_FILE], BACKFLOW_CLICKHOUSE_TLS_CA_FILE",
-	SystemRedis:      "BACKFLOW_REDIS_USERNAME, BACKFLOW_REDIS_PASSWORD[_FILE], BACKFLOW_REDIS_TLS_CA_FILE",
-	SystemModeration: "BACKFLOW_SENSITIVE_TOKEN[_FILE], BACKFLOW_SENSITIVE_TLS_CA_FILE",
+// sectionOf is the config section of each system's connection.
+var sectionOf = map[string]string{SystemKafka: "kafka", SystemRegistry: "registry", SystemClickHouse: "clickhouse",
+	SystemRedis: "redis", SystemModeration: "sensitive"}
+
+// settingsOf names the variables an operator checks after a refusal by system: the user and
+// SASL keys of its section, its secret (or the file holding it), and its CA file.
+func settingsOf(system string) string {
+	var out []string
+	for _, k := range KeysUnder(sectionOf[system]) {
+		_, name, _ := strings.Cut(k.Path, ".")
+		switch {
+		case k.Secret != "":
+			out = append(out, k.Secret+"[_FILE]")
+		case slices.Contains([]string{"sasl_mechanism", "sasl_username", "username", "user", "tls_ca_file"}, name):
+			out = append(out, k.Env)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
-func checkKafka(ctx context.Context, c Config) (string, error) {
+func checkKafka(ctx context.Context, c Conns) (string, error) {
 	cl, err := c.Kafka.NewClient()
 	if err != nil {
 		return "", err
@@ -149,7 +161,7 @@ func checkKafka(ctx context.Context, c Config) (string, error) {
 	return fmt.Sprintf("cluster %s, %d broker(s), controller %d", meta.Cluster, len(meta.Brokers), meta.Controller), nil
 }
 
-func checkRegistry(ctx context.Context, c Config) (string, error) {
+func checkRegistry(ctx context.Context, c Conns) (string, error) {
 	cl, err := avro.NewRegistryClient(c.Registry)
 	if err != nil {
 		return "", err
@@ -165,7 +177,7 @@ func checkRegistry(ctx context.Context, c Config) (string, error) {
 	return fmt.Sprintf("%d subject(s)", len(subjects)), nil
 }
 
-func checkClickHouse(ctx context.Context, c Config) (string, error) {
+func checkClickHouse(ctx context.Context, c Conns) (string, error) {
 	conn, err := clickhouse.Open(ctx, c.ClickHouse)
 	if err != nil {
 		return "", err
@@ -178,7 +190,7 @@ func checkClickHouse(ctx context.Context, c Config) (string, error) {
 	return "ClickHouse " + v.Version.String(), nil
 }
 
-func checkRedis(ctx context.Context, c Config) (string, error) {
+func checkRedis(ctx context.Context, c Conns) (string, error) {
 	rdb, err := redis.Open(ctx, c.Redis)
 	if err != nil {
 		return "", err
@@ -196,7 +208,7 @@ func checkRedis(ctx context.Context, c Config) (string, error) {
 	return "Redis", nil
 }
 
-func checkModeration(ctx context.Context, c Config) (string, error) {
+func checkModeration(ctx context.Context, c Conns) (string, error) {
 	cl, err := moderation.New(c.Moderation)
 	if err != nil {
 		return "", err

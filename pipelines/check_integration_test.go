@@ -36,9 +36,9 @@ func TestCheckReportsDown(t *testing.T) {
 	closed := "127.0.0.1:1" // nothing listens on port 1 here
 	cfg, err := pipelines.FromEnv(func(k string) string {
 		switch k {
-		case pipelines.EnvKafkaBrokers, pipelines.EnvClickHouseAddr, pipelines.EnvRedisAddr:
+		case "BACKFLOW_KAFKA_BROKERS", "BACKFLOW_CLICKHOUSE_ADDR", "BACKFLOW_REDIS_ADDR":
 			return closed
-		case pipelines.EnvRegistryURL, pipelines.EnvSensitiveURL:
+		case "BACKFLOW_REGISTRY_URL", "BACKFLOW_SENSITIVE_URL":
 			return "http://" + closed
 		}
 		return ""

@@ -1,214 +1,170 @@
 // Package pipelines wires backflow's stages into runnable wholes from configuration. Start with
-// Config: every external system's connection settings in one struct, loaded from BACKFLOW_*
-// environment variables (the names deploy/local/stack writes to .stack/env), and Check, which
-// asks each system for a real answer; Preflight is the start-up form of Check that stops a
-// stage on refused credentials or a failed TLS handshake.
+// Config, backflow's configuration file, and Load, which reads it with the BACKFLOW_*
+// variables (the names deploy/local/stack writes to .stack/env) and flags. Conns, part of
+// Config, is every external system's connection settings; Check asks each system for a real
+// answer, and Preflight is the start-up form of Check that stops a stage on refused
+// credentials or a failed TLS handshake.
 package pipelines
 
 import (
 	"errors"
-	"fmt"
+	"io"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
-	"github.com/backflowhq/backflow/internal/secure"
+	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/processors/features"
+	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
-// Config holds the connection settings of every external system. Zero fields take each
-// package's defaults: the local stack's loopback addresses.
+// Config is backflow's configuration file: what `backflow run --config FILE` reads and
+// `backflow check-config` checks. Its sections are the packages' own Conn and Config structs,
+// whose tagged fields declare each key once, with its default and doc (package conf): the
+// YAML keys, the variables, the flags, the reference and the key paths of errors all come
+// from those declarations. Every key is optional; deploy/config.example.yaml lists them all
+// with their defaults (ExampleYAML writes it, and a test keeps it in sync).
+//
+// Precedence, lowest first: the defaults, the file, environment variables, then command-line
+// flags a command was given explicitly. Every key a.b_c has the variable BACKFLOW_A_B_C (a list
+// as comma-separated values).
+//
+// Secrets are never in the file and never on the command line: a key ending in _file names a
+// file holding the secret, and the variable named after the secret (the key's variable without
+// _FILE) holds the secret itself; it wins over a file the config file names. A key such as
+// password or token is rejected with a message that says so.
 type Config struct {
-	Kafka      kafka.Config
-	Registry   avro.RegistryConfig
-	ClickHouse clickhouse.Config
-	Redis      redis.Config
-	Moderation moderation.Config
+	Stages          []string      `key:"stages" default:"ingest,sink-clickhouse,sink-features" doc:"stages backflow run starts, in one process: ingest, sink-clickhouse (with its DLQ mirror), sink-features"`
+	ShutdownTimeout time.Duration `key:"shutdown_timeout" default:"45s" doc:"on SIGTERM or SIGINT: the longest backflow waits for the stages to stop consuming, flush and commit; past it, it exits with code 3 and what was not committed is redelivered"`
+
+	Log     LogConfig     `key:"log" doc:"structured logs on stderr (log/slog); ids, offsets and counts, never record payloads or secrets"`
+	Metrics MetricsConfig `key:"metrics" doc:"the HTTP endpoints /metrics (Prometheus), /healthz and /readyz"`
+
+	Conns `key:",squash"`
+
+	Ingest         IngestConfig       `key:"ingest" doc:"the ingest stage: decode, dedupe, moderate, emit to the enriched topic"`
+	SinkClickHouse clickhouse.Config  `key:"sink_clickhouse" doc:"the ClickHouse sink and its DLQ mirror"`
+	SinkFeatures   SinkFeaturesConfig `key:"sink_features" doc:"the feature-store sink (Redis in Feast's layout)"`
 }
 
-// Environment variables FromEnv reads. Secrets (passwords, tokens) are read only from here or
-// from the file a *_FILE variable names, never from flags, so they do not show in `ps`.
+// Conns holds the connection settings of every external system: the kafka, registry,
+// clickhouse, redis and sensitive sections of Config.
+type Conns struct {
+	Kafka      kafka.Conn        `key:"kafka" doc:"the Kafka cluster every stage reads and writes"`
+	Registry   avro.RegistryConn `key:"registry" doc:"the Confluent-API schema registry"`
+	ClickHouse clickhouse.Conn   `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
+	Redis      redis.Conn        `key:"redis" doc:"Redis, the Feast online store (sink-features)"`
+	Moderation moderation.Conn   `key:"sensitive" doc:"the sensitive-word service (ingest)"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Format string `key:"format" default:"text" doc:"text or json"`
+	Level  string `key:"level" default:"info" doc:"debug, info, warn or error"`
+}
+
+// MetricsConfig configures the HTTP endpoints.
+type MetricsConfig struct {
+	Addr         string        `key:"addr" default:"127.0.0.1:9464" doc:"host:port of /metrics, /healthz and /readyz; port 0 picks a free port (logged); off disables them"`
+	LagInterval  time.Duration `key:"lag_interval" default:"10s" doc:"how often consumer lag and consume rate are polled from Kafka"`
+	ReadyTimeout time.Duration `key:"ready_timeout" default:"3s" doc:"bound on each dependency check /readyz makes"`
+	Pprof        bool          `key:"pprof" doc:"also serve Go's runtime profiles under /debug/pprof/ (live heap, goroutines, CPU on request)"`
+}
+
+// IngestConfig is the ingest section: the stage's settings and where it keeps its table.
+type IngestConfig struct {
+	ingest.Config
+	StorageDir string `key:"storage_dir" doc:"local table storage, rebuilt from the changelog when missing; empty: <tmp>/backflow-goka"`
+}
+
+// SinkFeaturesConfig is the sink_features section: the stage's settings, its Redis writer's
+// batching, and where it keeps its table.
+type SinkFeaturesConfig struct {
+	features.Config
+	Redis      redis.Config `key:",squash"`
+	StorageDir string       `key:"storage_dir" doc:"local table storage, rebuilt from the changelog when missing; empty: <tmp>/backflow-goka-features"`
+}
+
+// Stage names, as --stages and the stages key take them.
 const (
-	EnvKafkaBrokers           = "BACKFLOW_KAFKA_BROKERS"            // comma-separated host:port list
-	EnvKafkaSASLMechanism     = "BACKFLOW_KAFKA_SASL_MECHANISM"     // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
-	EnvKafkaSASLUsername      = "BACKFLOW_KAFKA_SASL_USERNAME"      //
-	EnvKafkaSASLPassword      = "BACKFLOW_KAFKA_SASL_PASSWORD"      // secret
-	EnvKafkaSASLPasswordFile  = "BACKFLOW_KAFKA_SASL_PASSWORD_FILE" // file holding it
-	EnvKafkaTLS               = "BACKFLOW_KAFKA_TLS"                // true: TLS with the system roots
-	EnvKafkaTLSCAFile         = "BACKFLOW_KAFKA_TLS_CA_FILE"
-	EnvKafkaTLSCertFile       = "BACKFLOW_KAFKA_TLS_CERT_FILE"
-	EnvKafkaTLSKeyFile        = "BACKFLOW_KAFKA_TLS_KEY_FILE"
-	EnvKafkaTLSServerName     = "BACKFLOW_KAFKA_TLS_SERVER_NAME"
-	EnvRegistryURL            = "BACKFLOW_REGISTRY_URL"      // Confluent-API base URL
-	EnvRegistryUsername       = "BACKFLOW_REGISTRY_USERNAME" // basic auth
-	EnvRegistryPassword       = "BACKFLOW_REGISTRY_PASSWORD" // basic auth, secret
-	EnvRegistryPasswordFile   = "BACKFLOW_REGISTRY_PASSWORD_FILE"
-	EnvRegistryTLSCAFile      = "BACKFLOW_REGISTRY_TLS_CA_FILE"
-	EnvRegistryTLSCertFile    = "BACKFLOW_REGISTRY_TLS_CERT_FILE"
-	EnvRegistryTLSKeyFile     = "BACKFLOW_REGISTRY_TLS_KEY_FILE"
-	EnvRegistryTLSServerName  = "BACKFLOW_REGISTRY_TLS_SERVER_NAME"
-	EnvClickHouseAddr         = "BACKFLOW_CLICKHOUSE_ADDR"     // native protocol host:port
-	EnvClickHouseDatabase     = "BACKFLOW_CLICKHOUSE_DATABASE" // default "default"
-	EnvClickHouseUser         = "BACKFLOW_CLICKHOUSE_USER"     // default "default"
-	EnvClickHousePassword     = "BACKFLOW_CLICKHOUSE_PASSWORD" // secret
-	EnvClickHousePasswordFile = "BACKFLOW_CLICKHOUSE_PASSWORD_FILE"
-	EnvClickHouseTLS          = "BACKFLOW_CLICKHOUSE_TLS"
-	EnvClickHouseTLSCAFile    = "BACKFLOW_CLICKHOUSE_TLS_CA_FILE"
-	EnvClickHouseTLSCertFile  = "BACKFLOW_CLICKHOUSE_TLS_CERT_FILE"
-	EnvClickHouseTLSKeyFile   = "BACKFLOW_CLICKHOUSE_TLS_KEY_FILE"
-	EnvClickHouseTLSServer    = "BACKFLOW_CLICKHOUSE_TLS_SERVER_NAME"
-	EnvRedisAddr              = "BACKFLOW_REDIS_ADDR" // host:port
-	EnvRedisDB                = "BACKFLOW_REDIS_DB"   // database number, default 0
-	EnvRedisUsername          = "BACKFLOW_REDIS_USERNAME"
-	EnvRedisPassword          = "BACKFLOW_REDIS_PASSWORD" // secret
-	EnvRedisPasswordFile      = "BACKFLOW_REDIS_PASSWORD_FILE"
-	EnvRedisTLS               = "BACKFLOW_REDIS_TLS"
-	EnvRedisTLSCAFile         = "BACKFLOW_REDIS_TLS_CA_FILE"
-	EnvRedisTLSCertFile       = "BACKFLOW_REDIS_TLS_CERT_FILE"
-	EnvRedisTLSKeyFile        = "BACKFLOW_REDIS_TLS_KEY_FILE"
-	EnvRedisTLSServerName     = "BACKFLOW_REDIS_TLS_SERVER_NAME"
-	EnvSensitiveURL           = "BACKFLOW_SENSITIVE_URL"   // sensitive-word service base URL
-	EnvSensitiveToken         = "BACKFLOW_SENSITIVE_TOKEN" // its bearer token, secret
-	EnvSensitiveTokenFile     = "BACKFLOW_SENSITIVE_TOKEN_FILE"
-	EnvSensitiveTLSCAFile     = "BACKFLOW_SENSITIVE_TLS_CA_FILE"
-	EnvSensitiveTLSCertFile   = "BACKFLOW_SENSITIVE_TLS_CERT_FILE"
-	EnvSensitiveTLSKeyFile    = "BACKFLOW_SENSITIVE_TLS_KEY_FILE"
-	EnvSensitiveTLSServerName = "BACKFLOW_SENSITIVE_TLS_SERVER_NAME"
+	StageIngest         = "ingest"
+	StageSinkClickHouse = "sink-clickhouse"
+	StageSinkFeatures   = "sink-features"
 )
 
-// EnvVar documents one variable FromEnv reads; `backflow --help` and the README list them.
-type EnvVar struct {
-	Name    string
-	Default string // what applies when unset
-	Doc     string
-	Secret  bool // never logged or printed; prefer the *_FILE twin
-}
+// schema is Config's keys, read once from the declarations.
+var schema = conf.New[Config]("BACKFLOW_")
 
-// EnvVars is every variable FromEnv reads, grouped by system, in the order --help shows them.
-var EnvVars = []EnvVar{
-	{EnvKafkaBrokers, kafka.DefaultBrokers, "bootstrap brokers, comma-separated host:port", false},
-	{EnvKafkaSASLMechanism, "none", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (both clients: franz-go and goka's sarama)", false},
-	{EnvKafkaSASLUsername, "none", "SASL user", false},
-	{EnvKafkaSASLPassword, "none", "SASL password", true},
-	{EnvKafkaSASLPasswordFile, "none", "file holding the SASL password (read on each new connection)", false},
-	{EnvKafkaTLS, "false", "true: TLS with the system's root CAs (any TLS_* below also turns TLS on)", false},
-	{EnvKafkaTLSCAFile, "system roots", "PEM CA bundle the brokers' certificates are checked against", false},
-	{EnvKafkaTLSCertFile + ", " + EnvKafkaTLSKeyFile, "none", "client certificate and key (mutual TLS)", false},
-	{EnvKafkaTLSServerName, "each broker's host", "name the brokers' certificates must carry", false},
-	{EnvRegistryURL, avro.DefaultRegistryURL, "Confluent-API registry base; https:// for TLS", false},
-	{EnvRegistryUsername, "none", "basic-auth user", false},
-	{EnvRegistryPassword, "none", "basic-auth password", true},
-	{EnvRegistryPasswordFile, "none", "file holding it", false},
-	{EnvRegistryTLSCAFile, "system roots", "PEM CA bundle for an https registry", false},
-	{EnvRegistryTLSCertFile + ", " + EnvRegistryTLSKeyFile, "none", "client certificate and key", false},
-	{EnvRegistryTLSServerName, "the URL's host", "name the certificate must carry", false},
-	{EnvClickHouseAddr, clickhouse.DefaultAddr, "native protocol host:port (the secure native port with TLS)", false},
-	{EnvClickHouseDatabase, "default", "database of backflow's tables", false},
-	{EnvClickHouseUser, "default", "user", false},
-	{EnvClickHousePassword, "none", "password", true},
-	{EnvClickHousePasswordFile, "none", "file holding it", false},
-	{EnvClickHouseTLS, "false", "true: TLS with the system's root CAs", false},
-	{EnvClickHouseTLSCAFile, "system roots", "PEM CA bundle (turns TLS on)", false},
-	{EnvClickHouseTLSCertFile + ", " + EnvClickHouseTLSKeyFile, "none", "client certificate and key", false},
-	{EnvClickHouseTLSServer, "the address's host", "name the certificate must carry", false},
-	{EnvRedisAddr, redis.DefaultAddr, "host:port (Redis's tls-port with TLS)", false},
-	{EnvRedisDB, "0", "database number", false},
-	{EnvRedisUsername, "none", "ACL user (a password alone authenticates as default)", false},
-	{EnvRedisPassword, "none", "password", true},
-	{EnvRedisPasswordFile, "none", "file holding it (read on each new connection)", false},
-	{EnvRedisTLS, "false", "true: TLS with the system's root CAs", false},
-	{EnvRedisTLSCAFile, "system roots", "PEM CA bundle (turns TLS on)", false},
-	{EnvRedisTLSCertFile + ", " + EnvRedisTLSKeyFile, "none", "client certificate and key", false},
-	{EnvRedisTLSServerName, "the address's host", "name the certificate must carry", false},
-	{EnvSensitiveURL, DefaultSensitiveURL, "sensitive-word service base; https:// for TLS", false},
-	{EnvSensitiveToken, "none", "its bearer token", true},
-	{EnvSensitiveTokenFile, "none", "file holding it", false},
-	{EnvSensitiveTLSCAFile, "system roots", "PEM CA bundle for an https service", false},
-	{EnvSensitiveTLSCertFile + ", " + EnvSensitiveTLSKeyFile, "none", "client certificate and key", false},
-	{EnvSensitiveTLSServerName, "the URL's host", "name the certificate must carry", false},
-}
+// Defaults returns the configuration every key falls back to: the local stack's addresses,
+// every stage, and each package's declared defaults.
+func Defaults() Config { return conf.Defaults[Config]() }
 
-// DefaultSensitiveURL is the local stack's sensitive-word service.
-const DefaultSensitiveURL = "http://127.0.0.1:18090"
-
-// FromEnv builds a Config from environment variables looked up with getenv (os.Getenv in
-// production), then validates it. All problems are reported at once, each naming its
-// variable; no error shows a secret.
-func FromEnv(getenv func(string) string) (Config, error) {
-	var errs []error
-	tlsOf := func(enabled, ca, cert, key, server string) secure.TLS {
-		t := secure.TLS{CAFile: getenv(ca), CertFile: getenv(cert), KeyFile: getenv(key), ServerName: getenv(server)}
-		if enabled != "" {
-			if v := getenv(enabled); v != "" {
-				on, err := strconv.ParseBool(v)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %q, want true or false", enabled, v))
-				}
-				t.Enabled = on
-			}
-		}
-		return t
-	}
-	c := Config{
-		Kafka: kafka.Config{
-			Brokers: kafka.ParseBrokers(getenv(EnvKafkaBrokers)),
-			SASL: kafka.SASL{
-				Mechanism:    strings.TrimSpace(getenv(EnvKafkaSASLMechanism)),
-				Username:     getenv(EnvKafkaSASLUsername),
-				Password:     getenv(EnvKafkaSASLPassword),
-				PasswordFile: getenv(EnvKafkaSASLPasswordFile),
-			},
-			TLS: tlsOf(EnvKafkaTLS, EnvKafkaTLSCAFile, EnvKafkaTLSCertFile, EnvKafkaTLSKeyFile, EnvKafkaTLSServerName),
-		},
-		Registry: avro.RegistryConfig{
-			URL:          getenv(EnvRegistryURL),
-			Username:     getenv(EnvRegistryUsername),
-			Password:     getenv(EnvRegistryPassword),
-			PasswordFile: getenv(EnvRegistryPasswordFile),
-			TLS:          tlsOf("", EnvRegistryTLSCAFile, EnvRegistryTLSCertFile, EnvRegistryTLSKeyFile, EnvRegistryTLSServerName),
-		},
-		ClickHouse: clickhouse.Config{
-			Addr:         getenv(EnvClickHouseAddr),
-			Database:     getenv(EnvClickHouseDatabase),
-			User:         getenv(EnvClickHouseUser),
-			Password:     getenv(EnvClickHousePassword),
-			PasswordFile: getenv(EnvClickHousePasswordFile),
-			TLS:          tlsOf(EnvClickHouseTLS, EnvClickHouseTLSCAFile, EnvClickHouseTLSCertFile, EnvClickHouseTLSKeyFile, EnvClickHouseTLSServer),
-		},
-		Redis: redis.Config{
-			Addr:         getenv(EnvRedisAddr),
-			Username:     getenv(EnvRedisUsername),
-			Password:     getenv(EnvRedisPassword),
-			PasswordFile: getenv(EnvRedisPasswordFile),
-			TLS:          tlsOf(EnvRedisTLS, EnvRedisTLSCAFile, EnvRedisTLSCertFile, EnvRedisTLSKeyFile, EnvRedisTLSServerName),
-		},
-		Moderation: moderation.Config{
-			URL:       getenv(EnvSensitiveURL),
-			Token:     getenv(EnvSensitiveToken),
-			TokenFile: getenv(EnvSensitiveTokenFile),
-			TLS:       tlsOf("", EnvSensitiveTLSCAFile, EnvSensitiveTLSCertFile, EnvSensitiveTLSKeyFile, EnvSensitiveTLSServerName),
-		},
-	}
-	if c.Moderation.URL == "" {
-		c.Moderation.URL = DefaultSensitiveURL
-	}
-	if v := getenv(EnvRedisDB); v != "" {
-		db, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q is not a number", EnvRedisDB, v))
-		}
-		c.Redis.DB = db
-	}
-	if err := c.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return c, errors.Join(errs...)
-}
-
-// Validate checks every part and reports all errors at once.
+// Validate checks every section with its package's rules, and the process's keys, reporting
+// all errors at once; each is a conf.FieldError naming its field, so that Load reports it at
+// its key.
 func (c Config) Validate() error {
-	return errors.Join(c.Kafka.Validate(), c.Registry.Validate(), c.ClickHouse.Validate(), c.Redis.Validate(), c.Moderation.Validate())
+	return errors.Join(c.validateStages(), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
+		c.Conns.Validate(), conf.Nest("Ingest", "", c.Ingest.Validate()), conf.Nest("SinkClickHouse", "", c.SinkClickHouse.Validate()),
+		conf.Nest("SinkFeatures", "", c.SinkFeatures.Validate()))
+}
+
+func (c Config) validateStages() error {
+	if len(c.Stages) == 0 {
+		return conf.Errorf("Stages", "empty; want one or more of %s", strings.Join(StageNames(), ", "))
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range c.Stages {
+		switch {
+		case !slices.Contains(StageNames(), s):
+			errs = append(errs, conf.Errorf("Stages", "unknown stage %q; stages: %s", s, strings.Join(StageNames(), ", ")))
+		case seen[s]:
+			errs = append(errs, conf.Errorf("Stages", "stage %q given twice", s))
+		}
+		seen[s] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the format and the level.
+func (c LogConfig) Validate() error {
+	var errs []error
+	if _, err := ops.NewLogger(io.Discard, c.Format, "info"); err != nil {
+		errs = append(errs, conf.Errorf("Format", "%q, want text or json", c.Format))
+	}
+	if _, err := ops.ParseLevel(c.Level); err != nil {
+		errs = append(errs, conf.Errorf("Level", "%q, want debug, info, warn or error", c.Level))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the address.
+func (c MetricsConfig) Validate() error {
+	a := c.Addr
+	if a == "" || a == "off" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return conf.Errorf("Addr", "%q is not host:port (or off)", a)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return conf.Errorf("Addr", "%q: port %q is not a number from 0 to 65535", a, port)
+	}
+	return nil
+}
+
+// Validate checks every connection, reporting all errors at once.
+func (c Conns) Validate() error {
+	return errors.Join(conf.Nest("Kafka", "", c.Kafka.Validate()), conf.Nest("Registry", "", c.Registry.Validate()),
+		conf.Nest("ClickHouse", "", c.ClickHouse.Validate()), conf.Nest("Redis", "", c.Redis.Validate()),
+		conf.Nest("Moderation", "", c.Moderation.Validate()))
 }

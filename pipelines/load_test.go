@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
@@ -39,11 +40,11 @@ func TestLoad(t *testing.T) {
 		{
 			name: "no file: the defaults",
 			check: func(t *testing.T, l Loaded) {
-				if !reflect.DeepEqual(l.File, Defaults()) {
-					t.Errorf("file = %+v, want Defaults()", l.File)
+				if !reflect.DeepEqual(l.Config, Defaults()) {
+					t.Errorf("config = %+v, want Defaults()", l.Config)
 				}
-				if l.Conn.Kafka.Endpoint() != "127.0.0.1:19092" || l.Conn.ClickHouse.Endpoint() != "127.0.0.1:19000" || l.Conn.Moderation.URL != DefaultSensitiveURL {
-					t.Errorf("connections %+v", l.Conn)
+				if l.Config.Kafka.Endpoint() != "127.0.0.1:19092" || l.Config.ClickHouse.Endpoint() != "127.0.0.1:19000" || l.Config.Moderation.URL != "http://127.0.0.1:18090" {
+					t.Errorf("connections %+v", l.Config.Conns)
 				}
 			},
 		},
@@ -55,7 +56,7 @@ func TestLoad(t *testing.T) {
 			env: map[string]string{"BACKFLOW_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "BACKFLOW_KAFKA_SASL_PASSWORD_FILE": secret,
 				"BACKFLOW_REDIS_USERNAME": "backflow", "BACKFLOW_REDIS_PASSWORD_FILE": secret},
 			check: func(t *testing.T, l Loaded) {
-				if k := l.Conn.Kafka.SASL; k.Mechanism != "SCRAM-SHA-512" || k.Username != "backflow" {
+				if k := l.Config.Kafka.SASL; k.Mechanism != "SCRAM-SHA-512" || k.Username != "backflow" {
 					t.Errorf("kafka sasl %+v", k)
 				}
 			},
@@ -84,23 +85,23 @@ sink_clickhouse: {batch_rows: 20000, batch_interval: 2s, mirror_dlq: false}
 sink_features: {project: prod, redis_batch: 1000}
 `,
 			check: func(t *testing.T, l Loaded) {
-				f := l.File
+				f := l.Config
 				if !reflect.DeepEqual(f.Stages, []string{"sink-clickhouse"}) || f.ShutdownTimeout != time.Minute || f.Log.Format != "json" ||
 					f.Metrics.Addr != "0.0.0.0:9464" || f.Metrics.LagInterval != 2*time.Second {
 					t.Errorf("process keys %+v", f)
 				}
-				c := l.Conn
+				c := l.Config.Conns
 				if c.Kafka.Endpoint() != "k1:9092,k2:9092" || c.Kafka.TableReplication != 3 || c.ClickHouse.Database != "analytics" ||
 					c.ClickHouse.User != "writer" || c.Redis.DB != 2 || c.Moderation.URL != "https://sw.example" || c.Moderation.Timeout != 2*time.Second {
 					t.Errorf("connections %+v", c)
 				}
-				if ic := f.IngestConfig(); ic.BatchSize != 250 || ic.Policy != "pass" || ic.MaxInFlight != 2000 {
+				if ic := f.Ingest.Config; ic.BatchSize != 250 || ic.Policy != "pass" || ic.MaxInFlight != 2000 {
 					t.Errorf("ingest %+v", ic)
 				}
-				if sc := f.SinkClickHouseConfig(); sc.BatchRows != 20000 || sc.BatchInterval != 2*time.Second || !sc.FromStart || f.SinkClickHouse.MirrorDLQ {
+				if sc := f.SinkClickHouse; sc.BatchRows != 20000 || sc.BatchInterval != 2*time.Second || !sc.FromStart || f.SinkClickHouse.MirrorDLQ {
 					t.Errorf("sink_clickhouse %+v", sc)
 				}
-				if fc, wc := f.SinkFeaturesConfig(), f.RedisWriterConfig(); fc.Project != "prod" || wc.MaxBatch != 1000 {
+				if fc, wc := f.SinkFeatures.Config, f.SinkFeatures.Redis; fc.Project != "prod" || wc.MaxBatch != 1000 {
 					t.Errorf("sink_features %+v", fc)
 				}
 				if l.Sources["sink_clickhouse.batch_rows"] != "file" || l.Sources["ingest.group"] != "default" {
@@ -114,9 +115,9 @@ sink_features: {project: prod, redis_batch: 1000}
 			env: map[string]string{"BACKFLOW_CLICKHOUSE_ADDR": "env:9000", "BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "7",
 				"BACKFLOW_KAFKA_BROKERS": "e1:9092,e2:9092", "BACKFLOW_STAGES": "ingest,sink-features"},
 			check: func(t *testing.T, l Loaded) {
-				if l.Conn.ClickHouse.Addr != "env:9000" || l.Conn.ClickHouse.Database != "fromfile" || l.File.SinkClickHouse.BatchRows != 7 ||
-					l.Conn.Kafka.Endpoint() != "e1:9092,e2:9092" || strings.Join(l.File.Stages, ",") != "ingest,sink-features" {
-					t.Errorf("conn %+v, batch rows %d, stages %v", l.Conn.ClickHouse, l.File.SinkClickHouse.BatchRows, l.File.Stages)
+				if l.Config.ClickHouse.Addr != "env:9000" || l.Config.ClickHouse.Database != "fromfile" || l.Config.SinkClickHouse.BatchRows != 7 ||
+					l.Config.Kafka.Endpoint() != "e1:9092,e2:9092" || strings.Join(l.Config.Stages, ",") != "ingest,sink-features" {
+					t.Errorf("conn %+v, batch rows %d, stages %v", l.Config.ClickHouse, l.Config.SinkClickHouse.BatchRows, l.Config.Stages)
 				}
 				if l.Sources["clickhouse.addr"] != "BACKFLOW_CLICKHOUSE_ADDR" || l.Sources["clickhouse.database"] != "file" {
 					t.Errorf("sources %v", l.Sources)
@@ -130,11 +131,11 @@ sink_features: {project: prod, redis_batch: 1000}
 			check: func(t *testing.T, l Loaded) {
 				// A secret from a file reaches the package as the file, which reads it (and the
 				// Kafka and Redis clients re-read it on each connection).
-				if l.Conn.ClickHouse.Password != "" || l.Conn.ClickHouse.PasswordFile != secret || l.Conn.Registry.Password != "from-env" || l.Conn.Registry.PasswordFile != "" {
-					t.Errorf("clickhouse password %q file %q, registry password %q file %q", l.Conn.ClickHouse.Password, l.Conn.ClickHouse.PasswordFile,
-						l.Conn.Registry.Password, l.Conn.Registry.PasswordFile)
+				if l.Config.ClickHouse.Password != "" || l.Config.ClickHouse.PasswordFile != secret || l.Config.Registry.Password != "from-env" || l.Config.Registry.PasswordFile != "" {
+					t.Errorf("clickhouse password %q file %q, registry password %q file %q", l.Config.ClickHouse.Password, l.Config.ClickHouse.PasswordFile,
+						l.Config.Registry.Password, l.Config.Registry.PasswordFile)
 				}
-				if pw, err := secure.ReadSecret("clickhouse", l.Conn.ClickHouse.Password, l.Conn.ClickHouse.PasswordFile); err != nil || pw != "s3cret-from-file" {
+				if pw, err := secure.ReadSecret("clickhouse", l.Config.ClickHouse.Password, l.Config.ClickHouse.PasswordFile); err != nil || pw != "s3cret-from-file" {
 					t.Errorf("clickhouse password resolves to %q, %v", pw, err)
 				}
 			},
@@ -143,8 +144,8 @@ sink_features: {project: prod, redis_batch: 1000}
 			name: "an empty file is the defaults",
 			yaml: "# nothing here\n",
 			check: func(t *testing.T, l Loaded) {
-				if !reflect.DeepEqual(l.File, Defaults()) {
-					t.Errorf("file = %+v", l.File)
+				if !reflect.DeepEqual(l.Config, Defaults()) {
+					t.Errorf("config = %+v", l.Config)
 				}
 			},
 		},
@@ -194,8 +195,8 @@ extra: 1
 			name: "keys that are only right together pass together",
 			yaml: "kafka: {sasl_mechanism: SCRAM-SHA-512, sasl_username: backflow, sasl_password_file: " + secret + "}\n",
 			check: func(t *testing.T, l Loaded) {
-				if l.Conn.Kafka.SASL.Mechanism != "SCRAM-SHA-512" || l.Conn.Kafka.SASL.Username != "backflow" || l.Conn.Kafka.SASL.PasswordFile != secret {
-					t.Errorf("kafka sasl %+v", l.Conn.Kafka.SASL)
+				if l.Config.Kafka.SASL.Mechanism != "SCRAM-SHA-512" || l.Config.Kafka.SASL.Username != "backflow" || l.Config.Kafka.SASL.PasswordFile != secret {
+					t.Errorf("kafka sasl %+v", l.Config.Kafka.SASL)
 				}
 			},
 		},
@@ -250,9 +251,9 @@ extra: 1
 				tt.check(t, l)
 				return
 			}
-			var ce ConfigErrors
+			var ce conf.Errors
 			if !errors.As(err, &ce) || !errors.Is(err, ErrConfig) {
-				t.Fatalf("error %v (%T), want ConfigErrors matching ErrConfig", err, err)
+				t.Fatalf("error %v (%T), want conf.Errors matching ErrConfig", err, err)
 			}
 			for _, w := range tt.wantErr {
 				if !strings.Contains(err.Error(), w) {
@@ -277,8 +278,8 @@ func TestOverridesWinAndNameTheFlag(t *testing.T) {
 	path := writeFile(t, "c.yaml", "sink_clickhouse: {batch_rows: 5}\n")
 	l, err := Load(path, env(map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "6"}),
 		Override{Path: "sink_clickhouse.batch_rows", Value: "8", Source: "--batch-rows"})
-	if err != nil || l.File.SinkClickHouse.BatchRows != 8 || l.Sources["sink_clickhouse.batch_rows"] != "--batch-rows" {
-		t.Fatalf("batch rows %d from %s, err %v; want 8 from --batch-rows", l.File.SinkClickHouse.BatchRows, l.Sources["sink_clickhouse.batch_rows"], err)
+	if err != nil || l.Config.SinkClickHouse.BatchRows != 8 || l.Sources["sink_clickhouse.batch_rows"] != "--batch-rows" {
+		t.Fatalf("batch rows %d from %s, err %v; want 8 from --batch-rows", l.Config.SinkClickHouse.BatchRows, l.Sources["sink_clickhouse.batch_rows"], err)
 	}
 	_, err = Load("", nil, Override{Path: "sink_clickhouse.batch_interval", Value: "0s", Source: "--batch-interval"})
 	if err == nil || !strings.Contains(err.Error(), "sink_clickhouse.batch_interval (--batch-interval): 0s, want more than 0") {
@@ -301,8 +302,8 @@ func TestExampleFileInSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(l.File, Defaults()) {
-		t.Fatalf("loading the example gives %+v, want Defaults()", l.File)
+	if !reflect.DeepEqual(l.Config, Defaults()) {
+		t.Fatalf("loading the example gives %+v, want Defaults()", l.Config)
 	}
 	for _, k := range Keys() {
 		if l.Sources[k] != "file" {
@@ -326,11 +327,10 @@ func TestDocsHaveTheReference(t *testing.T) {
 // of a secret), so the file can set everything the environment can.
 func TestEveryConnectionVariableHasAKey(t *testing.T) {
 	vars := map[string]bool{}
-	var f File
-	for _, l := range fileLeaves(&f) {
-		vars[l.env] = true
-		if l.secretEnv != "" {
-			vars[l.secretEnv] = true
+	for _, k := range schema.Keys() {
+		vars[k.Env] = true
+		if k.Secret != "" {
+			vars[k.Secret] = true
 		}
 	}
 	seen := map[string]bool{}

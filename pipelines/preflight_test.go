@@ -42,9 +42,9 @@ func TestPreflight(t *testing.T) {
 	ln.Close()
 	ctx := context.Background()
 
-	bad := Config{
-		Registry:   avro.RegistryConfig{URL: reg.URL(), Username: "backflow", Password: "wrong-pass"},
-		Moderation: moderation.Config{URL: hs.URL, Token: "tok-wrong"},
+	bad := Conns{
+		Registry:   avro.RegistryConn{URL: reg.URL(), Username: "backflow", Password: "wrong-pass"},
+		Moderation: moderation.Conn{URL: hs.URL, Token: "tok-wrong"},
 	}
 	bad.Redis.Addr = closed
 	results, err := Preflight(ctx, bad, 10*time.Second, SystemRegistry, SystemModeration, SystemRedis)

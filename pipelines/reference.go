@@ -2,8 +2,6 @@ package pipelines
 
 import (
 	"fmt"
-	"reflect"
-	"strconv"
 	"strings"
 )
 
@@ -20,67 +18,45 @@ func ExampleYAML() []byte {
 # variable named next to it holds the secret itself (it wins over the file).
 # Check a file with: backflow check-config --config FILE
 `)
-	def := Defaults()
-	t := reflect.TypeFor[File]()
-	v := reflect.ValueOf(def)
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		key := sf.Tag.Get("yaml")
-		if sf.Type.Kind() != reflect.Struct || sf.Type == durationType {
+	section := ""
+	for _, k := range schema.Keys() {
+		sec, key, nested := strings.Cut(k.Path, ".")
+		indent := ""
+		switch {
+		case !nested:
+			key, section = k.Path, ""
 			b.WriteString("\n")
-			writeLeaf(&b, "", key, key, sf, v.Field(i))
-			continue
+		case sec != section:
+			section = sec
+			fmt.Fprintf(&b, "\n# %s\n%s:\n", schema.SectionDoc(sec), sec)
+			indent = "  "
+		default:
+			indent = "  "
 		}
-		fmt.Fprintf(&b, "\n# %s\n%s:\n", sf.Tag.Get("doc"), key)
-		st := sf.Type
-		for j := range st.NumField() {
-			lf := st.Field(j)
-			writeLeaf(&b, "  ", lf.Tag.Get("yaml"), key+"."+lf.Tag.Get("yaml"), lf, v.Field(i).Field(j))
+		note := "env " + k.Env
+		if k.Secret != "" {
+			note += "; or the secret itself in " + k.Secret
 		}
+		fmt.Fprintf(&b, "%s# %s (%s)\n%s%s: %s\n", indent, k.Doc, note, indent, key, k.DefaultYAML())
 	}
 	return []byte(b.String())
 }
 
-func writeLeaf(b *strings.Builder, indent, key, path string, sf reflect.StructField, v reflect.Value) {
-	note := "env " + EnvName(path)
-	if s := sf.Tag.Get("secret"); s != "" {
-		note += "; or the secret itself in " + s
-	}
-	fmt.Fprintf(b, "%s# %s (%s)\n%s%s: %s\n", indent, sf.Tag.Get("doc"), note, indent, key, yamlValue(v))
-}
-
-// yamlValue renders a default as YAML (strings quoted, lists in flow style).
-func yamlValue(v reflect.Value) string {
-	switch {
-	case v.Kind() == reflect.String:
-		return strconv.Quote(v.String())
-	case v.Kind() == reflect.Slice:
-		items := v.Interface().([]string)
-		q := make([]string, len(items))
-		for i, s := range items {
-			q[i] = strconv.Quote(s)
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	}
-	return stringOf(v)
-}
-
-// ReferenceMarkdown is the config reference as a Markdown table (README's "Configuration"
-// section holds it; a test keeps the two equal).
+// ReferenceMarkdown is the config reference as a Markdown table (docs/configuration.md holds
+// it; a test keeps the two equal).
 func ReferenceMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| key | default | variable | meaning |\n|---|---|---|---|\n")
-	def := Defaults()
-	for _, l := range fileLeaves(&def) {
-		d := "`" + strings.ReplaceAll(stringOf(l.v), "|", "\\|") + "`"
-		if stringOf(l.v) == "" {
+	for _, k := range schema.Keys() {
+		d := "`" + strings.ReplaceAll(k.Default, "|", "\\|") + "`"
+		if k.Default == "" {
 			d = "none"
 		}
-		env := "`" + l.env + "`"
-		if l.secretEnv != "" {
-			env += ", secret `" + l.secretEnv + "`"
+		env := "`" + k.Env + "`"
+		if k.Secret != "" {
+			env += ", secret `" + k.Secret + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", l.path, d, env, strings.ReplaceAll(l.doc, "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.Path, d, env, strings.ReplaceAll(k.Doc, "|", "\\|"))
 	}
 	return b.String()
 }

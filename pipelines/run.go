@@ -42,7 +42,7 @@ type RunOptions struct {
 // shutdown_timeout and then returns ErrShutdownTimeout. When a stage fails, the others are
 // stopped the same way and Run returns the failure. A clean stop returns nil.
 func Run(ctx context.Context, l Loaded, o RunOptions) error {
-	f := l.File
+	f := l.Config
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -77,14 +77,14 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 	for _, sys := range needs {
 		check := systemChecks[sys]
 		ready.AddCheck(ops.Check{Name: sys, Run: func(ctx context.Context) error {
-			_, err := check(ctx, l.Conn)
+			_, err := check(ctx, l.Config.Conns)
 			return err
 		}})
 	}
 
 	// Fail fast when a system refuses our credentials or the TLS handshake; a system that is
 	// only down is logged, and the stages wait for it as they do mid-run (Preflight).
-	checked, err := Preflight(ctx, l.Conn, 0, needs...)
+	checked, err := Preflight(ctx, l.Config.Conns, 0, needs...)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 
 	monCtx, stopMon := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMon()
-	if cl, err := l.Conn.Kafka.NewClient(); err == nil {
+	if cl, err := l.Config.Conns.Kafka.NewClient(); err == nil {
 		defer cl.Close()
 		mon := kafka.NewLagMonitor(cl, groups, f.Metrics.LagInterval, reg, log)
 		monDone := make(chan struct{})
@@ -134,7 +134,7 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 	// failing stops the others the same way a signal does.
 	stageCtx, stopStages := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopStages()
-	env := &stageEnv{file: f, conn: l.Conn, log: log, metrics: metrics, ready: ready}
+	env := &stageEnv{cfg: f, conn: l.Config.Conns, log: log, metrics: metrics, ready: ready}
 	type result struct {
 		name string
 		err  error

@@ -23,7 +23,7 @@ func withStages(t *testing.T, ss ...stage) {
 }
 
 func fakeStage(name string, run func(ctx context.Context) error) stage {
-	return stage{name: name, groups: func(File) []string { return []string{"g-" + name} }, parts: justThe(name),
+	return stage{name: name, groups: func(Config) []string { return []string{"g-" + name} }, parts: justThe(name),
 		run: func(ctx context.Context, _ *stageEnv) error { return run(ctx) }}
 }
 
@@ -34,11 +34,10 @@ func loaded(t *testing.T, shutdown time.Duration, names ...string) Loaded {
 	f.ShutdownTimeout = shutdown
 	f.Metrics.Addr = "off"
 	f.Metrics.LagInterval = time.Hour
-	conn, err := f.conn(nil, func(string) string { return "" })
-	if err != nil {
+	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return Loaded{File: f, Conn: conn}
+	return Loaded{Config: f}
 }
 
 func runOpts() RunOptions {

@@ -40,7 +40,7 @@ type secured struct {
 	t       *testing.T
 	envFile string
 	vals    map[string]string
-	cfg     pipelines.Config
+	cfg     pipelines.Conns
 	secrets []string // every secret of the stack, as the files hold them
 	bin     string
 	loadgen string // the load generator, a binary of its own
@@ -469,7 +469,7 @@ func checkClickHouse(t *testing.T, ctx context.Context, conn driver.Conn, want m
 }
 
 // responseOwners decodes the RESPONSE originals to find each one's tenant and model.
-func responseOwners(t *testing.T, ctx context.Context, kcfg kafka.Config, reg *sr.Client, topic string, at map[loadgen.Location]string) (tenants, models map[string]int) {
+func responseOwners(t *testing.T, ctx context.Context, kcfg kafka.Conn, reg *sr.Client, topic string, at map[loadgen.Location]string) (tenants, models map[string]int) {
 	t.Helper()
 	dec, err := avro.NewDecoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.DecoderConfig{})
 	if err != nil {
@@ -625,7 +625,7 @@ func lastLine(b []byte) string {
 
 // TestSecuredKafkaBothMechanismsBothClients: the secured broker knows the stack's user under
 // SCRAM-SHA-256 and SCRAM-SHA-512; franz-go and sarama (goka's client) built from the same
-// kafka.Config authenticate with each and read the cluster's metadata.
+// kafka.Conn authenticate with each and read the cluster's metadata.
 func TestSecuredKafkaBothMechanismsBothClients(t *testing.T) {
 	vals := testenv.Secure(t)
 	cfg, err := pipelines.FromEnv(func(k string) string { return vals[k] })

@@ -31,17 +31,19 @@ import (
 type stage struct {
 	name   string
 	needs  []string
-	groups func(File) []string
-	parts  func(File) []string
+	groups func(Config) []string
+	parts  func(Config) []string
 	run    func(ctx context.Context, e *stageEnv) error
 }
 
-func justThe(name string) func(File) []string { return func(File) []string { return []string{name} } }
+func justThe(name string) func(Config) []string {
+	return func(Config) []string { return []string{name} }
+}
 
 // stageEnv is what a stage runs with.
 type stageEnv struct {
-	file    File
-	conn    Config
+	cfg     Config
+	conn    Conns
 	log     *slog.Logger
 	metrics *ops.Metrics
 	ready   *ops.Readiness
@@ -76,7 +78,7 @@ var stages = []stage{
 	{
 		name:   StageIngest,
 		needs:  []string{"kafka", "registry", "sensitive-words"},
-		groups: func(f File) []string { return []string{f.Ingest.Group} },
+		groups: func(f Config) []string { return []string{f.Ingest.Group} },
 		parts:  justThe(StageIngest),
 		run: func(ctx context.Context, e *stageEnv) error {
 			checker, err := moderation.New(e.conn.Moderation)
@@ -89,25 +91,25 @@ var stages = []stage{
 				return err
 			}
 			ready := e.readyHook(StageIngest)
-			cfg := e.file.IngestConfig()
+			cfg := e.cfg.Ingest
 			if err := e.waitForTopics(ctx, e.log.With("stage", StageIngest), cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
 				return nil // stopped while waiting
 			}
-			return ingest.Run(ctx, e.file.IngestConfig(), ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Checker: checker,
-				StorageDir: e.file.Ingest.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
+			return ingest.Run(ctx, cfg.Config, ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Checker: checker,
+				StorageDir: cfg.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
 				OnReady: func(*ingest.Processor) { ready(true) }})
 		},
 	},
 	{
 		name:  StageSinkClickHouse,
 		needs: []string{"kafka", "registry", "clickhouse"},
-		groups: func(f File) []string {
+		groups: func(f Config) []string {
 			if f.SinkClickHouse.MirrorDLQ {
 				return []string{f.SinkClickHouse.Group, f.SinkClickHouse.MirrorDLQGroup}
 			}
 			return []string{f.SinkClickHouse.Group}
 		},
-		parts: func(f File) []string {
+		parts: func(f Config) []string {
 			if f.SinkClickHouse.MirrorDLQ {
 				return []string{StageSinkClickHouse, clickhouse.MirrorStage}
 			}
@@ -118,7 +120,7 @@ var stages = []stage{
 	{
 		name:   StageSinkFeatures,
 		needs:  []string{"kafka", "registry", "redis"},
-		groups: func(f File) []string { return []string{f.SinkFeatures.Group} },
+		groups: func(f Config) []string { return []string{f.SinkFeatures.Group} },
 		parts:  justThe(StageSinkFeatures),
 		run: func(ctx context.Context, e *stageEnv) error {
 			reg, err := avro.NewRegistryClient(e.conn.Registry)
@@ -134,14 +136,14 @@ var stages = []stage{
 			}
 			defer rdb.Close()
 			ready := e.readyHook(StageSinkFeatures)
-			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.file.SinkFeatures.EnrichedTopic); err != nil {
+			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.cfg.SinkFeatures.EnrichedTopic); err != nil {
 				return nil // stopped while waiting
 			}
-			wcfg := e.file.RedisWriterConfig()
+			wcfg := e.cfg.SinkFeatures.Redis
 			wcfg.Logger, wcfg.Metrics = e.log, e.metrics.Stage(StageSinkFeatures)
 			store := redis.NewWriter(rdb, wcfg)
-			return features.Run(ctx, e.file.SinkFeaturesConfig(), features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
-				StorageDir: e.file.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
+			return features.Run(ctx, e.cfg.SinkFeatures.Config, features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
+				StorageDir: e.cfg.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
 				OnReady: func(*features.Processor) { ready(true) }})
 		},
 	},
@@ -173,7 +175,7 @@ func redisUnreachable(err error) bool {
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	log := e.log.With("stage", StageSinkClickHouse)
-	f := e.file
+	f := e.cfg
 	if f.SinkClickHouse.Migrate {
 		// ClickHouse down at start-up is waited for like an outage later on; each attempt
 		// applies what is still pending (every migration is safe to re-run).
@@ -201,7 +203,7 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	if err != nil {
 		return err
 	}
-	sink, err := clickhouse.New(f.SinkClickHouseConfig(), clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse,
+	sink, err := clickhouse.New(f.SinkClickHouse, clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse,
 		Logger: log, Metrics: e.metrics.Stage(StageSinkClickHouse), OnAssigned: e.readyHook(StageSinkClickHouse)})
 	if err != nil {
 		return err
@@ -210,7 +212,7 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sink.Run(gctx) })
 	if f.SinkClickHouse.MirrorDLQ {
-		mc := f.MirrorConfig()
+		mc := f.SinkClickHouse.Mirror()
 		mc.Metrics = e.metrics.Stage(clickhouse.MirrorStage)
 		mc.OnAssigned = e.readyHook(clickhouse.MirrorStage)
 		g.Go(func() error {
@@ -243,7 +245,7 @@ func stageByName(name string) (stage, error) {
 }
 
 // systemChecks are the dependency checks /readyz runs, by system name (as in Check).
-var systemChecks = map[string]func(context.Context, Config) (string, error){
+var systemChecks = map[string]func(context.Context, Conns) (string, error){
 	"kafka":           checkKafka,
 	"registry":        checkRegistry,
 	"clickhouse":      checkClickHouse,

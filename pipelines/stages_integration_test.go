@@ -20,14 +20,14 @@ func TestOpenRedisWaitsOutAnOutageButNotABadPassword(t *testing.T) {
 	testenv.Integration(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	unreachable := &stageEnv{log: log, conn: Config{Redis: redis.Config{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond}}}
+	unreachable := &stageEnv{log: log, conn: Conns{Redis: redis.Conn{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
 	if _, err := openRedis(ctx, unreachable); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("unreachable Redis: %v, want to have retried until the context ended", err)
 	}
 
-	refused := &stageEnv{log: log, conn: Config{Redis: redis.Config{Addr: testenv.Get(testenv.RedisAddr), Username: "nobody", Password: "pw-d3adb33f"}}}
+	refused := &stageEnv{log: log, conn: Conns{Redis: redis.Conn{Addr: testenv.Get(testenv.RedisAddr), Username: "nobody", Password: "pw-d3adb33f"}}}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
 	_, err := openRedis(ctx2, refused)

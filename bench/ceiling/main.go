@@ -99,7 +99,7 @@ type consumer struct {
 
 func run(ctx context.Context, o options) error {
 	start := time.Now()
-	reg, err := sr.NewClient(sr.URLs(env("BACKFLOW_REGISTRY_URL", avro.DefaultRegistryURL)))
+	reg, err := sr.NewClient(sr.URLs(env("BACKFLOW_REGISTRY_URL", avro.RegistryConn{}.Endpoint())))
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func TestRunConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("backflow run would refuse %s: %v", path, err)
 	}
-	f := l.File
+	f := l.Config
 	if strings.Join(f.Stages, ",") != "ingest,sink-clickhouse,sink-features" || f.Metrics.Addr != "127.0.0.1:0" {
 		t.Fatalf("stages %v, metrics %q", f.Stages, f.Metrics.Addr)
 	}

@@ -198,7 +198,7 @@ func (o options) validate() error {
 // harness is one benchmark invocation.
 type harness struct {
 	opt     options
-	conn    pipelines.Config
+	conn    pipelines.Conns
 	st      *stack
 	tmp     string // logs and local storage of this invocation
 	stamp   string

@@ -19,14 +19,14 @@ import (
 // stack holds the harness's own connections to the local stack: Kafka (to create topics and
 // read end and committed offsets), ClickHouse (databases and counts) and Redis.
 type stack struct {
-	conn pipelines.Config
+	conn pipelines.Conns
 	cl   *kgo.Client
 	adm  *kadm.Client
 	ch   driver.Conn
 	rdb  *goredis.Client
 }
 
-func openStack(ctx context.Context, conn pipelines.Config) (*stack, error) {
+func openStack(ctx context.Context, conn pipelines.Conns) (*stack, error) {
 	s := &stack{conn: conn}
 	var err error
 	if s.cl, err = conn.Kafka.NewClient(); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/pipelines"
 )
 
@@ -40,7 +41,7 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 			}
 			l, err := pipelines.Load(configPath, nil)
 			if err != nil {
-				var ce pipelines.ConfigErrors
+				var ce conf.Errors
 				if errors.As(err, &ce) {
 					for _, e := range ce {
 						fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
@@ -54,7 +55,7 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 			if src == "" {
 				src = "no file"
 			}
-			fmt.Fprintf(out, "configuration is valid (%s); stages: %s\n", src, strings.Join(l.File.Stages, ", "))
+			fmt.Fprintf(out, "configuration is valid (%s); stages: %s\n", src, strings.Join(l.Config.Stages, ", "))
 			// What differs from the defaults, and where it came from. Secret values are never
 			// shown: only the files that hold them.
 			for _, k := range pipelines.Keys() {

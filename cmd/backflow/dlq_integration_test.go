@@ -22,7 +22,7 @@ import (
 // dlqFixture is a DLQ topic with 5 entries of 3 classes whose origins are in two fresh,
 // empty origin topics.
 type dlqFixture struct {
-	cfg            kafka.Config
+	cfg            kafka.Conn
 	adm            *kadm.Client
 	dlqTopic       string
 	originA        string // 3 entries: 2 corrupt, 1 unknown_schema
@@ -35,7 +35,7 @@ func newDLQFixture(t *testing.T, ctx context.Context) *dlqFixture {
 	testenv.Integration(t)
 	brokers := testenv.Get(testenv.KafkaBrokers)
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", brokers) // what the CLI reads
-	f := &dlqFixture{cfg: kafka.Config{Brokers: kafka.ParseBrokers(brokers), ClientID: "backflow-dlq-cli-test"}}
+	f := &dlqFixture{cfg: kafka.Conn{Brokers: kafka.ParseBrokers(brokers), ClientID: "backflow-dlq-cli-test"}}
 	cl, err := f.cfg.NewClient()
 	if err != nil {
 		t.Fatal(err)

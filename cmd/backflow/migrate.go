@@ -90,7 +90,7 @@ The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.
 	return cmd
 }
 
-func database(c clickhouse.Config) string {
+func database(c clickhouse.Conn) string {
 	if c.Database == "" {
 		return "database default"
 	}

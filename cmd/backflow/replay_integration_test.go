@@ -41,7 +41,7 @@ func TestReplayCommand(t *testing.T) {
 		adm.DeleteTopics(context.Background(), control)
 	})
 	// A private database with the migrations, for replay_log.
-	chAdmin, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	chAdmin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 	t.Cleanup(func() { chAdmin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
 	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", db)
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
+	ch, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 // envHelp lists the connection variables with their defaults, from pipelines.EnvVars.
 func envHelp() string {
 	var b strings.Builder
-	for _, v := range pipelines.EnvVars {
+	for _, v := range pipelines.EnvVars() {
 		name := v.Name
 		if v.Secret {
 			name += " *"
@@ -116,7 +116,7 @@ func (o *rootOptions) applyEnvFile() error {
 // preflight asks the systems a stage needs once before it starts, and stops it (exit 1) when
 // one refuses our credentials or the TLS handshake (pipelines.Preflight). A system that is
 // only down is logged, and the stage waits for it as it does mid-run.
-func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger, systems ...string) error {
+func preflight(ctx context.Context, conn pipelines.Conns, log *slog.Logger, systems ...string) error {
 	results, err := pipelines.Preflight(ctx, conn, 0, systems...)
 	if err != nil {
 		return err
@@ -131,12 +131,12 @@ func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger, sys
 
 // loadConfig reads the connection settings from --config and the environment; a bad setting
 // is a usage error.
-func loadConfig() (pipelines.Config, error) {
+func loadConfig() (pipelines.Conns, error) {
 	l, err := pipelines.Load(configPath, os.Getenv)
 	if err != nil {
-		return l.Conn, fmt.Errorf("%w: configuration: %w", errUsage, err)
+		return l.Config.Conns, fmt.Errorf("%w: configuration: %w", errUsage, err)
 	}
-	return l.Conn, nil
+	return l.Config.Conns, nil
 }
 
 func execute(ctx context.Context, args []string) int {

@@ -281,7 +281,7 @@ type pipelineEnv struct {
 	id, db, project                                    string
 	inf, gw, enriched, dlq, fdlq, control              string
 	ingestGroup, sinkGroup, mirrorGroup, featuresGroup string
-	kcfg                                               kafka.Config
+	kcfg                                               kafka.Conn
 	admin                                              *kgo.Client
 	ch                                                 driver.Conn
 	rdb                                                *goredis.Client
@@ -297,22 +297,22 @@ func newPipelineEnv(t *testing.T, ctx context.Context) *pipelineEnv {
 	e := &pipelineEnv{id: id, db: "it_" + id, project: "p" + id, inf: "inf-" + id, gw: "gw-" + id, enriched: "enriched-" + id,
 		dlq: "dlq-" + id, fdlq: "fdlq-" + id, control: "control-" + id, ingestGroup: "ingest-" + id, sinkGroup: "sinkch-" + id,
 		mirrorGroup: "mirror-" + id, featuresGroup: "features-" + id, dir: t.TempDir(),
-		kcfg:   kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "run-it"},
+		kcfg:   kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "run-it"},
 		chAddr: testenv.Get(testenv.ClickHouseAddr)}
 	var err error
 	if e.admin, err = e.kcfg.NewClient(); err != nil {
 		t.Fatal(err)
 	}
-	if e.ch, err = clickhouse.Open(ctx, clickhouse.Config{Addr: e.chAddr}); err != nil {
+	if e.ch, err = clickhouse.Open(ctx, clickhouse.Conn{Addr: e.chAddr}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.ch.Exec(ctx, "CREATE DATABASE "+e.db); err != nil {
 		t.Fatal(err)
 	}
-	if e.rdb, err = redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
+	if e.rdb, err = redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
 		t.Fatal(err)
 	}
-	if e.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
+	if e.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
 		t.Fatal(err)
 	}
 	e.vars = map[string]string{

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/pipelines"
 )
@@ -95,7 +96,7 @@ func (r *runFlags) load(cmd *cobra.Command) (pipelines.Loaded, error) {
 	}
 	l, err := pipelines.Load(configPath, nil, overrides...)
 	if err != nil {
-		var ce pipelines.ConfigErrors
+		var ce conf.Errors
 		if errors.As(err, &ce) && len(ce) > 1 {
 			return l, fmt.Errorf("%w: configuration has %d problems:\n  %s", errUsage, len(ce), strings.ReplaceAll(ce.Error(), "\n", "\n  "))
 		}
@@ -110,7 +111,7 @@ func (r *runFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	log, err := ops.NewLogger(cmd.ErrOrStderr(), l.File.Log.Format, l.File.Log.Level)
+	log, err := ops.NewLogger(cmd.ErrOrStderr(), l.Config.Log.Format, l.Config.Log.Level)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

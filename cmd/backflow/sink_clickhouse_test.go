@@ -46,7 +46,7 @@ func TestMigrateCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	addr := testenv.Get(testenv.ClickHouseAddr)
-	admin, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr})
+	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: addr})
 	if err != nil {
 		t.Fatal(err)
 	}

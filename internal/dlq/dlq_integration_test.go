@@ -17,13 +17,13 @@ import (
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
-func stackConfig(t *testing.T) kafka.Config { return testenv.Kafka(t, "backflow-dlq-test") }
+func stackConfig(t *testing.T) kafka.Conn { return testenv.Kafka(t, "backflow-dlq-test") }
 
-func createTopic(t *testing.T, ctx context.Context, cfg kafka.Config, prefix string, partitions int32) string {
+func createTopic(t *testing.T, ctx context.Context, cfg kafka.Conn, prefix string, partitions int32) string {
 	return testenv.CreateTopic(t, ctx, cfg, prefix, partitions)
 }
 
-func newWriter(t *testing.T, cfg kafka.Config, topic string) *dlq.Writer {
+func newWriter(t *testing.T, cfg kafka.Conn, topic string) *dlq.Writer {
 	t.Helper()
 	cl, err := cfg.NewClient()
 	if err != nil {
@@ -38,7 +38,7 @@ func newWriter(t *testing.T, cfg kafka.Config, topic string) *dlq.Writer {
 }
 
 // scanAll returns every record of topic, via dlq.Scan.
-func scanAll(t *testing.T, ctx context.Context, cfg kafka.Config, topic string) []*kgo.Record {
+func scanAll(t *testing.T, ctx context.Context, cfg kafka.Conn, topic string) []*kgo.Record {
 	t.Helper()
 	var recs []*kgo.Record
 	if err := dlq.Scan(ctx, cfg, topic, func(r *kgo.Record) error { recs = append(recs, r); return nil }); err != nil {

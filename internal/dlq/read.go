@@ -23,7 +23,7 @@ const idleCheck = 2 * time.Second
 // ascending order, offsets in order. It is a snapshot: records written later are not read, so
 // Scan returns on an empty topic too. A topic that does not exist is ErrNoTopic. Scan stops at
 // the first error of fn, of the cluster, or of ctx, which bounds the whole read.
-func Scan(ctx context.Context, cfg kafka.Config, topic string, fn func(*kgo.Record) error) error {
+func Scan(ctx context.Context, cfg kafka.Conn, topic string, fn func(*kgo.Record) error) error {
 	cl, err := cfg.NewClient()
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func Scan(ctx context.Context, cfg kafka.Config, topic string, fn func(*kgo.Reco
 }
 
 // scanPartition calls fn for the records of topic/p in [from, to).
-func scanPartition(ctx context.Context, cfg kafka.Config, adm *kadm.Client, topic string, p int32, from, to int64, fn func(*kgo.Record) error) error {
+func scanPartition(ctx context.Context, cfg kafka.Conn, adm *kadm.Client, topic string, p int32, from, to int64, fn func(*kgo.Record) error) error {
 	cl, err := cfg.NewClient(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
 		kgo.KeepControlRecords(), // transaction markers advance the position too; skipped below
@@ -120,7 +120,7 @@ func scanPartition(ctx context.Context, cfg kafka.Config, adm *kadm.Client, topi
 // Partitions added later are not followed. A topic that does not exist is ErrNoTopic. Follow
 // returns the first error of fn or of the cluster. While the cluster is unreachable it keeps
 // trying, like every franz-go consumer.
-func Follow(ctx context.Context, cfg kafka.Config, topic string, fn func(*kgo.Record) error) error {
+func Follow(ctx context.Context, cfg kafka.Conn, topic string, fn func(*kgo.Record) error) error {
 	adminCl, err := cfg.NewClient()
 	if err != nil {
 		return err

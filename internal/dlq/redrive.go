@@ -95,7 +95,7 @@ type RedrivePlan struct {
 
 // PlanRedrive reads a snapshot of the DLQ topic and returns what re-driving sel would produce
 // at now. It produces nothing.
-func PlanRedrive(ctx context.Context, cfg kafka.Config, topic string, sel Selection, now time.Time) (*RedrivePlan, error) {
+func PlanRedrive(ctx context.Context, cfg kafka.Conn, topic string, sel Selection, now time.Time) (*RedrivePlan, error) {
 	p := &RedrivePlan{Topic: topic}
 	var selected []Entry
 	found := map[Pos]bool{}
@@ -169,7 +169,7 @@ func PlanRedrive(ctx context.Context, cfg kafka.Config, topic string, sel Select
 // Execute produces the plan's records synchronously, each to its origin partition, through an
 // idempotent producer with acks=all, and returns one result per record in the plan's order
 // (Err set where that record failed).
-func (p *RedrivePlan) Execute(ctx context.Context, cfg kafka.Config) ([]kgo.ProduceResult, error) {
+func (p *RedrivePlan) Execute(ctx context.Context, cfg kafka.Conn) ([]kgo.ProduceResult, error) {
 	cl, err := cfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (p *RedrivePlan) Execute(ctx context.Context, cfg kafka.Config) ([]kgo.Prod
 }
 
 // originPartitions returns the partition count of every origin topic of entries that exists.
-func originPartitions(ctx context.Context, cfg kafka.Config, entries []Entry) (map[string]int32, error) {
+func originPartitions(ctx context.Context, cfg kafka.Conn, entries []Entry) (map[string]int32, error) {
 	var topics []string
 	for _, e := range entries {
 		if !slices.Contains(topics, e.Origin.Topic) {

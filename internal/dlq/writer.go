@@ -19,7 +19,7 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer that produces to cfg.Topic through cl. The caller builds cl
-// (internal/kafka.Config.NewClient) and closes it after the last write. cl must be an
+// (internal/kafka.Conn.NewClient) and closes it after the last write. cl must be an
 // idempotent producer with acks=all, which are franz-go's defaults: do not pass
 // kgo.DisableIdempotentWrite, a RequiredAcks other than kgo.AllISRAcks, or
 // kgo.AllowIdempotentProduceCancellation. Its ProducerBatchMaxBytes must be at least

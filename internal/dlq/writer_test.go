@@ -10,39 +10,24 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 )
 
 func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string // a substring naming the field and value; "" for valid
-	}{
-		{"defaults", Config{Stage: "ingest"}, ""},
-		{"all set", Config{Topic: "team.dlq-1", Stage: "sink-clickhouse", MaxMessageBytes: 4096}, ""},
-		{"no stage", Config{}, "stage: empty"},
-		{"bad stage", Config{Stage: "Ingest Stage"}, `stage: "Ingest Stage"`},
-		{"bad topic", Config{Topic: "dlq topic", Stage: "ingest"}, `topic: "dlq topic"`},
-		{"dot topic", Config{Topic: "..", Stage: "ingest"}, `topic: ".."`},
-		{"long topic", Config{Topic: strings.Repeat("t", 250), Stage: "ingest"}, "topic:"},
-		{"small max", Config{Stage: "ingest", MaxMessageBytes: 100}, "max message bytes: 100"},
-		{"negative max", Config{Stage: "ingest", MaxMessageBytes: -1}, "max message bytes: -1"},
-		{"huge max", Config{Stage: "ingest", MaxMessageBytes: 2 << 30}, "max message bytes: 2147483648"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
+	// WantErr names the field and the value.
+	conftest.Validate(t, []conftest.Case[Config]{
+		{Name: "defaults", Config: Config{Stage: "ingest"}},
+		{Name: "all set", Config: Config{Topic: "team.dlq-1", Stage: "sink-clickhouse", MaxMessageBytes: 4096}},
+		{Name: "no stage", Config: Config{}, WantErr: "stage: empty"},
+		{Name: "bad stage", Config: Config{Stage: "Ingest Stage"}, WantErr: `stage: "Ingest Stage"`},
+		{Name: "bad topic", Config: Config{Topic: "dlq topic", Stage: "ingest"}, WantErr: `topic: "dlq topic"`},
+		{Name: "dot topic", Config: Config{Topic: "..", Stage: "ingest"}, WantErr: `topic: ".."`},
+		{Name: "long topic", Config: Config{Topic: strings.Repeat("t", 250), Stage: "ingest"}, WantErr: "topic:"},
+		{Name: "small max", Config: Config{Stage: "ingest", MaxMessageBytes: 100}, WantErr: "max message bytes: 100"},
+		{Name: "negative max", Config: Config{Stage: "ingest", MaxMessageBytes: -1}, WantErr: "max message bytes: -1"},
+		{Name: "huge max", Config: Config{Stage: "ingest", MaxMessageBytes: 2 << 30}, WantErr: "max message bytes: 2147483648"},
+	})
 	if c := (Config{}).withDefaults(); c.Topic != "backflow.dlq" || c.MaxMessageBytes != DefaultMaxMessageBytes {
 		t.Errorf("defaults %+v", c)
 	}

@@ -1,11 +1,12 @@
 // Package kafka holds the connection settings every backflow stage shares for Apache Kafka and
 // turns them into client options for both clients the project uses: franz-go (admin, replay,
-// plain consumers and producers) and sarama (underneath goka processors). Start with Config.
+// plain consumers and producers) and sarama (underneath goka processors). Start with Conn.
 package kafka
 
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -18,37 +19,36 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
 )
-
-// DefaultBrokers is the local stack's single broker (deploy/local/stack).
-const DefaultBrokers = "127.0.0.1:19092"
 
 // SaramaVersion is the Kafka protocol version goka's sarama speaks. Kafka 4.x dropped the
 // request versions older than the 2.1 baseline, and franz-go's kfake mishandles OffsetFetch
 // from 2.4 on, so 2.3 is the newest version that works against both.
 var SaramaVersion = sarama.V2_3_0_0
 
-// Config says how to reach the Kafka cluster.
-type Config struct {
-	// Brokers are the bootstrap addresses, host:port. Default: [DefaultBrokers].
-	Brokers []string
-	// ClientID names this process in broker logs and quotas. Default: "backflow".
-	ClientID string
-	// DialTimeout bounds one connection attempt. Default: 10s.
-	DialTimeout time.Duration
+// Conn says how to reach the Kafka cluster. Each field's default is its default tag (none:
+// the zero value); the tags declare the keys of the config file's kafka section.
+type Conn struct {
+	// Brokers are the bootstrap addresses, host:port; the local stack's broker by default.
+	Brokers []string `key:"brokers" default:"127.0.0.1:19092" doc:"bootstrap brokers, host:port"`
+	// ClientID names this process in broker logs and quotas.
+	ClientID string `key:"client_id" default:"backflow" doc:"client id in broker logs and quotas"`
+	// DialTimeout bounds one connection attempt.
+	DialTimeout time.Duration `key:"dial_timeout" default:"10s" doc:"bound on one connection attempt"`
 	// TableReplication is the replication factor of the topics goka creates (group tables and
-	// their changelogs). It must not exceed the broker count. Default: 1, the local stack;
-	// use 3 on a production cluster.
-	TableReplication int
+	// their changelogs). It must not exceed the broker count: 1 suits the local stack, use 3
+	// on a production cluster.
+	TableReplication int `key:"table_replication" default:"1" doc:"replication factor of the topics backflow creates (group tables, changelogs, loopback, DLQ); 3 on a production cluster"`
 	// SASL authenticates every connection, for both clients. Default: none.
-	SASL SASL `yaml:"sasl"`
+	SASL SASL `key:",squash"`
 	// TLS encrypts every connection, for both clients (a SASL_SSL or SSL listener). Default:
 	// off (plaintext).
-	TLS secure.TLS `yaml:"tls"`
+	TLS secure.TLS `key:",squash"`
 }
 
-// SASL mechanisms Config.SASL accepts.
+// SASL mechanisms Conn.SASL accepts.
 const (
 	MechanismPlain       = "PLAIN"
 	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
@@ -58,16 +58,16 @@ const (
 // SASL says how to authenticate to the brokers. The zero value means no authentication.
 type SASL struct {
 	// Mechanism is MechanismPlain, MechanismSCRAMSHA256 or MechanismSCRAMSHA512, in any case;
-	// "" turns SASL off. PLAIN sends the password as is: use it only with TLS. Default: "".
-	Mechanism string `yaml:"mechanism"`
-	// Username is the SASL user. Required with a mechanism. Default: none.
-	Username string `yaml:"username"`
-	// Password is the user's password, from the environment (BACKFLOW_KAFKA_SASL_PASSWORD);
-	// a config file never carries it inline. Default: none.
-	Password string `yaml:"-"`
-	// PasswordFile is a file holding the password (trailing newline ignored), read when a
-	// client is built. Set Password or PasswordFile, not both. Default: none.
-	PasswordFile string `yaml:"password_file"`
+	// "" turns SASL off. PLAIN sends the password as is: use it only with TLS.
+	Mechanism string `key:"sasl_mechanism" doc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL"`
+	// Username is the SASL user. Required with a mechanism.
+	Username string `key:"sasl_username" doc:"SASL user"`
+	// Password is the user's password, from the environment (the variable of
+	// sasl_password_file without _FILE); a config file never carries it inline.
+	Password string `doc:"SASL password"`
+	// PasswordFile is a file holding the password (trailing newline ignored), read on each
+	// new connection. Set Password or PasswordFile, not both.
+	PasswordFile string `key:"sasl_password_file" secret:"Password" doc:"file holding the SASL password (read on each new connection)"`
 }
 
 // On reports whether SASL is used.
@@ -78,10 +78,21 @@ func (s SASL) password() (string, error) {
 	return secure.ReadSecret("kafka: sasl password", s.Password, s.PasswordFile)
 }
 
+// validate reports the first problem (one missing piece at a time), naming the field whose
+// value brings the rule into force: a mechanism asks for a user and a password, a user or a
+// password for a mechanism.
 func (s SASL) validate() error {
 	if !s.On() {
+		field := "Username"
+		switch {
+		case s.Username != "":
+		case s.PasswordFile != "":
+			field = "PasswordFile"
+		default:
+			field = "Password"
+		}
 		if s.Username != "" || s.Password != "" || s.PasswordFile != "" {
-			return fmt.Errorf("kafka: sasl mechanism: empty while a username or password is set; want %s, %s or %s",
+			return conf.Errorf(field, "sasl mechanism: empty while a username or password is set; want %s, %s or %s",
 				MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
 		}
 		return nil
@@ -89,57 +100,45 @@ func (s SASL) validate() error {
 	switch s.Mechanism {
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
 	default:
-		return fmt.Errorf("kafka: sasl mechanism: %q, want %s, %s or %s", s.Mechanism, MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
+		return conf.Errorf("Mechanism", "sasl mechanism: %q, want %s, %s or %s", s.Mechanism, MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
 	}
 	if s.Username == "" {
-		return fmt.Errorf("kafka: sasl username: empty with mechanism %s", s.Mechanism)
+		return conf.Errorf("Mechanism", "sasl username: empty with mechanism %s", s.Mechanism)
 	}
-	pw, err := s.password()
-	if err != nil {
-		return err
-	}
-	if pw == "" {
-		return fmt.Errorf("kafka: sasl password: empty with mechanism %s; set it or its file", s.Mechanism)
+	pw, err := secure.ReadSecret("sasl password", s.Password, s.PasswordFile) // Validate prefixes "kafka: "
+	switch {
+	case err != nil:
+		return conf.Field("PasswordFile", err)
+	case pw == "":
+		return conf.Errorf("Mechanism", "sasl password: empty with mechanism %s; set it or its file", s.Mechanism)
 	}
 	return nil
 }
 
-func (c Config) withDefaults() Config {
-	if len(c.Brokers) == 0 {
-		c.Brokers = []string{DefaultBrokers}
-	}
-	if c.ClientID == "" {
-		c.ClientID = "backflow"
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 10 * time.Second
-	}
-	if c.TableReplication == 0 {
-		c.TableReplication = 1
-	}
+func (c Conn) withDefaults() Conn {
+	conf.FillDefaults(&c)
 	c.SASL.Mechanism = strings.ToUpper(strings.TrimSpace(c.SASL.Mechanism))
 	return c
 }
 
-// Validate reports the first bad field by name.
-func (c Config) Validate() error {
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
+func (c Conn) Validate() error {
 	c = c.withDefaults()
+	var errs []error
 	for _, b := range c.Brokers {
 		host, port, ok := strings.Cut(b, ":")
 		if !ok || host == "" || port == "" {
-			return fmt.Errorf("kafka: brokers: %q is not host:port", b)
+			errs = append(errs, conf.Errorf("Brokers", "brokers: %q is not host:port", b))
 		}
 	}
 	if c.DialTimeout < 0 {
-		return fmt.Errorf("kafka: dial timeout: %v is negative", c.DialTimeout)
+		errs = append(errs, conf.Errorf("DialTimeout", "dial timeout: %v is negative", c.DialTimeout))
 	}
 	if c.TableReplication < 1 {
-		return fmt.Errorf("kafka: table replication: %d, want 1 or more", c.TableReplication)
+		errs = append(errs, conf.Errorf("TableReplication", "table replication: %d, want 1 or more", c.TableReplication))
 	}
-	if err := c.SASL.validate(); err != nil {
-		return err
-	}
-	return c.TLS.Validate("kafka: tls")
+	errs = append(errs, conf.Nest("SASL", "", c.SASL.validate()), conf.Nest("TLS", "", c.TLS.Validate()))
+	return conf.Nest("", "kafka: ", errors.Join(errs...))
 }
 
 // ParseBrokers splits a comma-separated broker list, dropping blanks.
@@ -157,7 +156,7 @@ func ParseBrokers(s string) []string {
 // (topics, groups, producer settings). Call Validate first (NewClient does): should a TLS
 // file fail to load here all the same, every dial fails with that error, so a connection
 // never falls back to plaintext.
-func (c Config) Opts() []kgo.Opt {
+func (c Conn) Opts() []kgo.Opt {
 	c = c.withDefaults()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
@@ -165,8 +164,9 @@ func (c Config) Opts() []kgo.Opt {
 		kgo.DialTimeout(c.DialTimeout),
 	}
 	if c.TLS.On() {
-		tc, err := c.TLS.Config("kafka: tls")
+		tc, err := c.TLS.Config()
 		if err != nil {
+			err = fmt.Errorf("kafka: %w", err)
 			opts = append(opts, kgo.Dialer(func(context.Context, string, string) (net.Conn, error) { return nil, err }))
 		} else {
 			// DialTLSConfig sets ServerName per broker from its address when tc has none.
@@ -204,7 +204,7 @@ func (s SASL) franz() sasl.Mechanism {
 
 // NewClient validates c and returns a franz-go client. It does not contact the cluster;
 // the first request does.
-func (c Config) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
+func (c Conn) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (c Config) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
 }
 
 // Sarama returns the sarama configuration goka processors, views and emitters run with.
-func (c Config) Sarama() *sarama.Config {
+func (c Conn) Sarama() *sarama.Config {
 	c = c.withDefaults()
 	sc := goka.DefaultConfig()
 	sc.Version = SaramaVersion
@@ -265,7 +265,7 @@ func (c Config) Sarama() *sarama.Config {
 		// the system roots: the handshake fails rather than falling back to plaintext.
 		sc.Net.TLS.Enable = true
 		sc.Net.TLS.Config = &tls.Config{MinVersion: tls.VersionTLS12}
-		if tc, err := c.TLS.Config("kafka: tls"); err == nil {
+		if tc, err := c.TLS.Config(); err == nil {
 			sc.Net.TLS.Config = tc
 		}
 	}
@@ -300,7 +300,7 @@ func producerBackoff(n, _ int) time.Duration {
 // TopicManager returns the goka topic-manager settings: replication for the tables goka
 // creates, and no creation of stream topics (topics are created by the operator or by
 // backflow's own setup, with auto-creation off on the brokers).
-func (c Config) TopicManager() *goka.TopicManagerConfig {
+func (c Conn) TopicManager() *goka.TopicManagerConfig {
 	c = c.withDefaults()
 	tm := goka.NewTopicManagerConfig()
 	tm.Table.Replication = c.TableReplication
@@ -310,7 +310,7 @@ func (c Config) TopicManager() *goka.TopicManagerConfig {
 }
 
 // ProcessorOptions returns the goka options that point a processor at this cluster.
-func (c Config) ProcessorOptions() []goka.ProcessorOption {
+func (c Conn) ProcessorOptions() []goka.ProcessorOption {
 	sc := c.Sarama()
 	return []goka.ProcessorOption{
 		goka.WithClientID(c.withDefaults().ClientID),
@@ -322,7 +322,7 @@ func (c Config) ProcessorOptions() []goka.ProcessorOption {
 }
 
 // ViewOptions returns the goka options that point a view at this cluster.
-func (c Config) ViewOptions() []goka.ViewOption {
+func (c Conn) ViewOptions() []goka.ViewOption {
 	sc := c.Sarama()
 	return []goka.ViewOption{
 		goka.WithViewClientID(c.withDefaults().ClientID),
@@ -332,7 +332,7 @@ func (c Config) ViewOptions() []goka.ViewOption {
 }
 
 // EmitterOptions returns the goka options that point an emitter at this cluster.
-func (c Config) EmitterOptions() []goka.EmitterOption {
+func (c Conn) EmitterOptions() []goka.EmitterOption {
 	sc := c.Sarama()
 	return []goka.EmitterOption{
 		goka.WithEmitterClientID(c.withDefaults().ClientID),
@@ -342,4 +342,4 @@ func (c Config) EmitterOptions() []goka.EmitterOption {
 }
 
 // Endpoint says where c points, defaults applied: the comma-separated bootstrap brokers.
-func (c Config) Endpoint() string { return strings.Join(c.withDefaults().Brokers, ",") }
+func (c Conn) Endpoint() string { return strings.Join(c.withDefaults().Brokers, ",") }

@@ -59,7 +59,7 @@ func TestNewGokaProcessorRetriesATopicRace(t *testing.T) {
 // joining while another waited out a moderation outage stopped with "i/o timeout" (fault
 // suite #5).
 func TestSaramaWaitsOutARebalance(t *testing.T) {
-	sc := Config{Brokers: []string{"127.0.0.1:9092"}}.Sarama()
+	sc := Conn{Brokers: []string{"127.0.0.1:9092"}}.Sarama()
 	if sc.Net.ReadTimeout <= sc.Consumer.Group.Rebalance.Timeout {
 		t.Fatalf("read timeout %v, rebalance timeout %v: a JoinGroup waiting on a slow member times out client-side",
 			sc.Net.ReadTimeout, sc.Consumer.Group.Rebalance.Timeout)
@@ -71,7 +71,7 @@ func TestSaramaWaitsOutARebalance(t *testing.T) {
 // the broker (9 s) and elected another leader, and the stage stopped (fault suite #20). The
 // retries must now span longer than that.
 func TestSaramaProducerOutlastsALeaderElection(t *testing.T) {
-	sc := Config{Brokers: []string{"127.0.0.1:9092"}}.Sarama()
+	sc := Conn{Brokers: []string{"127.0.0.1:9092"}}.Sarama()
 	var total time.Duration
 	for n := 0; n < sc.Producer.Retry.Max; n++ {
 		if sc.Producer.Retry.BackoffFunc != nil {

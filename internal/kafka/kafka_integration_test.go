@@ -17,9 +17,9 @@ import (
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
-func stackConfig(t *testing.T) kafka.Config { return testenv.Kafka(t, "backflow-smoke") }
+func stackConfig(t *testing.T) kafka.Conn { return testenv.Kafka(t, "backflow-smoke") }
 
-func createTopic(t *testing.T, ctx context.Context, cfg kafka.Config, prefix string, partitions int32) string {
+func createTopic(t *testing.T, ctx context.Context, cfg kafka.Conn, prefix string, partitions int32) string {
 	return testenv.CreateTopic(t, ctx, cfg, prefix, partitions)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
@@ -42,7 +43,7 @@ func TestSASLOverTLSBothClients(t *testing.T) {
 		t.Run(mech, func(t *testing.T) {
 			const pass = "pa55-word"
 			c, pki := secureCluster(t, mech, "backflow", pass)
-			cfg := Config{Brokers: c.ListenAddrs(), ClientID: "sec-test",
+			cfg := Conn{Brokers: c.ListenAddrs(), ClientID: "sec-test",
 				SASL: SASL{Mechanism: mech, Username: "backflow", PasswordFile: securetest.SecretFile(t, pass)},
 				TLS:  secure.TLS{CAFile: pki.CAFile}}
 			if err := cfg.Validate(); err != nil {
@@ -99,12 +100,12 @@ func TestWrongSecretsFail(t *testing.T) {
 	other := securetest.New(t)
 	tests := []struct {
 		name    string
-		cfg     Config
+		cfg     Conn
 		authErr bool
 	}{
-		{"wrong password", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "wrong-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
-		{"unknown user", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "nobody", Password: "right-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
-		{"untrusted CA", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "right-password"}, TLS: secure.TLS{CAFile: other.CAFile}}, true},
+		{"wrong password", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "wrong-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
+		{"unknown user", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "nobody", Password: "right-password"}, TLS: secure.TLS{CAFile: pki.CAFile}}, false},
+		{"untrusted CA", Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA512, Username: "backflow", Password: "right-password"}, TLS: secure.TLS{CAFile: other.CAFile}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,7 +174,7 @@ func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cfg := Config{Brokers: c.ListenAddrs(), TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}
+	cfg := Conn{Brokers: c.ListenAddrs(), TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}
 	cl, err := kgo.NewClient(append(cfg.Opts(), kgo.RequestRetries(0))...)
 	if err != nil {
 		t.Fatal(err)
@@ -190,43 +191,23 @@ func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
 	}
 }
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"no security", Config{}, ""},
-		{"scram with file", Config{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "p")}}, ""},
-		{"tls only", Config{TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"mutual tls", Config{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}, ""},
-		{"unknown mechanism", Config{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"}}, `kafka: sasl mechanism: "GSSAPI"`},
-		{"lower-case mechanism", Config{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "p"}}, ""},
-		{"user without mechanism", Config{SASL: SASL{Username: "u"}}, "kafka: sasl mechanism: empty"},
-		{"no username", Config{SASL: SASL{Mechanism: MechanismPlain, Password: "p"}}, "kafka: sasl username: empty"},
-		{"no password", Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, "kafka: sasl password: empty"},
-		{"password twice", Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "p", PasswordFile: "/x"}}, "kafka: sasl password: set inline and as a file"},
-		{"missing password file", Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, "kafka: sasl password file: open /nonexistent/pw"},
-		{"missing ca", Config{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, "kafka: tls ca file: open /nonexistent/ca.crt"},
-		{"ca not pem", Config{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, "holds no PEM certificate"},
-		{"cert without key", Config{TLS: secure.TLS{CertFile: pki.CertFile}}, "kafka: tls key file: empty while cert file is set"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-			if tt.cfg.SASL.Password != "" && strings.Contains(err.Error(), "="+tt.cfg.SASL.Password) {
-				t.Fatalf("error shows the password: %v", err)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Conn]{
+		{Name: "no security", Config: Conn{}},
+		{Name: "scram with file", Config: Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "pa55")}}},
+		{Name: "tls only", Config: Conn{TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "mutual tls", Config: Conn{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}},
+		{Name: "unknown mechanism", Config: Conn{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "pa55"}}, WantErr: `kafka: sasl mechanism: "GSSAPI"`, Field: "SASL.Mechanism"},
+		{Name: "lower-case mechanism", Config: Conn{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "pa55"}}},
+		{Name: "user without mechanism", Config: Conn{SASL: SASL{Username: "u"}}, WantErr: "kafka: sasl mechanism: empty", Field: "SASL.Username"},
+		{Name: "no username", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Password: "pa55"}}, WantErr: "kafka: sasl username: empty", Field: "SASL.Mechanism"},
+		{Name: "no password", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, WantErr: "kafka: sasl password: empty", Field: "SASL.Mechanism"},
+		{Name: "password twice", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "pa55", PasswordFile: "/x"}}, WantErr: "kafka: sasl password: set inline and as a file", Field: "SASL.PasswordFile"},
+		{Name: "missing password file", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, WantErr: "kafka: sasl password file: open /nonexistent/pw", Field: "SASL.PasswordFile"},
+		{Name: "missing ca", Config: Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, WantErr: "kafka: tls ca file: open /nonexistent/ca.crt", Field: "TLS.CAFile"},
+		{Name: "ca not pem", Config: Conn{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, WantErr: "holds no PEM certificate", Field: "TLS.CAFile"},
+		{Name: "cert without key", Config: Conn{TLS: secure.TLS{CertFile: pki.CertFile}}, WantErr: "kafka: tls key file: empty while cert file is set", Field: "TLS.CertFile"},
+		{Name: "bad broker", Config: Conn{Brokers: []string{"k1:9092", "nohost"}}, WantErr: `kafka: brokers: "nohost" is not host:port`, Field: "Brokers"},
+	}, "pa55")
 }

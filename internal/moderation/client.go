@@ -54,13 +54,13 @@ type Hit struct {
 
 // Client calls the sensitive-word service. It is safe for concurrent use.
 type Client struct {
-	cfg      Config
+	cfg      Conn
 	endpoint string
 	http     *http.Client
 }
 
 // New validates cfg and returns a Client. It does not contact the service.
-func New(cfg Config) (*Client, error) {
+func New(cfg Conn) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -70,9 +70,9 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.Token = tok
-	tc, err := cfg.TLS.Config("moderation: tls")
+	tc, err := cfg.TLS.Config()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("moderation: %w", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 32 // one ingest instance calls from many partitions at once

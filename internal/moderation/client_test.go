@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/tools/sensitive-words"
 )
 
@@ -46,7 +47,7 @@ func startService(t testing.TB, cfg sensitivewords.Config) *service {
 	return s
 }
 
-func newClient(t testing.TB, cfg Config) *Client {
+func newClient(t testing.TB, cfg Conn) *Client {
 	t.Helper()
 	c, err := New(cfg)
 	if err != nil {
@@ -58,7 +59,7 @@ func newClient(t testing.TB, cfg Config) *Client {
 
 func TestCheckGoodReply(t *testing.T) {
 	svc := startService(t, sensitivewords.Config{})
-	c := newClient(t, Config{URL: svc.URL + "/"}) // a trailing slash is fine
+	c := newClient(t, Conn{URL: svc.URL + "/"}) // a trailing slash is fine
 	items := []Item{
 		{ID: "r1", Text: "is bluefin now"},
 		{ID: "r2", Text: "ｚｅｐｈｙｒｉｎｅ and V-E-L-V-E-T H-A-M-M-E-R"},
@@ -94,7 +95,7 @@ func TestCheckGoodReply(t *testing.T) {
 // reach the service.
 func TestCheckNoRequestWhenRefusedLocally(t *testing.T) {
 	svc := startService(t, sensitivewords.Config{})
-	c := newClient(t, Config{URL: svc.URL, MaxItems: 2})
+	c := newClient(t, Conn{URL: svc.URL, MaxItems: 2})
 	res, err := c.Check(t.Context(), nil)
 	if err != nil || res == nil || len(res) != 0 {
 		t.Errorf("empty batch: %v, %v; want an empty result", res, err)
@@ -135,7 +136,7 @@ func TestCheckMismatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := startService(t, sensitivewords.Config{TestFaults: true, Faults: tt.faults})
-			c := newClient(t, Config{URL: svc.URL})
+			c := newClient(t, Conn{URL: svc.URL})
 			res, err := c.Check(t.Context(), items)
 			if res != nil {
 				t.Errorf("results %+v returned with a mismatch", res)
@@ -215,7 +216,7 @@ func TestCheckStatusErrors(t *testing.T) {
 	tests := []struct {
 		name        string
 		svcCfg      sensitivewords.Config
-		cliCfg      Config
+		cliCfg      Conn
 		items       []Item
 		wantStatus  []int
 		wantCode    string
@@ -224,19 +225,19 @@ func TestCheckStatusErrors(t *testing.T) {
 		retryAfter  time.Duration
 		wantRequest bool
 	}{
-		{"5xx", sensitivewords.Config{TestFaults: true, Faults: sensitivewords.Faults{ErrorRate: 1}}, Config{}, items,
+		{"5xx", sensitivewords.Config{TestFaults: true, Faults: sensitivewords.Faults{ErrorRate: 1}}, Conn{}, items,
 			[]int{500, 503}, "injected_fault", ErrUnavailable, true, 0, true},
-		{"429", sensitivewords.Config{TestFaults: true, Faults: sensitivewords.Faults{Rate429: 1}}, Config{}, items,
+		{"429", sensitivewords.Config{TestFaults: true, Faults: sensitivewords.Faults{Rate429: 1}}, Conn{}, items,
 			[]int{429}, "rate_limited", ErrUnavailable, true, time.Second, true},
-		{"401 without token", sensitivewords.Config{Token: "tok-R1ght"}, Config{}, items,
+		{"401 without token", sensitivewords.Config{Token: "tok-R1ght"}, Conn{}, items,
 			[]int{401}, "unauthorized", ErrUnauthorized, true, 0, true},
-		{"401 wrong token", sensitivewords.Config{Token: "tok-R1ght"}, Config{Token: "tok-Wr0ng"}, items,
+		{"401 wrong token", sensitivewords.Config{Token: "tok-R1ght"}, Conn{Token: "tok-Wr0ng"}, items,
 			[]int{401}, "unauthorized", ErrUnauthorized, true, 0, true},
-		{"413 too many items", sensitivewords.Config{MaxItems: 2}, Config{MaxItems: 5}, items,
+		{"413 too many items", sensitivewords.Config{MaxItems: 2}, Conn{MaxItems: 5}, items,
 			[]int{413}, "too_many_items", ErrRejected, false, 0, true},
-		{"413 body too large", sensitivewords.Config{MaxBodyBytes: 1024}, Config{}, []Item{{"a", strings.Repeat("x", 2000)}},
+		{"413 body too large", sensitivewords.Config{MaxBodyBytes: 1024}, Conn{}, []Item{{"a", strings.Repeat("x", 2000)}},
 			[]int{413}, "body_too_large", ErrRejected, false, 0, true},
-		{"400 id too long", sensitivewords.Config{}, Config{}, []Item{{strings.Repeat("i", 300), "x"}},
+		{"400 id too long", sensitivewords.Config{}, Conn{}, []Item{{strings.Repeat("i", 300), "x"}},
 			[]int{400}, "bad_request", ErrRejected, false, 0, true},
 	}
 	for _, tt := range tests {
@@ -268,7 +269,7 @@ func TestCheckStatusErrors(t *testing.T) {
 	}
 	t.Run("right token", func(t *testing.T) {
 		svc := startService(t, sensitivewords.Config{Token: "tok-R1ght"})
-		c := newClient(t, Config{URL: svc.URL, Token: "tok-R1ght"})
+		c := newClient(t, Conn{URL: svc.URL, Token: "tok-R1ght"})
 		if res, err := c.Check(t.Context(), items); err != nil || len(res) != 3 {
 			t.Fatalf("%v, %v", res, err)
 		}
@@ -277,7 +278,7 @@ func TestCheckStatusErrors(t *testing.T) {
 
 func TestCheckTimeout(t *testing.T) {
 	svc := startService(t, sensitivewords.Config{TestFaults: true, Faults: sensitivewords.Faults{Latency: 2 * time.Second}})
-	c := newClient(t, Config{URL: svc.URL, Timeout: 150 * time.Millisecond})
+	c := newClient(t, Conn{URL: svc.URL, Timeout: 150 * time.Millisecond})
 	start := time.Now()
 	_, err := c.Check(t.Context(), []Item{{"a", "bluefin"}})
 	took := time.Since(start)
@@ -298,7 +299,7 @@ func TestCheckTimeout(t *testing.T) {
 
 func TestCheckCallerCancels(t *testing.T) {
 	svc := startService(t, sensitivewords.Config{TestFaults: true, Faults: sensitivewords.Faults{Latency: 2 * time.Second}})
-	c := newClient(t, Config{URL: svc.URL})
+	c := newClient(t, Conn{URL: svc.URL})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	_, err := c.Check(ctx, []Item{{"a", "bluefin"}})
@@ -311,7 +312,7 @@ func TestCheckServiceDown(t *testing.T) {
 	hs := httptest.NewServer(http.NotFoundHandler())
 	url := hs.URL
 	hs.Close() // nothing listens there now
-	c := newClient(t, Config{URL: url, Timeout: time.Second})
+	c := newClient(t, Conn{URL: url, Timeout: time.Second})
 	_, err := c.Check(t.Context(), []Item{{"a", "x"}})
 	if !errors.Is(err, ErrUnavailable) || !IsRetryable(err) {
 		t.Fatalf("err %v, want a retryable ErrUnavailable", err)
@@ -350,7 +351,7 @@ func TestCheckWrongPeer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			hs := httptest.NewServer(tt.handler)
 			defer hs.Close()
-			c := newClient(t, Config{URL: hs.URL})
+			c := newClient(t, Conn{URL: hs.URL})
 			_, err := c.Check(t.Context(), []Item{{"a", "x"}})
 			if !errors.Is(err, tt.wantErr) || IsRetryable(err) != tt.wantRetry {
 				t.Fatalf("err %v (retryable %v), want %v (retryable %v)", err, IsRetryable(err), tt.wantErr, tt.wantRetry)
@@ -362,7 +363,7 @@ func TestCheckWrongPeer(t *testing.T) {
 		io.WriteString(w, `{"items":[{"id":"a","riskScore":0,"verdict":"ALLOW","categories":[],"hits":[],"lang":"en"}],"dictionary":"x","took":1}`)
 	}))
 	defer hs.Close()
-	if res, err := newClient(t, Config{URL: hs.URL}).Check(t.Context(), []Item{{"a", "x"}}); err != nil || res[0].Verdict != VerdictAllow {
+	if res, err := newClient(t, Conn{URL: hs.URL}).Check(t.Context(), []Item{{"a", "x"}}); err != nil || res[0].Verdict != VerdictAllow {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }
@@ -403,44 +404,26 @@ func TestIsRetryable(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"ok", Config{URL: "http://127.0.0.1:18090"}, ""},
-		{"ok https with path", Config{URL: "https://mod.example/sensitive/"}, ""},
-		{"no url", Config{}, "url: empty"},
-		{"no scheme", Config{URL: "127.0.0.1:18090"}, "url"},
-		{"ftp", Config{URL: "ftp://host"}, "http:// or https://"},
-		{"no host", Config{URL: "http://"}, "no host"},
-		{"credentials in url", Config{URL: "http://user:pw@host"}, "carries credentials"},
-		{"query", Config{URL: "http://host/?a=1"}, "no query"},
-		{"negative timeout", Config{URL: "http://h", Timeout: -time.Second}, "timeout"},
-		{"negative max items", Config{URL: "http://h", MaxItems: -1}, "max items"},
+func TestConnValidate(t *testing.T) {
+	cases := []conftest.Case[Conn]{
+		{Name: "ok", Config: Conn{URL: "http://127.0.0.1:18090"}},
+		{Name: "ok https with path", Config: Conn{URL: "https://mod.example/sensitive/"}},
+		{Name: "no url", Config: Conn{}, WantErr: "moderation: url: empty", Field: "URL"},
+		{Name: "no scheme", Config: Conn{URL: "127.0.0.1:18090"}, WantErr: "moderation: url", Field: "URL"},
+		{Name: "ftp", Config: Conn{URL: "ftp://host"}, WantErr: "http:// or https://", Field: "URL"},
+		{Name: "no host", Config: Conn{URL: "http://"}, WantErr: "no host", Field: "URL"},
+		{Name: "credentials in url", Config: Conn{URL: "http://user:pw@host"}, WantErr: "carries credentials", Field: "URL"},
+		{Name: "query", Config: Conn{URL: "http://host/?a=1"}, WantErr: "no query", Field: "URL"},
+		{Name: "negative timeout", Config: Conn{URL: "http://h", Timeout: -time.Second}, WantErr: "moderation: timeout", Field: "Timeout"},
+		{Name: "negative max items", Config: Conn{URL: "http://h", MaxItems: -1}, WantErr: "moderation: max items", Field: "MaxItems"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "moderation: ") {
-				t.Fatalf("err %v, want one mentioning %q", err, tt.wantErr)
-			}
-			if strings.Contains(err.Error(), "pw") {
-				t.Errorf("password in the error: %v", err)
-			}
-			if _, err := New(tt.cfg); err == nil {
-				t.Error("New accepted an invalid config")
-			}
-		})
+	conftest.Validate(t, cases, "pw")
+	for _, c := range cases {
+		if _, err := New(c.Config); (err != nil) != (c.WantErr != "") {
+			t.Errorf("%s: New: %v, want an error %v", c.Name, err, c.WantErr != "")
+		}
 	}
-	c := Config{URL: "http://h"}.withDefaults()
+	c := Conn{URL: "http://h"}.withDefaults()
 	if c.Timeout != 5*time.Second || c.MaxItems != 100 {
 		t.Errorf("defaults %+v, want 5s and 100", c)
 	}

@@ -1,83 +1,80 @@
 package moderation
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
-// Defaults of Config.
-const (
-	DefaultTimeout  = 5 * time.Second
-	DefaultMaxItems = 100
-)
-
-// Config says where the sensitive-word service is and how to call it.
-type Config struct {
-	// URL is the service's base URL; Check posts to URL + "/v1/check". Required. On the local
-	// stack it is BACKFLOW_SENSITIVE_URL, http://127.0.0.1:18090. It must not carry
-	// credentials: use Token.
-	URL string
+// Conn says where the sensitive-word service is and how to call it. Each field's default is
+// its default tag (none: the zero value); the tags declare the keys of the config file's
+// sensitive section.
+type Conn struct {
+	// URL is the service's base URL; Check posts to URL + "/v1/check". It must not carry
+	// credentials: use Token. Required here; a loaded configuration defaults it to the local
+	// stack's service.
+	URL string `key:"url,required" default:"http://127.0.0.1:18090" doc:"base URL of the sensitive-word service"`
 	// Token is the bearer token the service was started with (--token-file), or "" when it
-	// runs without one. Take it from the environment (BACKFLOW_SENSITIVE_TOKEN) or TokenFile,
-	// never from a flag (flags show in ps) or a config file. Default: none.
-	Token string `yaml:"-"`
+	// runs without one. Take it from the environment or TokenFile, never from a flag (flags
+	// show in ps) or a config file.
+	Token string `doc:"the service's bearer token"`
 	// TokenFile is a file holding the token (trailing newline ignored), read when the client
-	// is built. Set Token or TokenFile, not both. Default: none.
-	TokenFile string `yaml:"token_file"`
-	// TLS checks the service's certificate (CAFile, ServerName) and can present a client
-	// certificate. It applies to an https URL, which uses the system roots when TLS is unset.
-	// Default: unset.
-	TLS secure.TLS `yaml:"tls"`
+	// is built. Set Token or TokenFile, not both.
+	TokenFile string `key:"token_file" secret:"Token" doc:"file holding the service's bearer token"`
 	// Timeout bounds one Check call, from sending to the last byte of the reply; a call that
-	// takes longer fails with ErrUnavailable. Default: DefaultTimeout (5 s).
-	Timeout time.Duration
+	// takes longer fails with ErrUnavailable.
+	Timeout time.Duration `key:"timeout" default:"5s" doc:"bound on one check call"`
 	// MaxItems is the most items Check sends at once; more is ErrTooManyItems before any
-	// request. Keep it at most the service's --max-items (default 1000). Default:
-	// DefaultMaxItems (100).
-	MaxItems int
+	// request. Keep it at most the service's --max-items (default 1000).
+	MaxItems int `key:"max_items" default:"100" doc:"most texts per call; at most the service's --max-items"`
+	// TLS checks the service's certificate (CAFile, ServerName) and can present a client
+	// certificate. It applies to an https URL, which uses the system roots when TLS is unset
+	// (so there is no tls switch). Default: unset.
+	TLS secure.TLS `key:",squash,omit=tls"`
 }
 
-func (c Config) withDefaults() Config {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxItems == 0 {
-		c.MaxItems = DefaultMaxItems
-	}
+func (c Conn) withDefaults() Conn {
+	conf.FillDefaults(&c)
 	return c
 }
 
-// Validate reports the first bad field by name, with its value (never the token's).
-func (c Config) Validate() error {
+// Validate reports every bad field, each a conf.FieldError naming the field and its value
+// (never the token's).
+func (c Conn) Validate() error {
 	c = c.withDefaults()
-	if c.URL == "" {
-		return fmt.Errorf("moderation: url: empty, want the service's base URL (e.g. http://127.0.0.1:18090)")
+	var errs []error
+	bad := func(field, format string, a ...any) { errs = append(errs, conf.Errorf(field, format, a...)) }
+	if u, err := url.Parse(c.URL); c.URL == "" {
+		bad("URL", "url: empty, want the service's base URL (e.g. http://127.0.0.1:18090)")
+	} else if err != nil {
+		errs = append(errs, conf.Field("URL", fmt.Errorf("url: %w", err)))
+	} else {
+		switch {
+		case u.Scheme != "http" && u.Scheme != "https":
+			bad("URL", "url: %q, want an http:// or https:// URL", u.Redacted())
+		case u.Host == "":
+			bad("URL", "url: %q has no host", u.Redacted())
+		case u.User != nil:
+			bad("URL", "url: %q carries credentials; put the token in Token", u.Redacted())
+		case u.RawQuery != "" || u.Fragment != "":
+			bad("URL", "url: %q, want no query or fragment", u.Redacted())
+		case c.TLS.On() && u.Scheme != "https":
+			bad("TLS", "tls: set, but the url %q is not https", u.Redacted())
+		}
 	}
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return fmt.Errorf("moderation: url: %w", err)
+	if c.Timeout < 0 {
+		bad("Timeout", "timeout: %v, want > 0", c.Timeout)
 	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("moderation: url: %q, want an http:// or https:// URL", u.Redacted())
-	case u.Host == "":
-		return fmt.Errorf("moderation: url: %q has no host", u.Redacted())
-	case u.User != nil:
-		return fmt.Errorf("moderation: url: %q carries credentials; put the token in Token", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("moderation: url: %q, want no query or fragment", u.Redacted())
-	case c.Timeout < 0:
-		return fmt.Errorf("moderation: timeout: %v, want > 0", c.Timeout)
-	case c.MaxItems < 1:
-		return fmt.Errorf("moderation: max items: %d, want at least 1", c.MaxItems)
-	case c.TLS.On() && u.Scheme != "https":
-		return fmt.Errorf("moderation: tls: set, but the url %q is not https", u.Redacted())
+	if c.MaxItems < 1 {
+		bad("MaxItems", "max items: %d, want at least 1", c.MaxItems)
 	}
-	if _, err := secure.ReadSecret("moderation: token", c.Token, c.TokenFile); err != nil {
-		return err
+	if _, err := secure.ReadSecret("token", c.Token, c.TokenFile); err != nil {
+		errs = append(errs, conf.Field("TokenFile", err))
 	}
-	return c.TLS.Validate("moderation: tls")
+	errs = append(errs, conf.Nest("TLS", "", c.TLS.Validate()))
+	return conf.Nest("", "moderation: ", errors.Join(errs...))
 }

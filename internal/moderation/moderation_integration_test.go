@@ -33,7 +33,7 @@ func TestCheckAgainstStack(t *testing.T) {
 	if url == "" {
 		url = localURL
 	}
-	c, err := moderation.New(moderation.Config{URL: url, Timeout: 10 * time.Second})
+	c, err := moderation.New(moderation.Conn{URL: url, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

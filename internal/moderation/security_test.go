@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 	"github.com/backflowhq/backflow/tools/sensitive-words"
@@ -28,14 +29,14 @@ func TestCheckOverTLSWithTokenFile(t *testing.T) {
 	defer cancel()
 	items := []Item{{"a", "b l u e f i n"}, {"b", "hello"}}
 
-	c := newClient(t, Config{URL: hs.URL, TokenFile: securetest.SecretFile(t, "tok-R1ght"), TLS: secure.TLS{CAFile: pki.CAFile}})
+	c := newClient(t, Conn{URL: hs.URL, TokenFile: securetest.SecretFile(t, "tok-R1ght"), TLS: secure.TLS{CAFile: pki.CAFile}})
 	res, err := c.Check(ctx, items)
 	if err != nil || len(res) != 2 || res[0].Hits[0].Word != "bluefin" || len(res[1].Hits) != 0 {
 		t.Fatalf("check over TLS: %+v %v", res, err)
 	}
 
 	other := securetest.New(t)
-	for name, cfg := range map[string]Config{
+	for name, cfg := range map[string]Conn{
 		"wrong token":  {URL: hs.URL, Token: "tok-Wr0ng", TLS: secure.TLS{CAFile: pki.CAFile}},
 		"untrusted CA": {URL: hs.URL, Token: "tok-R1ght", TLS: secure.TLS{CAFile: other.CAFile}},
 		"no CA":        {URL: hs.URL, Token: "tok-R1ght"}, // system roots do not know the test CA
@@ -58,30 +59,14 @@ func TestCheckOverTLSWithTokenFile(t *testing.T) {
 	}
 }
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
-	for _, tt := range []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"https with ca", Config{URL: "https://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"token file", Config{URL: "http://svc", TokenFile: securetest.SecretFile(t, "t")}, ""},
-		{"tls on http", Config{URL: "http://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, "moderation: tls: set, but the url"},
-		{"token twice", Config{URL: "http://svc", Token: "t", TokenFile: "/x"}, "moderation: token: set inline and as a file"},
-		{"missing token file", Config{URL: "http://svc", TokenFile: "/nonexistent/tok"}, "moderation: token file: open /nonexistent/tok"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Conn]{
+		{Name: "https with ca", Config: Conn{URL: "https://svc", TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "token file", Config: Conn{URL: "http://svc", TokenFile: securetest.SecretFile(t, "t0ken")}},
+		{Name: "tls on http", Config: Conn{URL: "http://svc", TLS: secure.TLS{CAFile: pki.CAFile}}, WantErr: "moderation: tls: set, but the url", Field: "TLS"},
+		{Name: "token twice", Config: Conn{URL: "http://svc", Token: "t0ken", TokenFile: "/x"}, WantErr: "moderation: token: set inline and as a file", Field: "TokenFile"},
+		{Name: "missing token file", Config: Conn{URL: "http://svc", TokenFile: "/nonexistent/tok"}, WantErr: "moderation: token file: open /nonexistent/tok", Field: "TokenFile"},
+		{Name: "key without cert", Config: Conn{URL: "https://svc", TLS: secure.TLS{KeyFile: pki.KeyFile}}, WantErr: "moderation: tls cert file: empty", Field: "TLS.KeyFile"},
+	}, "t0ken")
 }

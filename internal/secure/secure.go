@@ -14,24 +14,27 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/backflowhq/backflow/internal/conf"
 )
 
-// TLS says how a client encrypts its connection and checks the server. The zero value means
-// plaintext.
+// TLS says how a client encrypts its connection and checks the server: the one declaration of
+// the TLS keys every connection section has (kafka, registry, clickhouse, redis, sensitive).
+// The zero value means plaintext.
 type TLS struct {
 	// Enabled turns TLS on, checking the server against the system's root CAs unless CAFile
-	// is set. Setting CAFile, CertFile or ServerName turns TLS on as well. Default: false.
-	Enabled bool `yaml:"enabled"`
+	// is set. Setting any other field turns TLS on as well.
+	Enabled bool `key:"tls" doc:"TLS with the system's roots (implied by any other tls_ key)"`
 	// CAFile is a PEM file of the CA certificates that sign the server's certificate; they
 	// replace the system roots. Default: none (the system roots).
-	CAFile string `yaml:"ca_file"`
+	CAFile string `key:"tls_ca_file" doc:"PEM file of the CA that signed the server's certificate"`
 	// CertFile and KeyFile are a PEM client certificate and its key, for servers that ask
-	// for one (mutual TLS). Both or neither. Default: none.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	// for one (mutual TLS). Both or neither.
+	CertFile string `key:"tls_cert_file" doc:"PEM client certificate, for a server that asks for one"`
+	KeyFile  string `key:"tls_key_file" doc:"PEM key of the client certificate"`
 	// ServerName is the name the server's certificate must carry. Default: the host of the
 	// address dialled.
-	ServerName string `yaml:"server_name"`
+	ServerName string `key:"tls_server_name" doc:"name to verify the server's certificate against; empty: the host of the address"`
 }
 
 // On reports whether TLS is used.
@@ -39,43 +42,49 @@ func (t TLS) On() bool {
 	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
 }
 
-// Validate loads the files and reports the first problem, prefixed with field (e.g.
-// "kafka: tls"). A TLS that is not On is valid.
-func (t TLS) Validate(field string) error {
-	_, err := t.Config(field)
+// Validate loads the files and reports every problem, each a conf.FieldError naming its field.
+// Messages start with "tls": the caller puts its own name in front (conf.Nest). A TLS that is
+// not On is valid.
+func (t TLS) Validate() error {
+	_, err := t.Config()
 	return err
 }
 
 // Config returns the *tls.Config for t, or nil when t is not On. Files are read now, so a
-// certificate replaced on disk is picked up by the next client built. field prefixes errors.
-// The minimum version is TLS 1.2.
-func (t TLS) Config(field string) (*tls.Config, error) {
+// certificate replaced on disk is picked up by the next client built. The minimum version is
+// TLS 1.2. Errors are as Validate's.
+func (t TLS) Config() (*tls.Config, error) {
 	if !t.On() {
 		return nil, nil
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	var errs []error
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s ca file: %w", field, err)
-		}
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s ca file: %s holds no PEM certificate", field, t.CAFile)
+		switch {
+		case err != nil:
+			errs = append(errs, conf.Errorf("CAFile", "tls ca file: %w", err))
+		case !pool.AppendCertsFromPEM(pem):
+			errs = append(errs, conf.Errorf("CAFile", "tls ca file: %s holds no PEM certificate", t.CAFile))
+		default:
+			c.RootCAs = pool
 		}
-		c.RootCAs = pool
 	}
 	switch {
 	case t.CertFile != "" && t.KeyFile != "":
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("%s client certificate: %w", field, err)
+			errs = append(errs, conf.Errorf("CertFile", "tls client certificate: %w", err))
 		}
 		c.Certificates = []tls.Certificate{cert}
 	case t.CertFile != "":
-		return nil, fmt.Errorf("%s key file: empty while cert file is set", field)
+		errs = append(errs, conf.Errorf("CertFile", "tls key file: empty while cert file is set"))
 	case t.KeyFile != "":
-		return nil, fmt.Errorf("%s cert file: empty while key file is set", field)
+		errs = append(errs, conf.Errorf("KeyFile", "tls cert file: empty while key file is set"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return c, nil
 }

@@ -33,14 +33,14 @@ import (
 // pipeline is one test's private topics, groups, ClickHouse database and Feast project.
 type pipeline struct {
 	t        *testing.T
-	kcfg     kafka.Config
+	kcfg     kafka.Conn
 	reg      *sr.Client
 	cl       *kgo.Client
 	adm      *kadm.Client
 	icfg     ingest.Config
 	fcfg     features.Config
 	chGroup  string
-	chcfg    clickhouse.Config
+	chcfg    clickhouse.Conn
 	ch       driver.Conn
 	rdb      *goredis.Client
 	ingestSt string // ingest's local table storage, kept across runs
@@ -53,7 +53,7 @@ func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 	p := &pipeline{t: t, kcfg: testenv.Kafka(t, "replay-e2e"), ingestSt: t.TempDir(), featSt: t.TempDir(),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
-	if p.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
+	if p.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
 		t.Fatal(err)
 	}
 	if p.cl, err = p.kcfg.NewClient(); err != nil {
@@ -68,7 +68,7 @@ func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 		RequestTTL: time.Hour, DLQTopic: "fdlq-" + id}
 	p.chGroup = "sinkch-" + id
 
-	admin, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +76,14 @@ func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
 	}
-	p.chcfg = clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db}
+	p.chcfg = clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db}
 	if p.ch, err = clickhouse.Open(ctx, p.chcfg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := clickhouse.Migrate(ctx, p.ch); err != nil {
 		t.Fatal(err)
 	}
-	if p.rdb, err = redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
+	if p.rdb, err = redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -142,7 +142,7 @@ func (p *pipeline) waitCommitted(ctx context.Context, group string, topics ...st
 // runIngest runs ingest until it committed the end of both source topics, then stops it.
 func (p *pipeline) runIngest(ctx context.Context) {
 	p.t.Helper()
-	mod, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	mod, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func (p *pipeline) runIngest(ctx context.Context) {
 // runClickHouse runs the ClickHouse sink until it committed the enriched topic's end.
 func (p *pipeline) runClickHouse(ctx context.Context) clickhouse.Stats {
 	p.t.Helper()
-	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: p.chGroup, Topic: p.icfg.EnrichedTopic, DLQTopic: "chdlq-" + p.icfg.Group[len("ingest-"):],
+	sink, err := clickhouse.New(clickhouse.Config{Group: p.chGroup, Topic: p.icfg.EnrichedTopic, DLQTopic: "chdlq-" + p.icfg.Group[len("ingest-"):],
 		BatchRows: 1000, BatchInterval: 200 * time.Millisecond, FromStart: true},
 		clickhouse.RunConfig{Kafka: p.kcfg, Registry: p.reg, ClickHouse: p.chcfg, Logger: p.log})
 	if err != nil {
@@ -170,7 +170,7 @@ func (p *pipeline) runFeatures(ctx context.Context) (records, deltas, resent int
 	p.t.Helper()
 	var proc atomic.Pointer[features.Processor]
 	p.run(ctx, "sink-features", func(ctx context.Context) error {
-		return features.Run(ctx, p.fcfg, features.RunConfig{Kafka: p.kcfg, Registry: p.reg, Store: redis.NewWriter(p.rdb, redis.WriterConfig{}), StorageDir: p.featSt, Logger: p.log,
+		return features.Run(ctx, p.fcfg, features.RunConfig{Kafka: p.kcfg, Registry: p.reg, Store: redis.NewWriter(p.rdb, redis.Config{}), StorageDir: p.featSt, Logger: p.log,
 			OnReady: func(pr *features.Processor) { proc.Store(pr) }})
 	}, func() {
 		p.waitCommitted(ctx, p.fcfg.Group, p.fcfg.EnrichedTopic)

@@ -83,7 +83,7 @@ func (tt timedTopic) at(p int32, k int) time.Time {
 }
 
 // producerClient writes to the partition each record names.
-func producerClient(t *testing.T, kcfg kafka.Config) *kgo.Client {
+func producerClient(t *testing.T, kcfg kafka.Conn) *kgo.Client {
 	t.Helper()
 	cl, err := kcfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {

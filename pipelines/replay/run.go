@@ -122,8 +122,8 @@ func Prepare(ctx context.Context, cl *kgo.Client, req Request, opts Options) (*P
 // Systems are where an executed replay reaches besides Kafka: ClickHouse for the replay_log
 // record, Redis for a feature state reset.
 type Systems struct {
-	ClickHouse clickhouse.Config
-	Redis      redis.Config
+	ClickHouse clickhouse.Conn
+	Redis      redis.Conn
 	// Replication is the control topic's replication factor should it have to be created.
 	Replication int16
 }

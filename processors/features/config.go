@@ -1,72 +1,57 @@
 package features
 
 import (
-	"fmt"
+	"errors"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/conf"
 )
 
-// Config says what the feature sink reads and how it writes.
+// Config says what the feature sink reads and how it writes. Each field's default is its
+// default tag (none: the zero value), taken by a zero field; the tags declare the keys of the
+// config file's sink_features section.
 type Config struct {
 	// Group is the goka group: consumer group, table <group>-table and loopback <group>-loop.
-	// Default "backflow-features".
-	Group string
-	// EnrichedTopic is the input. Default "backflow.enriched".
-	EnrichedTopic string
+	Group string `key:"group" default:"backflow-features" doc:"goka group: consumer group, table and loopback topic prefix"`
+	// EnrichedTopic is the input.
+	EnrichedTopic string `key:"enriched_topic" default:"backflow.enriched" doc:"topic of enriched records"`
 	// DLQTopic receives enriched records that cannot be decoded (permanent errors only; a
-	// registry outage is retried). Created when missing. Default "backflow.dlq".
-	DLQTopic string
-	// Project is the Feast project; it ends every Redis key. Default "backflow".
-	Project string
-	// RequestTTL is the Redis key TTL of request_features rows. Default 7 days.
-	RequestTTL time.Duration
+	// registry outage is retried). Created when missing.
+	DLQTopic string `key:"dlq_topic" default:"backflow.dlq" doc:"dead-letter topic for enriched records that cannot be decoded"`
+	// Project is the Feast project; it ends every Redis key.
+	Project string `key:"project" default:"backflow" doc:"Feast project (suffix of every Redis key)"`
+	// RequestTTL is the Redis key TTL of request_features rows.
+	RequestTTL time.Duration `key:"request_ttl" default:"168h" doc:"Redis TTL of request_features keys"`
 	// RequestWindow is how long a request's table entry (what makes its re-sent records
-	// no-ops) is kept after its last record. Default 7 days.
-	RequestWindow time.Duration
-	// SweepEvery is how often expired request entries are deleted. Default 1h.
-	SweepEvery time.Duration
+	// no-ops) is kept after its last record.
+	RequestWindow time.Duration `key:"request_window" default:"168h" doc:"how long a request's table entry (what makes its replayed records no-ops) is kept after its last record"`
+	// SweepEvery is how often expired request entries are deleted.
+	SweepEvery time.Duration `key:"sweep_every" default:"1h" doc:"how often expired request entries are deleted"`
 }
 
 // WithDefaults returns c with every unset field at its default.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
-	if c.Group == "" {
-		c.Group = "backflow-features"
-	}
-	if c.EnrichedTopic == "" {
-		c.EnrichedTopic = "backflow.enriched"
-	}
-	if c.Project == "" {
-		c.Project = "backflow"
-	}
-	if c.DLQTopic == "" {
-		c.DLQTopic = dlq.DefaultTopic
-	}
-	if c.RequestTTL == 0 {
-		c.RequestTTL = 7 * 24 * time.Hour
-	}
-	if c.RequestWindow == 0 {
-		c.RequestWindow = 7 * 24 * time.Hour
-	}
-	if c.SweepEvery == 0 {
-		c.SweepEvery = time.Hour
-	}
+	conf.FillDefaults(&c)
 	return c
 }
 
-// Validate reports the first bad field.
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
 func (c Config) Validate() error {
+	var errs []error
 	if c.RequestTTL < 0 {
-		return fmt.Errorf("features: request ttl %v is negative", c.RequestTTL)
+		errs = append(errs, conf.Errorf("RequestTTL", "features: request ttl %v is negative", c.RequestTTL))
 	}
-	if c.RequestWindow < 0 || c.SweepEvery < 0 {
-		return fmt.Errorf("features: request window %v / sweep interval %v is negative", c.RequestWindow, c.SweepEvery)
+	if c.RequestWindow < 0 {
+		errs = append(errs, conf.Errorf("RequestWindow", "features: request window %v is negative", c.RequestWindow))
 	}
-	return nil
+	if c.SweepEvery < 0 {
+		errs = append(errs, conf.Errorf("SweepEvery", "features: sweep interval %v is negative", c.SweepEvery))
+	}
+	return errors.Join(errs...)
 }
 
 // LoopTopic is the group's loopback topic.

@@ -83,7 +83,7 @@ func waitCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, t
 }
 
 // checkDLQ asserts the sink's DLQ holds exactly the one bad enriched record, classed not_framed.
-func checkDLQ(t *testing.T, ctx context.Context, kcfg kafka.Config, topic, origin, key string) {
+func checkDLQ(t *testing.T, ctx context.Context, kcfg kafka.Conn, topic, origin, key string) {
 	t.Helper()
 	var entries []dlq.Entry
 	if err := dlq.Scan(ctx, kcfg, topic, func(r *kgo.Record) error {
@@ -198,8 +198,8 @@ func expectFor(reqs []obs) expected {
 
 func runE2E(t *testing.T, outage time.Duration) {
 	testenv.Integration(t)
-	kcfg := kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "features-e2e"}
-	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	kcfg := kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "features-e2e"}
+	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a guard against hangs; the run takes 1 to 4 min
 	defer cancel()
-	rdb, err := redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)})
+	rdb, err := redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	if _, err := ingest.Prepare(ctx, admin, icfg, 1); err != nil {
 		t.Fatal(err)
 	}
-	checker, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	checker, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 		ingestDone <- ingest.Run(runCtx, icfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, Checker: checker, StorageDir: t.TempDir(), Logger: log})
 	}()
 	sinkRedis := rdb
-	var wcfg redis.WriterConfig
+	var wcfg redis.Config
 	var px *faultproxy.Proxy
 	if outage > 0 {
 		wcfg.QueueSize = 1024 // the outage's traffic (about 6,000 jobs) must fill it

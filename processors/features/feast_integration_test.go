@@ -83,12 +83,12 @@ func TestFeastReadsOurLayout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rdb, err := redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)})
+	rdb, err := redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	w := redis.NewWriter(rdb, redis.WriterConfig{})
+	w := redis.NewWriter(rdb, redis.Config{})
 	wctx, wstop := context.WithCancel(ctx)
 	defer wstop()
 	go w.Run(wctx)

@@ -261,7 +261,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 
 // RunConfig is what Run needs besides Config.
 type RunConfig struct {
-	Kafka    kafka.Config
+	Kafka    kafka.Conn
 	Registry avro.Registry
 	// Store receives the feature rows (sinks/redis.Writer); Run runs it.
 	Store Store
@@ -285,7 +285,7 @@ func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
 
 // Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
 // loopback topic with its partition count. It returns that count.
-func Prepare(ctx context.Context, kc kafka.Config, cfg Config) (int, error) {
+func Prepare(ctx context.Context, kc kafka.Conn, cfg Config) (int, error) {
 	cfg = cfg.withDefaults()
 	cl, err := kc.NewClient()
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 func BenchmarkRecordPath(b *testing.B) {
 	fake := srfake.New()
 	defer fake.Close()
-	reg, _ := avro.NewRegistryClient(avro.RegistryConfig{URL: fake.URL()})
+	reg, _ := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
 	enc, _ := avro.NewEncoder[avro.InferenceResult](reg, avro.InferenceResultV1, "model-inference-result-value")
 	dec, _ := avro.NewDecoder[avro.InferenceResult](reg, avro.InferenceResultSchema, avro.DecoderConfig{})
 	now := time.Now()

@@ -2,11 +2,10 @@ package ingest
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/conf"
 )
 
 // Policy says what ingest does while the sensitive-word service is unavailable.
@@ -22,122 +21,97 @@ const (
 	PolicyPass Policy = "pass"
 )
 
-// Config configures the ingest group. Zero fields take the defaults stated on each.
+// Config configures the ingest group. Each field's default is its default tag (none: the
+// zero value), taken by a zero field; the tags declare the keys of the config file's ingest
+// section.
 type Config struct {
-	// Group is the goka group (consumer group and table name prefix). Default: "backflow-ingest".
-	Group string
-	// InferenceTopic and GatewayTopic are the source topics. Defaults: model-inference-result,
-	// gateway-log.
-	InferenceTopic string
-	GatewayTopic   string
-	// EnrichedTopic receives one enriched record per valid original. Default: backflow.enriched.
-	EnrichedTopic string
-	// DLQTopic receives bad records. Default: dlq.DefaultTopic (backflow.dlq).
-	DLQTopic string
-	// ControlTopic is the compacted topic holding the replay epoch. Default: backflow.control.
-	ControlTopic string
-	// DedupeWindow is how long a claimed requestId keeps later records with it out.
-	// Default: 7 days (the source topics' retention).
-	DedupeWindow time.Duration
+	// Group is the goka group (consumer group and table name prefix).
+	Group string `key:"group" default:"backflow-ingest" doc:"goka group: consumer group, table and loopback topic prefix"`
+	// InferenceTopic and GatewayTopic are the source topics (avro.TopicInferenceResult and
+	// avro.TopicGatewayLog by default).
+	InferenceTopic string `key:"inference_topic" default:"model-inference-result" doc:"source topic of inference results"`
+	GatewayTopic   string `key:"gateway_topic" default:"gateway-log" doc:"source topic of gateway logs"`
+	// EnrichedTopic receives one enriched record per valid original.
+	EnrichedTopic string `key:"enriched_topic" default:"backflow.enriched" doc:"topic enriched records go to"`
+	// DLQTopic receives bad records (dlq.DefaultTopic by default).
+	DLQTopic string `key:"dlq_topic" default:"backflow.dlq" doc:"dead-letter topic"`
+	// ControlTopic is the compacted topic holding the replay epoch.
+	ControlTopic string `key:"control_topic" default:"backflow.control" doc:"compacted topic holding the replay epoch"`
+	// DedupeWindow is how long a claimed requestId keeps later records with it out: 7 days
+	// (the source topics' retention) by default.
+	DedupeWindow time.Duration `key:"dedupe_window" default:"168h" doc:"how long a requestId keeps later records with it out"`
 	// ExpireEvery is how often the table is swept for claims older than DedupeWindow.
-	// Default: 1h.
-	ExpireEvery time.Duration
+	ExpireEvery time.Duration `key:"expire_every" default:"1h" doc:"how often claims older than the dedupe window are swept"`
 	// BatchSize and BatchLinger bound a moderation batch: it is sent when it holds BatchSize
-	// texts or its oldest text waited BatchLinger. Defaults: 100 and 100ms.
-	BatchSize   int
-	BatchLinger time.Duration
+	// texts or its oldest text waited BatchLinger.
+	BatchSize   int           `key:"batch_size" default:"100" doc:"texts per moderation batch"`
+	BatchLinger time.Duration `key:"batch_linger" default:"100ms" doc:"longest wait before a partial batch is sent"`
 	// MaxInFlight caps the records of one source partition that are read but not yet
-	// committed; at the cap, consumption of that partition pauses. Default: 2000.
-	MaxInFlight int
-	// Policy for long moderation outages. Default: PolicyBlock.
-	Policy Policy
+	// committed; at the cap, consumption of that partition pauses.
+	MaxInFlight int `key:"max_in_flight" default:"2000" doc:"records per source partition read but not yet committed; consumption pauses at the cap"`
+	// Policy for long moderation outages (PolicyBlock by default).
+	Policy Policy `key:"policy" default:"block" doc:"during a moderation outage: block (pause, drop nothing) or pass (emit flagged UNAVAILABLE)"`
 	// MaxAttempts is how many times a batch is tried before PolicyPass lets it through, and
 	// how many times a mismatched reply is retried before the records are checked one by one
-	// (a record whose reply still mismatches goes to the DLQ). Default: 5.
-	MaxAttempts int
+	// (a record whose reply still mismatches goes to the DLQ).
+	MaxAttempts int `key:"max_attempts" default:"5" doc:"moderation attempts before policy pass lets a batch through, and mismatch retries before checking one by one"`
 	// BackoffMin and BackoffMax bound the exponential backoff (jittered, internal/retry) between
-	// retries of any outage: registry, moderation, Kafka. Defaults: 100ms and 30s.
-	BackoffMin time.Duration
-	BackoffMax time.Duration
+	// retries of any outage: registry, moderation, Kafka.
+	BackoffMin time.Duration `key:"backoff_min" default:"100ms" doc:"shortest backoff between retries of an outage"`
+	BackoffMax time.Duration `key:"backoff_max" default:"30s" doc:"longest backoff between retries of an outage"`
 	// BreakerFailures consecutive failed moderation calls open the circuit breaker; it stays
-	// open for BreakerOpen, then lets one probe through. Defaults: 5 and 10s.
-	BreakerFailures int
-	BreakerOpen     time.Duration
+	// open for BreakerOpen, then lets one probe through.
+	BreakerFailures int           `key:"breaker_failures" default:"5" doc:"consecutive failed moderation calls that open the circuit breaker"`
+	BreakerOpen     time.Duration `key:"breaker_open" default:"10s" doc:"how long the breaker stays open before one probe"`
 	// Decoder tunes decoding (size limit).
-	Decoder avro.DecoderConfig
+	Decoder avro.DecoderConfig `key:",squash"`
 }
 
 func (c Config) withDefaults() Config {
-	def := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	defd := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	defi := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.Group, "backflow-ingest")
-	def(&c.InferenceTopic, avro.TopicInferenceResult)
-	def(&c.GatewayTopic, avro.TopicGatewayLog)
-	def(&c.EnrichedTopic, "backflow.enriched")
-	def(&c.DLQTopic, dlq.DefaultTopic)
-	def(&c.ControlTopic, "backflow.control")
-	defd(&c.DedupeWindow, 7*24*time.Hour)
-	defd(&c.ExpireEvery, time.Hour)
-	defi(&c.BatchSize, 100)
-	defd(&c.BatchLinger, 100*time.Millisecond)
-	defi(&c.MaxInFlight, 2000)
-	if c.Policy == "" {
-		c.Policy = PolicyBlock
-	}
-	defi(&c.MaxAttempts, 5)
-	defd(&c.BackoffMin, 100*time.Millisecond)
-	defd(&c.BackoffMax, 30*time.Second)
-	defi(&c.BreakerFailures, 5)
-	defd(&c.BreakerOpen, 10*time.Second)
+	conf.FillDefaults(&c)
 	return c
 }
 
-// Validate reports every bad field, by name.
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("ingest: "+format, a...)) }
+	bad := func(field, format string, a ...any) { errs = append(errs, conf.Errorf(field, "ingest: "+format, a...)) }
 	topics := map[string]string{}
-	for name, t := range map[string]string{"inference topic": c.InferenceTopic, "gateway topic": c.GatewayTopic,
-		"enriched topic": c.EnrichedTopic, "dlq topic": c.DLQTopic, "control topic": c.ControlTopic} {
-		if other, dup := topics[t]; dup {
-			bad("%s and %s are both %q", name, other, t)
+	for _, t := range []struct{ field, name, topic string }{{"InferenceTopic", "inference topic", c.InferenceTopic},
+		{"GatewayTopic", "gateway topic", c.GatewayTopic}, {"EnrichedTopic", "enriched topic", c.EnrichedTopic},
+		{"DLQTopic", "dlq topic", c.DLQTopic}, {"ControlTopic", "control topic", c.ControlTopic}} {
+		if other, dup := topics[t.topic]; dup {
+			bad("", "%s and %s are both %q", t.name, other, t.topic)
 		}
-		topics[t] = name
+		topics[t.topic] = t.name
 	}
 	if c.Policy != PolicyBlock && c.Policy != PolicyPass {
-		bad("policy: %q, want block or pass", c.Policy)
+		bad("Policy", "policy: %q, want block or pass", c.Policy)
 	}
-	for name, v := range map[string]time.Duration{"dedupe window": c.DedupeWindow, "expire every": c.ExpireEvery,
-		"batch linger": c.BatchLinger, "backoff min": c.BackoffMin, "backoff max": c.BackoffMax, "breaker open": c.BreakerOpen} {
-		if v < 0 {
-			bad("%s: %v is negative", name, v)
+	for _, d := range []struct {
+		field, name string
+		v           time.Duration
+	}{{"DedupeWindow", "dedupe window", c.DedupeWindow}, {"ExpireEvery", "expire every", c.ExpireEvery},
+		{"BatchLinger", "batch linger", c.BatchLinger}, {"BackoffMin", "backoff min", c.BackoffMin},
+		{"BackoffMax", "backoff max", c.BackoffMax}, {"BreakerOpen", "breaker open", c.BreakerOpen}} {
+		if d.v < 0 {
+			bad(d.field, "%s: %v is negative", d.name, d.v)
 		}
 	}
-	for name, v := range map[string]int{"batch size": c.BatchSize, "max in flight": c.MaxInFlight, "max attempts": c.MaxAttempts, "breaker failures": c.BreakerFailures} {
-		if v < 1 {
-			bad("%s: %d, want at least 1", name, v)
+	for _, n := range []struct {
+		field, name string
+		v           int
+	}{{"BatchSize", "batch size", c.BatchSize}, {"MaxInFlight", "max in flight", c.MaxInFlight},
+		{"MaxAttempts", "max attempts", c.MaxAttempts}, {"BreakerFailures", "breaker failures", c.BreakerFailures}} {
+		if n.v < 1 {
+			bad(n.field, "%s: %d, want at least 1", n.name, n.v)
 		}
 	}
 	if c.BackoffMax < c.BackoffMin {
-		bad("backoff max %v is below backoff min %v", c.BackoffMax, c.BackoffMin)
+		bad("", "backoff max %v is below backoff min %v", c.BackoffMax, c.BackoffMin)
 	}
-	if err := c.Decoder.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, conf.Nest("Decoder", "", c.Decoder.Validate()))
 	return errors.Join(errs...)
 }
 

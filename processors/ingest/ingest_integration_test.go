@@ -32,7 +32,7 @@ import (
 // stage is one test's private set of topics and group on the real stack.
 type stage struct {
 	t     *testing.T
-	kcfg  kafka.Config
+	kcfg  kafka.Conn
 	reg   *sr.Client
 	cfg   ingest.Config
 	admin *kgo.Client
@@ -43,9 +43,9 @@ type stage struct {
 func newStage(t *testing.T, partitions int32) *stage {
 	t.Helper()
 	testenv.Integration(t)
-	s := &stage{t: t, kcfg: kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "ingest-test"}}
+	s := &stage{t: t, kcfg: kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "ingest-test"}}
 	var err error
-	if s.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
+	if s.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
 		t.Fatal(err)
 	}
 	if s.admin, err = s.kcfg.NewClient(); err != nil {
@@ -271,7 +271,7 @@ func moderationClient(t *testing.T, url string) *moderation.Client {
 	if url == "" {
 		url = testenv.Get(testenv.SensitiveURL)
 	}
-	c, err := moderation.New(moderation.Config{URL: url})
+	c, err := moderation.New(moderation.Conn{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func newHarness(t *testing.T, cfg Config, epoch int32, wrap ...func(goka.Produce
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
-	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: fake.URL()})
+	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
 
 // RunConfig is what Run needs besides the stage's Config.
 type RunConfig struct {
-	Kafka    kafka.Config
+	Kafka    kafka.Conn
 	Registry avro.Registry
 	Checker  Checker
 	// StorageDir holds goka's local table storage (rebuilt from the changelog when missing).

@@ -178,11 +178,11 @@ func TestStartFlagsNonCompactedChangelog(t *testing.T) {
 			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
 		}
 	}
-	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	mod, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func BenchmarkAppend(b *testing.B) {
 	testenv.Integration(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	admin, err := Open(ctx, Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	admin, err := Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func BenchmarkAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
-	conn, err := Open(ctx, Config{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
+	conn, err := Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
 	if err != nil {
 		b.Fatal(err)
 	}

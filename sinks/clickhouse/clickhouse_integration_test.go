@@ -16,7 +16,7 @@ func TestBatchInsertSelect(t *testing.T) {
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	conn, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package clickhouse is backflow's ClickHouse sink. Start with Sink (a consumer group over the
 // enriched topic that writes rows, a ledger, then commits) and Migrate (the numbered DDL in
-// migrations/, tracked in backflow_migrations). Config says where ClickHouse is; SinkConfig what
+// migrations/, tracked in backflow_migrations). Conn says where ClickHouse is; Config what
 // the sink reads and how it batches. Rows are versioned by Version, so re-writes collapse in
 // the ReplacingMergeTree tables and the v_* views (FINAL) show one row per key.
 //
@@ -12,6 +12,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -20,68 +21,58 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
-// DefaultAddr is the local stack's ClickHouse native-protocol address.
-const DefaultAddr = "127.0.0.1:19000"
-
-// Config says how to reach ClickHouse.
-type Config struct {
-	// Addr is host:port of the native protocol (9000 on a stock server). Default: DefaultAddr.
-	Addr string
-	// Database is the database backflow's tables live in. Default: "default".
-	Database string
-	// User and Password authenticate. Password comes from the environment
-	// (BACKFLOW_CLICKHOUSE_PASSWORD) or PasswordFile, never a flag or a config file.
-	// Default user: "default" with no password.
-	User     string
-	Password string `yaml:"-"`
+// Conn says how to reach ClickHouse. Each field's default is its default tag (none: the zero
+// value); the tags declare the keys of the config file's clickhouse section.
+type Conn struct {
+	// Addr is host:port of the native protocol (9000 on a stock server); the local stack's by
+	// default.
+	Addr string `key:"addr" default:"127.0.0.1:19000" doc:"host:port of the native protocol"`
+	// Database is the database backflow's tables live in.
+	Database string `key:"database" default:"default" doc:"database of backflow's tables"`
+	// User and Password authenticate. Password comes from the environment or PasswordFile,
+	// never a flag or a config file.
+	User     string `key:"user" default:"default" doc:"user"`
+	Password string `doc:"the user's password"`
 	// PasswordFile is a file holding the password (trailing newline ignored), read when the
-	// connection is opened. Set Password or PasswordFile, not both. Default: none.
-	PasswordFile string `yaml:"password_file"`
-	// DialTimeout bounds one connection attempt. Default: 5s.
-	DialTimeout time.Duration
+	// connection is opened. Set Password or PasswordFile, not both.
+	PasswordFile string `key:"password_file" secret:"Password" doc:"file holding the user's password"`
+	// DialTimeout bounds one connection attempt.
+	DialTimeout time.Duration `key:"dial_timeout" default:"5s" doc:"bound on one connection attempt"`
 	// TLS encrypts the native protocol; point Addr at the server's secure native port
 	// (tcp_port_secure, 9440 on a stock server). Default: off.
-	TLS secure.TLS `yaml:"tls"`
+	TLS secure.TLS `key:",squash"`
 }
 
-func (c Config) withDefaults() Config {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.Database == "" {
-		c.Database = "default"
-	}
-	if c.User == "" {
-		c.User = "default"
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
+func (c Conn) withDefaults() Conn {
+	conf.FillDefaults(&c)
 	return c
 }
 
-// Validate reports the first bad field by name.
-func (c Config) Validate() error {
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
+func (c Conn) Validate() error {
 	c = c.withDefaults()
+	var errs []error
 	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
-		return fmt.Errorf("clickhouse: addr: %q is not host:port", c.Addr)
+		errs = append(errs, conf.Errorf("Addr", "addr: %q is not host:port", c.Addr))
 	}
 	if c.DialTimeout < 0 {
-		return fmt.Errorf("clickhouse: dial timeout: %v is negative", c.DialTimeout)
+		errs = append(errs, conf.Errorf("DialTimeout", "dial timeout: %v is negative", c.DialTimeout))
 	}
-	if _, err := secure.ReadSecret("clickhouse: password", c.Password, c.PasswordFile); err != nil {
-		return err
+	if _, err := secure.ReadSecret("password", c.Password, c.PasswordFile); err != nil {
+		errs = append(errs, conf.Field("PasswordFile", err))
 	}
-	return c.TLS.Validate("clickhouse: tls")
+	errs = append(errs, conf.Nest("TLS", "", c.TLS.Validate()))
+	return conf.Nest("", "clickhouse: ", errors.Join(errs...))
 }
 
 // Open validates c, connects over the native protocol and pings the server, so a wrong
 // address or password fails here with a clear error rather than on the first insert.
 // The caller closes the returned connection.
-func Open(ctx context.Context, c Config) (driver.Conn, error) {
+func Open(ctx context.Context, c Conn) (driver.Conn, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -90,9 +81,9 @@ func Open(ctx context.Context, c Config) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := c.TLS.Config("clickhouse: tls")
+	tc, err := c.TLS.Config()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
 	conn, err := ch.Open(&ch.Options{
 		Protocol:    ch.Native,
@@ -112,95 +103,97 @@ func Open(ctx context.Context, c Config) (driver.Conn, error) {
 }
 
 // Endpoint says where c points, defaults applied.
-func (c Config) Endpoint() string { return c.withDefaults().Addr }
+func (c Conn) Endpoint() string { return c.withDefaults().Addr }
 
-// Sink defaults.
-const (
-	DefaultGroup         = "backflow-sink-clickhouse"
-	DefaultTopic         = "backflow.enriched"
-	DefaultBatchRows     = 10000
-	DefaultBatchInterval = time.Second
-)
+// DefaultBatchRows is the default of Config.BatchRows (its default tag says the same; a test
+// holds the two together).
+const DefaultBatchRows = 10000
 
-// SinkConfig says what the sink consumes and how it batches. Where it writes is Config.
-type SinkConfig struct {
+// Config says what the sink consumes, how it batches, and what runs beside it (migrations, the
+// DLQ mirror). Where it writes is Conn. Each field's default is its default tag (none: the zero
+// value); the tags declare the keys of the config file's sink_clickhouse section.
+type Config struct {
 	// Group is the Kafka consumer group; it also names the group in sink_ledger.
-	// Default: DefaultGroup ("backflow-sink-clickhouse").
-	Group string
-	// Topic is the enriched topic to consume. Default: DefaultTopic ("backflow.enriched").
-	Topic string
+	Group string `key:"group" default:"backflow-sink-clickhouse" doc:"Kafka consumer group (also recorded in sink_ledger)"`
+	// Topic is the enriched topic to consume.
+	Topic string `key:"topic" default:"backflow.enriched" doc:"enriched topic to consume"`
 	// DLQTopic receives records that do not decode or that ClickHouse rejects, with stage
-	// "sink-clickhouse". Default: "backflow.dlq".
-	DLQTopic string
+	// "sink-clickhouse".
+	DLQTopic string `key:"dlq_topic" default:"backflow.dlq" doc:"dead-letter topic for records that do not decode or that ClickHouse rejects"`
 	// BatchRows flushes once this many records are buffered; it is also the cap on buffered
-	// records (polling asks for at most the room left). Default: DefaultBatchRows (10000).
-	BatchRows int
+	// records (polling asks for at most the room left).
+	BatchRows int `key:"batch_rows" default:"10000" doc:"flush at this many buffered records; also the cap on buffered records"`
 	// BatchInterval flushes a non-empty buffer this long after its first record arrived.
-	// Default: DefaultBatchInterval (1s).
-	BatchInterval time.Duration
+	BatchInterval time.Duration `key:"batch_interval" default:"1s" doc:"flush this long after the first buffered record"`
 	// InsertTimeout bounds one attempt of one INSERT; a timed-out attempt is retried.
-	// Default: 30s.
-	InsertTimeout time.Duration
-	// BackoffMin and BackoffMax bound the exponential backoff (with jitter) between attempts
-	// of a failed flush or a registry outage. Defaults: 100ms and 10s.
-	BackoffMin time.Duration
-	BackoffMax time.Duration
+	InsertTimeout time.Duration `key:"insert_timeout" default:"30s" doc:"bound on one INSERT attempt (a timed-out attempt is retried), and on the flushes at shutdown (the one under way and the final one)"`
+	// BackoffMin and BackoffMax bound the exponential backoff (with jitter, internal/retry) between attempts
+	// of a failed flush or a registry outage.
+	BackoffMin time.Duration `key:"backoff_min" default:"100ms" doc:"shortest backoff between attempts of a failed flush"`
+	BackoffMax time.Duration `key:"backoff_max" default:"10s" doc:"longest backoff between attempts of a failed flush"`
 	// FromStart makes a new group (no committed offsets) read the topic from its start rather
-	// than its end. Default false here; the command sets it true: nothing written before the
-	// sink first started is skipped.
-	FromStart bool
+	// than its end, so nothing written before the sink first started is skipped. True where
+	// the configuration is loaded; a Config built in code starts at the end unless it says so.
+	FromStart bool `key:"from_start" default:"true" doc:"a group with no committed offsets starts at the topic's start (false: at its end)"`
+	// Migrate applies pending migrations before the sink starts (the stage does; New does not).
+	Migrate bool `key:"migrate" doc:"apply pending ClickHouse migrations before starting"`
+	// MirrorDLQ runs the DLQ mirror (RunDLQMirror with Mirror()) beside the sink. True where
+	// the configuration is loaded.
+	MirrorDLQ bool `key:"mirror_dlq" default:"true" doc:"also mirror the DLQ topic into the dlq_entries table (its own consumer group)"`
+	// MirrorDLQGroup is the DLQ mirror's consumer group.
+	MirrorDLQGroup string `key:"mirror_dlq_group" default:"backflow-sink-clickhouse-dlq" doc:"consumer group of the DLQ mirror"`
 }
 
-func (c SinkConfig) withDefaults() SinkConfig {
-	if c.Group == "" {
-		c.Group = DefaultGroup
-	}
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-	if c.DLQTopic == "" {
-		c.DLQTopic = "backflow.dlq"
-	}
-	if c.BatchRows == 0 {
-		c.BatchRows = DefaultBatchRows
-	}
-	if c.BatchInterval == 0 {
-		c.BatchInterval = DefaultBatchInterval
-	}
-	if c.InsertTimeout == 0 {
-		c.InsertTimeout = 30 * time.Second
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = 100 * time.Millisecond
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = 10 * time.Second
-	}
+func (c Config) withDefaults() Config {
+	conf.FillDefaults(&c)
 	return c
 }
 
 var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
-// Validate reports the first bad field by name, with its value.
-func (c SinkConfig) Validate() error {
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
+func (c Config) Validate() error {
 	c = c.withDefaults()
-	switch {
-	case !kafkaName.MatchString(c.Group):
-		return fmt.Errorf("clickhouse sink: group: %q is not a valid group name (letters, digits, '.', '_', '-')", c.Group)
-	case !kafkaName.MatchString(c.Topic):
-		return fmt.Errorf("clickhouse sink: topic: %q is not a valid Kafka topic name", c.Topic)
-	case !kafkaName.MatchString(c.DLQTopic):
-		return fmt.Errorf("clickhouse sink: dlq topic: %q is not a valid Kafka topic name", c.DLQTopic)
-	case c.DLQTopic == c.Topic:
-		return fmt.Errorf("clickhouse sink: dlq topic: %q is the topic the sink reads", c.DLQTopic)
-	case c.BatchRows < 1 || c.BatchRows > 1_000_000:
-		return fmt.Errorf("clickhouse sink: batch rows: %d, want 1..1000000", c.BatchRows)
-	case c.BatchInterval < time.Millisecond:
-		return fmt.Errorf("clickhouse sink: batch interval: %v, want 1ms or more", c.BatchInterval)
-	case c.InsertTimeout < 0:
-		return fmt.Errorf("clickhouse sink: insert timeout: %v is negative", c.InsertTimeout)
-	case c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
-		return fmt.Errorf("clickhouse sink: backoff: min %v max %v, want 0 <= min <= max", c.BackoffMin, c.BackoffMax)
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, conf.Errorf(field, "clickhouse sink: "+format, a...))
 	}
-	return nil
+	if !kafkaName.MatchString(c.Group) {
+		bad("Group", "group: %q is not a valid group name (letters, digits, '.', '_', '-')", c.Group)
+	}
+	if !kafkaName.MatchString(c.Topic) {
+		bad("Topic", "topic: %q is not a valid Kafka topic name", c.Topic)
+	}
+	switch {
+	case !kafkaName.MatchString(c.DLQTopic):
+		bad("DLQTopic", "dlq topic: %q is not a valid Kafka topic name", c.DLQTopic)
+	case c.DLQTopic == c.Topic:
+		bad("", "dlq topic: %q is the topic the sink reads", c.DLQTopic)
+	}
+	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
+		bad("BatchRows", "batch rows: %d, want 1..1000000", c.BatchRows)
+	}
+	if c.BatchInterval < time.Millisecond {
+		bad("BatchInterval", "batch interval: %v, want 1ms or more", c.BatchInterval)
+	}
+	if c.InsertTimeout < 0 {
+		bad("InsertTimeout", "insert timeout: %v is negative", c.InsertTimeout)
+	}
+	switch {
+	case c.BackoffMin < 0:
+		bad("BackoffMin", "backoff: min %v max %v, want 0 <= min <= max", c.BackoffMin, c.BackoffMax)
+	case c.BackoffMax < c.BackoffMin:
+		bad("", "backoff: min %v max %v, want 0 <= min <= max", c.BackoffMin, c.BackoffMax)
+	}
+	if c.MirrorDLQ && !kafkaName.MatchString(c.MirrorDLQGroup) {
+		bad("MirrorDLQGroup", "mirror dlq group: %q is not a valid group name (letters, digits, '.', '_', '-')", c.MirrorDLQGroup)
+	}
+	return errors.Join(errs...)
+}
+
+// Mirror is the DLQ mirror's part of c: its group, the DLQ topic, and the sink's batching.
+func (c Config) Mirror() MirrorConfig {
+	c = c.withDefaults()
+	return MirrorConfig{Group: c.MirrorDLQGroup, Topic: c.DLQTopic, BatchRows: c.BatchRows, BatchInterval: c.BatchInterval,
+		InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax, FromStart: c.FromStart}
 }

@@ -3,95 +3,57 @@ package clickhouse
 import (
 	"crypto/x509"
 	"io"
-	"strings"
 	"testing"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
 
-func TestSinkConfigValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     SinkConfig
-		wantErr string // "" means valid; else a substring naming the field
-	}{
-		{"zero is the defaults", SinkConfig{}, ""},
-		{"explicit", SinkConfig{Group: "g.1", Topic: "t-1", DLQTopic: "d_1", BatchRows: 500, BatchInterval: 50 * time.Millisecond}, ""},
-		{"bad group", SinkConfig{Group: "a b"}, "group"},
-		{"bad topic", SinkConfig{Topic: "a/b"}, "topic"},
-		{"bad dlq topic", SinkConfig{DLQTopic: "a:b"}, "dlq topic"},
-		{"dlq is the input", SinkConfig{Topic: "x", DLQTopic: "x"}, "dlq topic"},
-		{"negative rows", SinkConfig{BatchRows: -1}, "batch rows"},
-		{"huge rows", SinkConfig{BatchRows: 2_000_000}, "batch rows"},
-		{"tiny interval", SinkConfig{BatchInterval: time.Microsecond}, "batch interval"},
-		{"negative insert timeout", SinkConfig{InsertTimeout: -time.Second}, "insert timeout"},
-		{"backoff inverted", SinkConfig{BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("no error, want one naming %q", tt.wantErr)
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr+":"):
-				t.Fatalf("error %q does not name %q", err, tt.wantErr)
-			}
-		})
-	}
-	d := SinkConfig{}.withDefaults()
+func TestConfigValidate(t *testing.T) {
+	conftest.Validate(t, []conftest.Case[Config]{
+		{Name: "zero is the defaults", Config: Config{}},
+		{Name: "explicit", Config: Config{Group: "g.1", Topic: "t-1", DLQTopic: "d_1", BatchRows: 500, BatchInterval: 50 * time.Millisecond}},
+		{Name: "bad group", Config: Config{Group: "a b"}, WantErr: "group:", Field: "Group"},
+		{Name: "bad topic", Config: Config{Topic: "a/b"}, WantErr: "topic:", Field: "Topic"},
+		{Name: "bad dlq topic", Config: Config{DLQTopic: "a:b"}, WantErr: "dlq topic:", Field: "DLQTopic"},
+		{Name: "dlq is the input", Config: Config{Topic: "x", DLQTopic: "x"}, WantErr: "dlq topic:", Field: ""},
+		{Name: "negative rows", Config: Config{BatchRows: -1}, WantErr: "batch rows:", Field: "BatchRows"},
+		{Name: "huge rows", Config: Config{BatchRows: 2_000_000}, WantErr: "batch rows:", Field: "BatchRows"},
+		{Name: "tiny interval", Config: Config{BatchInterval: time.Microsecond}, WantErr: "batch interval:", Field: "BatchInterval"},
+		{Name: "negative insert timeout", Config: Config{InsertTimeout: -time.Second}, WantErr: "insert timeout:", Field: "InsertTimeout"},
+		{Name: "backoff inverted", Config: Config{BackoffMin: time.Second, BackoffMax: time.Millisecond}, WantErr: "backoff:"},
+		{Name: "bad mirror group", Config: Config{MirrorDLQ: true, MirrorDLQGroup: "a b"}, WantErr: "mirror dlq group:", Field: "MirrorDLQGroup"},
+		{Name: "no mirror, its group unused", Config: Config{MirrorDLQGroup: "a b"}},
+	})
+	d := Config{}.withDefaults()
 	if d.Group != "backflow-sink-clickhouse" || d.Topic != "backflow.enriched" || d.BatchRows != 10000 || d.BatchInterval != time.Second || d.DLQTopic != "backflow.dlq" {
 		t.Fatalf("defaults %+v", d)
 	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	for _, tt := range []struct {
-		cfg     Config
-		wantErr bool
-	}{
-		{Config{}, false},
-		{Config{Addr: "ch:9000", Database: "x"}, false},
-		{Config{Addr: "no-port"}, true},
-		{Config{DialTimeout: -1}, true},
-	} {
-		if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
-			t.Errorf("%+v: err %v, want error %v", tt.cfg, err, tt.wantErr)
-		}
+	if d.BatchRows != DefaultBatchRows || d.FromStart || d.MirrorDLQ {
+		t.Fatalf("defaults %+v: batch rows not DefaultBatchRows, or a bool set by FillDefaults", d)
+	}
+	if m := (Config{DLQTopic: "d"}).Mirror(); m.Group != "backflow-sink-clickhouse-dlq" || m.Topic != "d" || m.BatchRows != DefaultBatchRows {
+		t.Fatalf("mirror %+v", m)
 	}
 }
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidate(t *testing.T) {
 	pki := securetest.New(t)
-	for _, tt := range []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"tls with ca", Config{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password file", Config{User: "backflow", PasswordFile: securetest.SecretFile(t, "pw")}, ""},
-		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "clickhouse: password: set inline and as a file"},
-		{"missing password file", Config{PasswordFile: "/nonexistent/pw"}, "clickhouse: password file: open /nonexistent/pw"},
-		{"missing ca", Config{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, "clickhouse: tls ca file"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Conn]{
+		{Name: "zero is the defaults", Config: Conn{}},
+		{Name: "explicit", Config: Conn{Addr: "ch:9000", Database: "x"}},
+		{Name: "no port", Config: Conn{Addr: "no-port"}, WantErr: `clickhouse: addr: "no-port" is not host:port`, Field: "Addr"},
+		{Name: "negative dial timeout", Config: Conn{DialTimeout: -1}, WantErr: "clickhouse: dial timeout:", Field: "DialTimeout"},
+		{Name: "tls with ca", Config: Conn{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "password file", Config: Conn{User: "backflow", PasswordFile: securetest.SecretFile(t, "pa55")}},
+		{Name: "password twice", Config: Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "clickhouse: password: set inline and as a file", Field: "PasswordFile"},
+		{Name: "missing password file", Config: Conn{PasswordFile: "/nonexistent/pw"}, WantErr: "clickhouse: password file: open /nonexistent/pw", Field: "PasswordFile"},
+		{Name: "missing ca", Config: Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, WantErr: "clickhouse: tls ca file", Field: "TLS.CAFile"},
+	}, "pa55")
 }
 
 func TestIsAuthError(t *testing.T) {

@@ -14,18 +14,18 @@ import (
 
 // testDB creates a database of its own for t on the real ClickHouse, drops it in Cleanup, and
 // returns a Config pointing at it with a connection open on it.
-func testDB(t *testing.T) (clickhouse.Config, driver.Conn) {
+func testDB(t *testing.T) (clickhouse.Conn, driver.Conn) {
 	t.Helper()
 	testenv.Integration(t)
 	return testDBAt(t, testenv.Get(testenv.ClickHouseAddr))
 }
 
 // testDBAt is testDB on the ClickHouse at addr.
-func testDBAt(t *testing.T, addr string) (clickhouse.Config, driver.Conn) {
+func testDBAt(t *testing.T, addr string) (clickhouse.Conn, driver.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	base := clickhouse.Config{Addr: addr}
+	base := clickhouse.Conn{Addr: addr}
 	admin, err := clickhouse.Open(ctx, base)
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,6 @@ import (
 	"github.com/backflowhq/backflow/internal/ops"
 )
 
-// DefaultMirrorGroup is the consumer group of the DLQ mirror.
-const DefaultMirrorGroup = "backflow-sink-clickhouse-dlq"
-
 // TableDLQ and ViewDLQ hold the DLQ mirror.
 const (
 	TableDLQ = "dlq_entries"
@@ -27,12 +24,12 @@ const (
 
 // MirrorConfig says what the DLQ mirror reads and how it batches.
 type MirrorConfig struct {
-	// Group is the consumer group. Default: DefaultMirrorGroup.
+	// Group is the consumer group. Default: Config's MirrorDLQGroup.
 	Group string
 	// Topic is the dead-letter topic. Default: "backflow.dlq".
 	Topic string
 	// BatchRows, BatchInterval, InsertTimeout, BackoffMin, BackoffMax and FromStart mean what
-	// they mean in SinkConfig, with the same defaults.
+	// they mean in Config, with the same defaults.
 	BatchRows              int
 	BatchInterval          time.Duration
 	InsertTimeout          time.Duration
@@ -44,21 +41,21 @@ type MirrorConfig struct {
 	OnAssigned func(assigned bool)
 }
 
-func (c MirrorConfig) sink() SinkConfig {
+func (c MirrorConfig) sink() Config {
 	if c.Group == "" {
-		c.Group = DefaultMirrorGroup
+		c.Group = Config{}.withDefaults().MirrorDLQGroup
 	}
 	if c.Topic == "" {
 		c.Topic = dlq.DefaultTopic
 	}
 	// DLQTopic is unused by the mirror (there is no DLQ for the DLQ); name it apart from Topic
-	// so that SinkConfig's checks apply unchanged.
-	return SinkConfig{Group: c.Group, Topic: c.Topic, DLQTopic: c.Topic + ".unused", BatchRows: c.BatchRows,
+	// so that Config's checks apply unchanged.
+	return Config{Group: c.Group, Topic: c.Topic, DLQTopic: c.Topic + ".unused", BatchRows: c.BatchRows,
 		BatchInterval: c.BatchInterval, InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax,
 		FromStart: c.FromStart}.withDefaults()
 }
 
-// Validate reports the first bad field by name.
+// Validate reports every bad field by name.
 func (c MirrorConfig) Validate() error { return c.sink().Validate() }
 
 // DLQRow is a row of dlq_entries.
@@ -112,7 +109,7 @@ var minDateTime = time.Unix(0, 0).UTC()
 // that batches like the sink (BatchRows, BatchInterval), inserts with one PrepareBatch per flush,
 // retries outages with backoff (fetching paused), and commits only what it inserted. There is
 // no DLQ for the DLQ: an insert error that is not retryable stops it.
-func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Config, chcfg Config, log *slog.Logger) error {
+func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger) error {
 	if err := mc.Validate(); err != nil {
 		return err
 	}

@@ -26,9 +26,9 @@ const Stage = "sink-clickhouse"
 
 // RunConfig holds what the sink talks to.
 type RunConfig struct {
-	Kafka      kafka.Config
+	Kafka      kafka.Conn
 	Registry   avro.Registry
-	ClickHouse Config
+	ClickHouse Conn
 	// Logger receives warnings and one line per retry. Default: slog.Default().
 	Logger *slog.Logger
 	// OnFlush, when set, is called after each flush was committed (tests, progress output).
@@ -94,7 +94,7 @@ type Stats struct {
 // Rebalances wait (kgo.BlockRebalanceOnPoll) until no flush is under way, so a flush never
 // races a revocation.
 type Sink struct {
-	cfg  SinkConfig
+	cfg  Config
 	rc   RunConfig
 	log  *slog.Logger
 	dec  *avro.Decoder[avro.EnrichedRecord]
@@ -125,7 +125,7 @@ type pending struct {
 }
 
 // New validates cfg and builds the sink; it does not contact any service.
-func New(cfg SinkConfig, rc RunConfig) (*Sink, error) {
+func New(cfg Config, rc RunConfig) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -702,7 +702,7 @@ func isKafkaRetryable(err error) bool {
 }
 
 // Run builds a sink from cfg and rc and runs it until ctx ends; see Sink.
-func Run(ctx context.Context, cfg SinkConfig, rc RunConfig) error {
+func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	s, err := New(cfg, rc)
 	if err != nil {
 		return err

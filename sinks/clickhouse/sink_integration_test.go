@@ -36,11 +36,11 @@ import (
 // e2e is one test's private topics, groups and database on the real stack.
 type e2e struct {
 	t      *testing.T
-	kcfg   kafka.Config
+	kcfg   kafka.Conn
 	reg    *sr.Client
 	admin  *kgo.Client
 	icfg   ingest.Config
-	chcfg  clickhouse.Config
+	chcfg  clickhouse.Conn
 	conn   driver.Conn
 	id     string
 	sinkDL string
@@ -57,9 +57,9 @@ func newE2EAt(t *testing.T, chAddr string) *e2e {
 	t.Helper()
 	chcfg, conn := testDBAt(t, chAddr)
 	s := &e2e{t: t, chcfg: chcfg, conn: conn,
-		kcfg: kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "sink-ch-test"}}
+		kcfg: kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "sink-ch-test"}}
 	var err error
-	if s.reg, err = avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
+	if s.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
 		t.Fatal(err)
 	}
 	if s.admin, err = s.kcfg.NewClient(); err != nil {
@@ -127,7 +127,7 @@ func (s *e2e) runIngest(ctx context.Context) {
 // committed to its end, then stops it.
 func (s *e2e) startIngest(ctx context.Context) (waitAndStop func()) {
 	s.t.Helper()
-	mod, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	mod, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -179,11 +179,11 @@ func (s *e2e) startSinkStoppable(ctx context.Context, group string, batchRows in
 
 // startSinkAt is startSinkStoppable against chcfg (a proxy in front of the test database, say),
 // with the insert timeout and log level given.
-func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Config, batchRows int, interval, insertTimeout time.Duration,
+func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Conn, batchRows int, interval, insertTimeout time.Duration,
 	level slog.Level) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
 	s.t.Helper()
 	s.groups = append(s.groups, group)
-	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
+	sink, err := clickhouse.New(clickhouse.Config{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
 		BatchRows: batchRows, BatchInterval: interval, InsertTimeout: insertTimeout, FromStart: true,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
 		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: chcfg,
@@ -200,7 +200,7 @@ func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Co
 // clickHouseProxy puts a fault proxy in front of the test database, forwarding until it is set
 // to faultproxy.Delay (every chunk then waits delay), and returns the config that goes through
 // it. The proxy closes with the test.
-func (s *e2e) clickHouseProxy(delay time.Duration) (clickhouse.Config, *faultproxy.Proxy) {
+func (s *e2e) clickHouseProxy(delay time.Duration) (clickhouse.Conn, *faultproxy.Proxy) {
 	s.t.Helper()
 	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: delay})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 // TestDropRevoked: a revoked or lost partition's buffered records are forgotten (they stay
 // uncommitted for the new owner); other partitions and other topics are untouched.
 func TestDropRevoked(t *testing.T) {
-	s := &Sink{cfg: SinkConfig{Topic: "enriched"}.withDefaults(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), buf: map[int32][]pending{}}
+	s := &Sink{cfg: Config{Topic: "enriched"}.withDefaults(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), buf: map[int32][]pending{}}
 	for p, n := range map[int32]int{0: 3, 1: 2, 2: 4} {
 		for i := 0; i < n; i++ {
 			s.buf[p] = append(s.buf[p], pending{rec: &kgo.Record{Partition: p, Offset: int64(i)}})

@@ -1,70 +1,66 @@
 // Package redis is backflow's feature-store sink: it writes rows in Feast's Redis online-store
 // layout (internal/feast) to Redis. Start with Writer, which batches, coalesces and retries the
-// rows the feature processor submits, and Config with Open, which reach Redis.
+// rows the feature processor submits, and Conn with Open, which reach Redis.
 package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
-// DefaultAddr is the local stack's Redis address.
-const DefaultAddr = "127.0.0.1:16379"
-
-// Config says how to reach Redis.
-type Config struct {
-	// Addr is host:port. Default: DefaultAddr.
-	Addr string
-	// DB is the Redis database number. Default: 0.
-	DB int
+// Conn says how to reach Redis. Each field's default is its default tag (none: the zero
+// value); the tags declare the keys of the config file's redis section.
+type Conn struct {
+	// Addr is host:port; the local stack's Redis by default.
+	Addr string `key:"addr" default:"127.0.0.1:16379" doc:"host:port"`
+	// DB is the Redis database number.
+	DB int `key:"db,zero" doc:"database number"`
 	// Username and Password authenticate (Redis 6+ ACL user; a password alone authenticates
-	// as the default user). Password comes from the environment (BACKFLOW_REDIS_PASSWORD) or
-	// PasswordFile, never a flag or a config file. Default: none.
-	Username string
-	Password string `yaml:"-"`
+	// as the default user). Password comes from the environment or PasswordFile, never a
+	// flag or a config file.
+	Username string `key:"username" doc:"ACL user; empty: the default user"`
+	Password string `doc:"the password"`
 	// PasswordFile is a file holding the password (trailing newline ignored), read on every
 	// new connection, so a rotated file is picked up. Set Password or PasswordFile, not both.
-	// Default: none.
-	PasswordFile string `yaml:"password_file"`
-	// DialTimeout bounds one connection attempt. Default: 5s.
-	DialTimeout time.Duration
+	PasswordFile string `key:"password_file" secret:"Password" doc:"file holding the password (read on each new connection)"`
+	// DialTimeout bounds one connection attempt.
+	DialTimeout time.Duration `key:"dial_timeout" default:"5s" doc:"bound on one connection attempt"`
 	// TLS encrypts the connection (Redis's tls-port). Default: off.
-	TLS secure.TLS `yaml:"tls"`
+	TLS secure.TLS `key:",squash"`
 }
 
-func (c Config) withDefaults() Config {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
+func (c Conn) withDefaults() Conn {
+	conf.FillDefaults(&c)
 	return c
 }
 
-// Validate reports the first bad field by name.
-func (c Config) Validate() error {
+// Validate reports every bad field, each a conf.FieldError naming the field and its value.
+func (c Conn) Validate() error {
 	c = c.withDefaults()
+	var errs []error
 	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
-		return fmt.Errorf("redis: addr: %q is not host:port", c.Addr)
+		errs = append(errs, conf.Errorf("Addr", "addr: %q is not host:port", c.Addr))
 	}
 	if c.DB < 0 {
-		return fmt.Errorf("redis: db: %d is negative", c.DB)
+		errs = append(errs, conf.Errorf("DB", "db: %d is negative", c.DB))
 	}
-	if _, err := secure.ReadSecret("redis: password", c.Password, c.PasswordFile); err != nil {
-		return err
+	if _, err := secure.ReadSecret("password", c.Password, c.PasswordFile); err != nil {
+		errs = append(errs, conf.Field("PasswordFile", err))
 	}
-	return c.TLS.Validate("redis: tls")
+	errs = append(errs, conf.Nest("TLS", "", c.TLS.Validate()))
+	return conf.Nest("", "redis: ", errors.Join(errs...))
 }
 
 // Open validates c, connects and pings Redis. The caller closes the returned client.
-func Open(ctx context.Context, c Config) (*goredis.Client, error) {
+func Open(ctx context.Context, c Conn) (*goredis.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,14 +79,14 @@ func Open(ctx context.Context, c Config) (*goredis.Client, error) {
 
 // Options validates c and returns the go-redis options for it, for callers that build their
 // own client (tests, tools). Open is the usual way in.
-func (c Config) Options() (*goredis.Options, error) {
+func (c Conn) Options() (*goredis.Options, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	c = c.withDefaults()
-	tc, err := c.TLS.Config("redis: tls")
+	tc, err := c.TLS.Config()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("redis: %w", err)
 	}
 	opts := &goredis.Options{
 		Addr:        c.Addr,
@@ -122,4 +118,4 @@ func IsAuthError(err error) bool {
 }
 
 // Endpoint says where c points, defaults applied.
-func (c Config) Endpoint() string { return c.withDefaults().Addr }
+func (c Conn) Endpoint() string { return c.withDefaults().Addr }

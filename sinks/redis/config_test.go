@@ -4,45 +4,31 @@ import (
 	"crypto/x509"
 	"errors"
 	"os"
-	"strings"
 	"testing"
 
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 )
 
-func TestConfigValidateSecurity(t *testing.T) {
+func TestConnValidate(t *testing.T) {
 	pki := securetest.New(t)
-	for _, tt := range []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"acl user over tls", Config{Username: "backflow", PasswordFile: securetest.SecretFile(t, "pw"), TLS: secure.TLS{CAFile: pki.CAFile}}, ""},
-		{"password twice", Config{Password: "pw", PasswordFile: "/x"}, "redis: password: set inline and as a file"},
-		{"empty password file", Config{PasswordFile: securetest.SecretFile(t, "")}, "redis: password file"},
-		{"key without cert", Config{TLS: secure.TLS{KeyFile: pki.KeyFile}}, "redis: tls cert file: empty"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Conn]{
+		{Name: "zero is the defaults", Config: Conn{}},
+		{Name: "acl user over tls", Config: Conn{Username: "backflow", PasswordFile: securetest.SecretFile(t, "pa55"), TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "no port", Config: Conn{Addr: "r"}, WantErr: `redis: addr: "r" is not host:port`, Field: "Addr"},
+		{Name: "negative db", Config: Conn{DB: -1}, WantErr: "redis: db: -1 is negative", Field: "DB"},
+		{Name: "password twice", Config: Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "redis: password: set inline and as a file", Field: "PasswordFile"},
+		{Name: "empty password file", Config: Conn{PasswordFile: securetest.SecretFile(t, "")}, WantErr: "redis: password file", Field: "PasswordFile"},
+		{Name: "key without cert", Config: Conn{TLS: secure.TLS{KeyFile: pki.KeyFile}}, WantErr: "redis: tls cert file: empty", Field: "TLS.KeyFile"},
+	}, "pa55")
 }
 
 // TestOptionsReadPasswordFile: the password file is read on each new connection, so a rotated
 // file is picked up without a restart.
 func TestOptionsReadPasswordFile(t *testing.T) {
 	path := securetest.SecretFile(t, "first")
-	opts, err := Config{Username: "backflow", PasswordFile: path}.Options()
+	opts, err := Conn{Username: "backflow", PasswordFile: path}.Options()
 	if err != nil {
 		t.Fatal(err)
 	}

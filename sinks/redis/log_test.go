@@ -26,13 +26,13 @@ func TestClientLogsGoThroughSlog(t *testing.T) {
 	ln.Close() // nothing listens there now
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if rdb, err := Open(ctx, Config{Addr: addr, DialTimeout: 200 * time.Millisecond}); err == nil {
+	if rdb, err := Open(ctx, Conn{Addr: addr, DialTimeout: 200 * time.Millisecond}); err == nil {
 		rdb.Close()
 		t.Fatal("Open reached a closed port")
 	}
 	// Enough failed dials for the pool to report them.
 	for i := 0; i < 8 && !strings.Contains(buf.String(), "component=go-redis"); i++ {
-		if rdb, err := Open(ctx, Config{Addr: addr, DialTimeout: 200 * time.Millisecond}); err == nil {
+		if rdb, err := Open(ctx, Conn{Addr: addr, DialTimeout: 200 * time.Millisecond}); err == nil {
 			rdb.Close()
 		}
 	}

@@ -16,7 +16,7 @@ func TestHashSetGet(t *testing.T) {
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rdb, err := redis.Open(ctx, redis.Config{Addr: testenv.Get(testenv.RedisAddr)})
+	rdb, err := redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,17 +10,19 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 )
 
-// WriterConfig tunes the Redis writer.
-type WriterConfig struct {
-	// MaxBatch is the most ops per pipeline. Default 500.
-	MaxBatch int
-	// Linger is the longest a partial batch waits. Default 20ms.
-	Linger time.Duration
+// Config tunes the Redis writer. The default of a field with a default tag is the tag; the
+// tags declare the keys of the writer in the config file's sink_features section.
+type Config struct {
+	// MaxBatch is the most ops per pipeline.
+	MaxBatch int `key:"redis_batch" default:"500" doc:"most Redis writes per pipeline"`
+	// Linger is the longest a partial batch waits.
+	Linger time.Duration `key:"redis_linger" default:"20ms" doc:"longest wait before a partial pipeline is sent"`
 	// QueueSize bounds the jobs waiting to be written; Submit blocks when full (backpressure).
 	// Default 4096. With the pipeline being written (at most MaxBatch jobs, since a job holds at
 	// least one op), a writer holds at most QueueSize + MaxBatch jobs (Cap), however long Redis
@@ -34,13 +36,9 @@ type WriterConfig struct {
 	Metrics *ops.Stage
 }
 
-func (c WriterConfig) withDefaults() WriterConfig {
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 500
-	}
-	if c.Linger <= 0 {
-		c.Linger = 20 * time.Millisecond
-	}
+func (c Config) withDefaults() Config {
+	c.MaxBatch, c.Linger = max(c.MaxBatch, 0), max(c.Linger, 0)
+	conf.FillDefaults(&c) // MaxBatch, Linger
 	if c.QueueSize <= 0 {
 		c.QueueSize = 4096
 	}
@@ -68,7 +66,7 @@ type job struct {
 // done commits them in order.
 type Writer struct {
 	out     *Pipeline
-	cfg     WriterConfig
+	cfg     Config
 	q       chan job
 	stopped chan struct{}
 	retries atomic.Int64
@@ -79,7 +77,7 @@ type Writer struct {
 }
 
 // NewWriter returns a writer; start it with Run.
-func NewWriter(rdb goredis.Cmdable, cfg WriterConfig) *Writer {
+func NewWriter(rdb goredis.Cmdable, cfg Config) *Writer {
 	cfg = cfg.withDefaults()
 	return &Writer{out: NewPipeline(rdb), cfg: cfg, q: make(chan job, cfg.QueueSize), stopped: make(chan struct{})}
 }

@@ -30,7 +30,7 @@ func TestWriterRetriesWhileRedisDown(t *testing.T) {
 	addr := px.Addr()
 	rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
-	w := redis.NewWriter(rdb, redis.WriterConfig{MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxBatch: 7})
+	w := redis.NewWriter(rdb, redis.Config{MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxBatch: 7})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go w.Run(ctx)
@@ -94,7 +94,7 @@ func TestWriterCoalescesOnRedis(t *testing.T) {
 	rdb := goredis.NewClient(&goredis.Options{Addr: testenv.Get(testenv.RedisAddr)})
 	defer rdb.Close()
 	// One pipeline for everything: 500 ops at most, and a linger long enough to submit them all.
-	w := redis.NewWriter(rdb, redis.WriterConfig{MaxBatch: 500, Linger: 2 * time.Second})
+	w := redis.NewWriter(rdb, redis.Config{MaxBatch: 500, Linger: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go w.Run(ctx)

@@ -97,7 +97,7 @@ func StartPrivateClickHouse(ctx context.Context, repo, dir string) (*PrivateClic
 
 // Open creates database db and returns a connection to it.
 func (c *PrivateClickHouse) Open(ctx context.Context, db string) (driver.Conn, error) {
-	admin, err := clickhouse.Open(ctx, clickhouse.Config{Addr: c.Addr})
+	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: c.Addr})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (c *PrivateClickHouse) Open(ctx context.Context, db string) (driver.Conn, e
 	if err := admin.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db); err != nil {
 		return nil, err
 	}
-	return clickhouse.Open(ctx, clickhouse.Config{Addr: c.Addr, Database: db})
+	return clickhouse.Open(ctx, clickhouse.Conn{Addr: c.Addr, Database: db})
 }
 
 // Stop stops the server.

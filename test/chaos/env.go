@@ -46,7 +46,7 @@ type Env struct {
 	Replication                                        int16 // of every topic it creates: 3 on a 3-broker cluster
 
 	Stack    Stack
-	Kafka    kafka.Config
+	Kafka    kafka.Conn
 	Admin    *kgo.Client
 	CH       driver.Conn // on the real ClickHouse, the private database
 	Redis    *goredis.Client

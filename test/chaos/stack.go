@@ -40,15 +40,15 @@ func LoadStack(path string, envWins bool) (Stack, error) {
 	return Stack(vals), nil
 }
 
-func connConfig(s Stack) (pipelines.Config, error) { return pipelines.FromEnv(s.Get) }
+func connConfig(s Stack) (pipelines.Conns, error) { return pipelines.FromEnv(s.Get) }
 
-func kafkaConfig(s Stack, clientID string) (kafka.Config, error) {
+func kafkaConfig(s Stack, clientID string) (kafka.Conn, error) {
 	c, err := connConfig(s)
 	c.Kafka.ClientID = clientID
 	return c.Kafka, err
 }
 
-func clickhouseConfig(s Stack, db string) (clickhouse.Config, error) {
+func clickhouseConfig(s Stack, db string) (clickhouse.Conn, error) {
 	c, err := connConfig(s)
 	if db != "" {
 		c.ClickHouse.Database = db
@@ -56,12 +56,12 @@ func clickhouseConfig(s Stack, db string) (clickhouse.Config, error) {
 	return c.ClickHouse, err
 }
 
-func redisConfig(s Stack) (redis.Config, error) {
+func redisConfig(s Stack) (redis.Conn, error) {
 	c, err := connConfig(s)
 	return c.Redis, err
 }
 
-func registryConfig(s Stack) (avro.RegistryConfig, error) {
+func registryConfig(s Stack) (avro.RegistryConn, error) {
 	c, err := connConfig(s)
 	return c.Registry, err
 }

@@ -30,9 +30,9 @@ import (
 
 // Data is what Run made.
 type Data struct {
-	ClickHouse  clickhouse.Config // points at the private database
-	Conn        driver.Conn       // open on it; closed when the test ends
-	Kafka       kafka.Config
+	ClickHouse  clickhouse.Conn // points at the private database
+	Conn        driver.Conn     // open on it; closed when the test ends
+	Kafka       kafka.Conn
 	Admin       *kgo.Client // a plain client on the stack's Kafka; closed when the test ends
 	Manifest    *loadgen.Manifest
 	Ingest      ingest.Config // its topic and group names
@@ -47,12 +47,12 @@ func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 	t.Helper()
 	testenv.Integration(t)
 	id := fmt.Sprintf("pt%d", time.Now().UnixNano())
-	d := &Data{Kafka: kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "pipelinetest"}}
+	d := &Data{Kafka: kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "pipelinetest"}}
 	d.ClickHouse, d.Conn = database(t, ctx, id)
 	if _, err := clickhouse.Migrate(ctx, d.Conn); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// Ingest.
-	mod, err := moderation.New(moderation.Config{URL: testenv.Get(testenv.SensitiveURL)})
+	mod, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 		return ingest.Run(ctx, d.Ingest, ingest.RunConfig{Kafka: d.Kafka, Registry: reg, Checker: mod, StorageDir: t.TempDir(), Logger: quiet})
 	})
 	// The ClickHouse sink, then the DLQ mirror.
-	sink, err := clickhouse.New(clickhouse.SinkConfig{Group: d.SinkGroup, Topic: d.Ingest.EnrichedTopic, DLQTopic: sinkDLQ,
+	sink, err := clickhouse.New(clickhouse.Config{Group: d.SinkGroup, Topic: d.Ingest.EnrichedTopic, DLQTopic: sinkDLQ,
 		BatchRows: 2000, BatchInterval: 200 * time.Millisecond, FromStart: true, BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
 		clickhouse.RunConfig{Kafka: d.Kafka, Registry: reg, ClickHouse: d.ClickHouse, Logger: quiet})
 	if err != nil {
@@ -125,9 +125,9 @@ func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 
 // database creates a database of its own on the stack's ClickHouse and drops it when the test
 // ends.
-func database(t *testing.T, ctx context.Context, id string) (clickhouse.Config, driver.Conn) {
+func database(t *testing.T, ctx context.Context, id string) (clickhouse.Conn, driver.Conn) {
 	t.Helper()
-	base := clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr)}
+	base := clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)}
 	admin, err := clickhouse.Open(ctx, base)
 	if err != nil {
 		t.Fatal(err)

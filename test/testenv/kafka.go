@@ -12,10 +12,10 @@ import (
 )
 
 // Kafka calls Integration and returns the stack's Kafka settings with clientID.
-func Kafka(t testing.TB, clientID string) kafka.Config {
+func Kafka(t testing.TB, clientID string) kafka.Conn {
 	t.Helper()
 	Integration(t)
-	cfg := kafka.Config{Brokers: kafka.ParseBrokers(Get(KafkaBrokers)), ClientID: clientID}
+	cfg := kafka.Conn{Brokers: kafka.ParseBrokers(Get(KafkaBrokers)), ClientID: clientID}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func Kafka(t testing.TB, clientID string) kafka.Config {
 
 // CreateTopic makes a fresh topic named prefix-<nanos> with the given partitions, and deletes
 // it when the test ends.
-func CreateTopic(t testing.TB, ctx context.Context, cfg kafka.Config, prefix string, partitions int32) string {
+func CreateTopic(t testing.TB, ctx context.Context, cfg kafka.Conn, prefix string, partitions int32) string {
 	t.Helper()
 	cl, err := cfg.NewClient()
 	if err != nil {

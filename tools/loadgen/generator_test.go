@@ -13,13 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/conf/conftest"
 )
 
 func fakeRegistry(t *testing.T) *sr.Client {
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
-	cl, err := avro.NewRegistryClient(avro.RegistryConfig{URL: fake.URL()})
+	cl, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,34 +205,16 @@ func TestPoisonDecodesToItsClass(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"defaults", Config{}, ""},
-		{"same topics", Config{InferenceTopic: "a", GatewayTopic: "a"}, "both"},
-		{"share above one", Config{DuplicateRate: 1.5}, "duplicate rate"},
-		{"zipf too small", Config{ZipfS: 0.9}, "zipf"},
-		{"unknown poison", Config{PoisonKinds: []PoisonKind{"nope"}}, "poison kind"},
-		{"negative rate", Config{Rate: -1}, "rate"},
-		{"negative event step", Config{EventStart: time.Now(), EventStep: -time.Second}, "event step"},
-		{"event step without start", Config{EventStep: time.Second}, "event start"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
-			}
-		})
-	}
+	conftest.Validate(t, []conftest.Case[Config]{
+		{Name: "defaults", Config: Config{}},
+		{Name: "same topics", Config: Config{InferenceTopic: "a", GatewayTopic: "a"}, WantErr: "both"},
+		{Name: "share above one", Config: Config{DuplicateRate: 1.5}, WantErr: "duplicate rate"},
+		{Name: "zipf too small", Config: Config{ZipfS: 0.9}, WantErr: "zipf"},
+		{Name: "unknown poison", Config: Config{PoisonKinds: []PoisonKind{"nope"}}, WantErr: "poison kind"},
+		{Name: "negative rate", Config: Config{Rate: -1}, WantErr: "rate"},
+		{Name: "negative event step", Config: Config{EventStart: time.Now(), EventStep: -time.Second}, WantErr: "event step"},
+		{Name: "event step without start", Config: Config{EventStep: time.Second}, WantErr: "event start"},
+	})
 	if _, err := ParsePoisonKinds("bad_magic, oversized"); err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ func TestLoadgenAgainstStack(t *testing.T) {
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	kcfg := kafka.Config{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "loadgen-test"}
-	reg, err := avro.NewRegistryClient(avro.RegistryConfig{URL: testenv.Get(testenv.RegistryURL)})
+	kcfg := kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "loadgen-test"}
+	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			if err != nil {
 				return fmt.Errorf("%w: configuration: %w", errUsage, err)
 			}
-			conn := l.Conn
+			conn := l.Config.Conns
 			if runID == "" {
 				runID = time.Now().UTC().Format("20060102T150405")
 			}
@@ -253,7 +253,7 @@ func applyEnvFile(path string) error {
 
 // preflight asks Kafka and the registry once before sending: a refused credential or TLS
 // handshake stops it (exit 1); a system that is only down is logged and waited for.
-func preflight(ctx context.Context, conn pipelines.Config, log *slog.Logger) error {
+func preflight(ctx context.Context, conn pipelines.Conns, log *slog.Logger) error {
 	results, err := pipelines.Preflight(ctx, conn, 0, pipelines.SystemKafka, pipelines.SystemRegistry)
 	if err != nil {
 		return err

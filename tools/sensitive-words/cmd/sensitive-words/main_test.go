@@ -291,7 +291,7 @@ func TestRunServesTLS(t *testing.T) {
 			t.Errorf("run: %v", err)
 		}
 	}()
-	c, err := moderation.New(moderation.Config{URL: "https://" + addr, TokenFile: tokenFile, TLS: secure.TLS{CAFile: pki.CAFile}})
+	c, err := moderation.New(moderation.Conn{URL: "https://" + addr, TokenFile: tokenFile, TLS: secure.TLS{CAFile: pki.CAFile}})
 	if err != nil {
 		t.Fatal(err)
 	}
