@@ -50,6 +50,12 @@ func TestReplayStatusWatchStopsCleanlyWithoutATerminal(t *testing.T) {
 	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
 		t.Fatalf("commit: %v %v", err, resp.Error())
 	}
+	// A control topic that does not exist holds no replay records: "since now", no warning
+	// (the reader retried the missing topic for about ten seconds, then warned).
+	code, out, errOut := runDLQ(t, ctx, "replay", "status", "--group", group, "--control-topic", "replay-status-control-none")
+	if code != exitOK || !strings.Contains(out, "since now: 0/14 records") || strings.Contains(errOut, "warning") {
+		t.Fatalf("status with no control topic: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 	control := testenv.CreateTopic(t, ctx, kcfg, "replay-status-control", 1) // no replay recorded in it
 	for _, extra := range [][]string{nil, {"--no-progress"}} {
 		t.Run(strings.Join(append([]string{"watch"}, extra...), " "), func(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/processors/features"
-	"github.com/backflowhq/backflow/processors/ingest"
 )
 
 // Action is a stage's own step of a replay. Apply runs it while the group has no live member:
@@ -111,7 +111,7 @@ type Epoch struct {
 
 // Read reads the current epoch (for the plan). Apply reads it again.
 func (e *Epoch) Read(ctx context.Context) (int32, error) {
-	n, err := ingest.ReadEpoch(ctx, e.Client, e.ControlTopic, e.Group)
+	n, err := control.ReadEpoch(ctx, e.Client, e.ControlTopic, e.Group)
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +137,7 @@ func (e *Epoch) Apply(ctx context.Context, rec *Record) (string, error) {
 		return "", err
 	}
 	next := cur + 1
-	if err := ingest.WriteEpoch(ctx, e.Client, e.ControlTopic, e.Group, ingest.EpochRecord{Epoch: next, Time: time.Now().UTC(), By: rec.By + " replay " + rec.ID}); err != nil {
+	if err := control.WriteEpoch(ctx, e.Client, e.ControlTopic, e.Group, control.EpochRecord{Epoch: next, Time: time.Now().UTC(), By: rec.By + " replay " + rec.ID}); err != nil {
 		return "", fmt.Errorf("replay: write epoch: %w", err)
 	}
 	rec.Epoch = &EpochChange{From: cur, To: next}

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines/replay"
@@ -367,7 +368,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	if rec.Epoch == nil || rec.Epoch.From != 0 || rec.Epoch.To != 1 {
 		t.Fatalf("record epoch %+v, want 0 -> 1", rec.Epoch)
 	}
-	if e, err := ingest.ReadEpoch(ctx, p.cl, p.icfg.ControlTopic, p.icfg.Group); err != nil || e != 1 {
+	if e, err := control.ReadEpoch(ctx, p.cl, p.icfg.ControlTopic, p.icfg.Group); err != nil || e != 1 {
 		t.Fatalf("epoch after the replay: %d (%v), want 1", e, err)
 	}
 	p.runIngest(ctx)

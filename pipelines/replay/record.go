@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -13,9 +14,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 )
@@ -86,7 +87,7 @@ type Recorder interface {
 // "replay/<group>/"; the record's id follows. Every key is new, so compaction keeps them all.
 func RecordKeyPrefix(group string) string { return "replay/" + group + "/" }
 
-// ControlTopic records replays in the compacted control topic (backflow.control), the topic
+// ControlTopic records replays in the compacted control topic (internal/control), the topic
 // that also holds ingest's epoch.
 type ControlTopic struct {
 	Client *kgo.Client
@@ -121,55 +122,27 @@ func (c ControlTopic) Record(ctx context.Context, r Record) error {
 }
 
 // ReadRecords returns group's replay records from the control topic, oldest first ("" group:
-// every group's). It reads the topic to its end as of the call.
+// every group's). It reads the topic to its end as of the call; a control topic that does not
+// exist holds no records (nothing was ever recorded there).
 func ReadRecords(ctx context.Context, cl *kgo.Client, topic, group string) ([]Record, error) {
-	adm := kadm.NewClient(cl)
-	ends, err := listed(ctx, "control topic end", func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, topic) })
-	if err != nil {
-		return nil, err
-	}
-	want := map[int32]int64{}
-	offs := map[string]map[int32]kgo.Offset{topic: {}}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			offs[topic][o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	var out []Record
-	if len(want) == 0 {
-		return out, nil
-	}
-	rd, err := kgo.NewClient(append(cl.Opts(), kgo.ConsumePartitions(offs))...)
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
 	prefix := "replay/"
 	if group != "" {
 		prefix = RecordKeyPrefix(group)
 	}
-	for len(want) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("replay: reading %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return nil, fmt.Errorf("replay: reading %s: %w", topic, ferr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if strings.HasPrefix(string(r.Key), prefix) && r.Value != nil {
-				var rec Record
-				if json.Unmarshal(r.Value, &rec) == nil {
-					out = append(out, rec)
-				}
+	var out []Record
+	err := control.Scan(ctx, cl, topic, false, func(r *kgo.Record) {
+		if strings.HasPrefix(string(r.Key), prefix) && r.Value != nil {
+			var rec Record
+			if json.Unmarshal(r.Value, &rec) == nil {
+				out = append(out, rec)
 			}
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-		})
+		}
+	})
+	if errors.Is(err, control.ErrNoTopic) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out, nil

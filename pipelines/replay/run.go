@@ -7,13 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // DefaultControlTopic is where ingest keeps its replay epochs and every replay is recorded.
-const DefaultControlTopic = "backflow.control"
+const DefaultControlTopic = control.DefaultTopic
 
 // Options are a replay's stage steps and its record, besides the Request. The zero value is a
 // plain offset move.

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
@@ -74,7 +75,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	partitions, err := Prepare(sctx, cl, cfg, rc.Kafka.TableReplication)
 	if err == nil {
 		var epoch int32
-		epoch, err = ReadEpoch(sctx, cl, cfg.ControlTopic, cfg.Group)
+		epoch, err = control.ReadEpoch(sctx, cl, cfg.ControlTopic, cfg.Group)
 		cancel()
 		if err == nil {
 			return runGroup(ctx, cfg, rc, cl, partitions, epoch, log)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
@@ -42,19 +43,19 @@ func TestEpochRightAfterCreate(t *testing.T) {
 		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
 			t.Fatal(err)
 		}
-		epoch, err := ingest.ReadEpoch(ctx, cl, topic, "g")
+		epoch, err := control.ReadEpoch(ctx, cl, topic, "g")
 		if err != nil || epoch != 0 {
 			t.Fatalf("fresh topic: epoch %d, %v", epoch, err)
 		}
 		for _, e := range []int32{1, 3} {
-			if err := ingest.WriteEpoch(ctx, cl, topic, "g", ingest.EpochRecord{Epoch: e, Time: time.Now()}); err != nil {
+			if err := control.WriteEpoch(ctx, cl, topic, "g", control.EpochRecord{Epoch: e, Time: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := ingest.WriteEpoch(ctx, cl, topic, "other", ingest.EpochRecord{Epoch: 9}); err != nil {
+		if err := control.WriteEpoch(ctx, cl, topic, "other", control.EpochRecord{Epoch: 9}); err != nil {
 			t.Fatal(err)
 		}
-		if epoch, err := ingest.ReadEpoch(ctx, cl, topic, "g"); err != nil || epoch != 3 {
+		if epoch, err := control.ReadEpoch(ctx, cl, topic, "g"); err != nil || epoch != 3 {
 			t.Fatalf("after writes: epoch %d, %v; want 3", epoch, err)
 		}
 		kadm.NewClient(cl).DeleteTopics(ctx, topic)
