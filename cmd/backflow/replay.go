@@ -54,7 +54,7 @@ func newReplayCmd() *cobra.Command {
 		Use:   "replay",
 		Short: "Move a consumer group's offsets to re-read retained records, safely for each stage (dry run by default)",
 		Long:  replayLong,
-		Example: `  backflow replay --group backflow-clickhouse --all-topics --by-duration 6h
+		Example: `  backflow replay --group backflow-sink-clickhouse --all-topics --by-duration 6h
   backflow replay --group backflow-ingest --topic model-inference-result --topic gateway-log \
       --to-datetime 2026-11-02T10:00:00Z --new-epoch --execute --reason "new dictionary"
   backflow replay --group backflow-features --all-topics --to-earliest --reset-state --execute
