@@ -9,9 +9,7 @@ package pipelines
 import (
 	"errors"
 	"io"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -152,12 +150,8 @@ func (c MetricsConfig) Validate() error {
 	if a == "" || a == "off" {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return conf.Errorf("Addr", "%q is not host:port (or off)", a)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return conf.Errorf("Addr", "%q: port %q is not a number from 0 to 65535", a, port)
+	if err := conf.CheckHostPort(a, true, true); err != nil {
+		return conf.Errorf("Addr", "%v (or off)", err)
 	}
 	return nil
 }

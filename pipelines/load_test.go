@@ -177,7 +177,7 @@ extra: 1
 				`log.format (line 4): "xml", want text or json`, `log.level (line 4): "loud"`,
 				`metrics.addr (line 5): "nowhere" is not host:port`,
 				`kafka.brokers (line 6): kafka: brokers: "nohost" is not host:port`, "kafka.brokerz (line 6): unknown key; keys here: brokers, client_id",
-				`clickhouse.addr (line 7): clickhouse: addr: ":9000" is not host:port`,
+				`clickhouse.addr (line 7): clickhouse: addr: ":9000" has no host; want host:port`,
 				"redis.db (line 8): redis: db: -1 is negative", "redis.password_file (line 8): cannot read the secret",
 				"sensitive.url (line 9): moderation: url", "sensitive.max_items (line 9): 0, want more than 0",
 				"ingest.batch_size (line 10): 0, want more than 0", `ingest.policy (line 10): ingest: policy: "maybe"`,
@@ -187,6 +187,22 @@ extra: 1
 				"extra (line 13): unknown key",
 			},
 			nErr: 21,
+		},
+		{
+			// Regression: an empty brokers list, ClickHouse address or registry URL passed
+			// check-config ("from file") and the stages then quietly used the local stack's
+			// loopback defaults; a URL where host:port belongs passed and failed later with
+			// "too many colons". Each must be refused with its key and line.
+			name: "empty values and URLs for addresses are refused",
+			yaml: "kafka: {brokers: []}\nclickhouse: {addr: \"\"}\nregistry: {url: \"\"}\nredis: {addr: \"http://127.0.0.1:16379\"}\n",
+			env:  map[string]string{"BACKFLOW_SENSITIVE_URL": ""}, // an empty variable is not set: no error for it
+			wantErr: []string{
+				"kafka.brokers (line 1): empty; give a value, or leave the key out for its default (127.0.0.1:19092)",
+				"clickhouse.addr (line 2): empty; give a value",
+				"registry.url (line 3): empty; give a value",
+				`redis.addr (line 4): redis: addr: "http://127.0.0.1:16379" is a URL; want host:port (no scheme)`,
+			},
+			nErr: 4,
 		},
 		{
 			// Regression: each of these keys fails alone (a mechanism without a user, a user

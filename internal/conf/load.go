@@ -80,6 +80,7 @@ func (s *Schema) Load(dst any, path string, getenv func(string) string, override
 		l.sources[k.Path] = o.Source
 	}
 	l.secrets(getenv)
+	l.empty()
 	l.positive()
 	l.validate()
 	if len(l.errs) > 0 {
@@ -255,6 +256,20 @@ func (l *loader) positive() {
 		}
 		if v := l.field(k); v.Int() <= 0 {
 			l.add(k.Path, fmt.Sprintf("%s, want more than 0", stringOf(v)))
+		}
+	}
+}
+
+// empty reports a key with a default that the file, a variable or a flag set to nothing (an
+// empty string or list): the packages would quietly take the default, the local stack's
+// loopback address for a connection, which is not what an empty brokers or addr asked for.
+func (l *loader) empty() {
+	for _, k := range l.s.keys {
+		if l.bad[k.Path] || k.Default == "" || l.sources[k.Path] == "default" {
+			continue
+		}
+		if v := l.field(k); (v.Kind() == reflect.String || v.Kind() == reflect.Slice) && v.Len() == 0 {
+			l.add(k.Path, fmt.Sprintf("empty; give a value, or leave the key out for its default (%s)", k.Default))
 		}
 	}
 }

@@ -1,8 +1,9 @@
 package dashboard
 
 import (
+	"github.com/backflowhq/backflow/internal/conf"
+
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -67,8 +68,8 @@ func (c Config) withDefaults() Config {
 // Validate reports the first bad field by name, with its value.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" {
-		return fmt.Errorf("dashboard: addr: %q is not host:port", c.Addr)
+	if err := conf.CheckHostPort(c.Addr, true, true); err != nil {
+		return fmt.Errorf("dashboard: addr: %w", err)
 	}
 	switch {
 	case c.Refresh < time.Second:

@@ -126,9 +126,8 @@ func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	for _, b := range c.Brokers {
-		host, port, ok := strings.Cut(b, ":")
-		if !ok || host == "" || port == "" {
-			errs = append(errs, conf.Errorf("Brokers", "brokers: %q is not host:port", b))
+		if err := conf.CheckHostPort(b, false, false); err != nil {
+			errs = append(errs, conf.Errorf("Brokers", "brokers: %v", err))
 		}
 	}
 	if c.DialTimeout < 0 {

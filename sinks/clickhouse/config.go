@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -56,8 +55,8 @@ func (c Conn) withDefaults() Conn {
 func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
-		errs = append(errs, conf.Errorf("Addr", "addr: %q is not host:port", c.Addr))
+	if err := conf.CheckHostPort(c.Addr, false, false); err != nil {
+		errs = append(errs, conf.Errorf("Addr", "addr: %v", err))
 	}
 	if c.DialTimeout < 0 {
 		errs = append(errs, conf.Errorf("DialTimeout", "dial timeout: %v is negative", c.DialTimeout))

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -46,8 +45,8 @@ func (c Conn) withDefaults() Conn {
 func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if host, port, ok := strings.Cut(c.Addr, ":"); !ok || host == "" || port == "" {
-		errs = append(errs, conf.Errorf("Addr", "addr: %q is not host:port", c.Addr))
+	if err := conf.CheckHostPort(c.Addr, false, false); err != nil {
+		errs = append(errs, conf.Errorf("Addr", "addr: %v", err))
 	}
 	if c.DB < 0 {
 		errs = append(errs, conf.Errorf("DB", "db: %d is negative", c.DB))
