@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/envfile"
 	"github.com/backflowhq/backflow/pipelines"
 )
@@ -69,6 +70,11 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 			if err := opts.applyEnvFile(); err != nil {
 				return err
 			}
+			if cmd.Annotations[annotationLogs] == "" { // the stage commands log it instead
+				for _, u := range pipelines.UnknownVariables(os.Environ()) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "backflow: warning:", unknownVariable(u))
+				}
+			}
 			return opts.profiles.start()
 		},
 	}
@@ -81,6 +87,19 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 	root.AddCommand(newVersionCmd(), newPingCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
 		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd(), newRunCmd(), newCheckConfigCmd())
 	return root, opts
+}
+
+// annotationLogs marks the commands that run stages: they report through their structured
+// logs, not with plain lines on stderr.
+const annotationLogs = "backflow/structured-logs"
+
+// unknownVariable says that u is not read, and what was probably meant.
+func unknownVariable(u conf.UnknownVar) string {
+	msg := u.Name + " is set but backflow reads no such variable"
+	if u.Nearest != "" {
+		msg += "; did you mean " + u.Nearest + "?"
+	}
+	return msg
 }
 
 // envHelp lists the connection variables with their defaults, from pipelines.EnvVars.

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,10 @@ type runFlags struct {
 // without the section: ingest.batch_size is --batch-size).
 func addRunFlags(cmd *cobra.Command, stage string, paths []string, sections ...string) *runFlags {
 	r := &runFlags{paths: map[string]string{}, stage: stage}
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[annotationLogs] = "true"
 	fs := cmd.Flags()
 	for _, p := range paths {
 		k, ok := pipelines.KeyInfo(p)
@@ -114,6 +119,9 @@ func (r *runFlags) run(cmd *cobra.Command) error {
 	log, err := ops.NewLogger(cmd.ErrOrStderr(), l.Config.Log.Format, l.Config.Log.Level)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	for _, u := range pipelines.UnknownVariables(os.Environ()) {
+		log.Warn(unknownVariable(u), "variable", u.Name, "did_you_mean", u.Nearest)
 	}
 	return pipelines.Run(cmd.Context(), l, pipelines.RunOptions{Logger: log})
 }

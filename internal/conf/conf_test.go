@@ -295,3 +295,24 @@ func TestNestAndFields(t *testing.T) {
 		t.Fatalf("errors.As: %+v", fe)
 	}
 }
+
+// TestUnknownEnv: a misspelled variable (BACKFLOW_KAFKA_BROKER) was ignored without a word. It
+// is reported with the nearest name that is read; variables that are read, secrets and their
+// _FILE twins, extra names and other prefixes are not.
+func TestUnknownEnv(t *testing.T) {
+	type section struct {
+		Brokers      []string `key:"brokers" default:"a:1"`
+		Password     string
+		PasswordFile string `key:"password_file" secret:"Password"`
+	}
+	type root struct {
+		Kafka section `key:"kafka"`
+	}
+	s := conf.New[root]("APP_")
+	got := s.UnknownEnv([]string{"APP_KAFKA_BROKER=x", "APP_KAFKA_BROKERS=y", "APP_KAFKA_PASSWORD=p", "APP_KAFKA_PASSWORD_FILE=f",
+		"APP_TOOL=t", "APP_SOMETHING_ELSE_ENTIRELY=z", "HOME=/root", "PATH=/bin"}, "APP_TOOL")
+	want := []conf.UnknownVar{{Name: "APP_KAFKA_BROKER", Nearest: "APP_KAFKA_BROKERS"}, {Name: "APP_SOMETHING_ELSE_ENTIRELY"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("UnknownEnv = %+v, want %+v", got, want)
+	}
+}
