@@ -173,7 +173,7 @@ extra: 1
 `,
 			wantErr: []string{
 				`stages (line 2): unknown stage "sink-bogus"`, `stages (line 2): stage "ingest" given twice`,
-				`shutdown_timeout (line 3): want a duration such as 500ms, 10s or 1h30m, got "30"`,
+				`shutdown_timeout (line 3): want a duration such as 500ms, 10s, 1h30m, 7d or P1DT6H, got "30"`,
 				`log.format (line 4): "xml", want text or json`, `log.level (line 4): "loud"`,
 				`metrics.addr (line 5): "nowhere" is not host:port`,
 				`kafka.brokers (line 6): kafka: brokers: "nohost" is not host:port`, "kafka.brokerz (line 6): unknown key; keys here: brokers, client_id",

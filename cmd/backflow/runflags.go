@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,7 +30,7 @@ func (f *keyFlag) Set(s string) error {
 	var err error
 	switch f.key.Type {
 	case "duration":
-		_, err = time.ParseDuration(s)
+		_, err = conf.ParseDuration(s)
 	case "int":
 		_, err = strconv.Atoi(s)
 	case "bool":

@@ -342,9 +342,9 @@ func setString(v reflect.Value, s string) error {
 	s = strings.TrimSpace(s)
 	switch {
 	case v.Type() == durationType:
-		d, err := time.ParseDuration(s)
+		d, err := ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("want a duration such as 500ms, 10s or 1h30m, got %q", s)
+			return err
 		}
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:

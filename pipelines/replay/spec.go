@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backflowhq/backflow/internal/conf"
 )
 
 // Kind is how a spec computes target offsets.
@@ -102,53 +104,16 @@ var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 func validTopic(s string) bool { return topicName.MatchString(s) && s != "." && s != ".." }
 
-var (
-	isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
-	dayDuration = regexp.MustCompile(`^(\d+)d(.*)$`)
-)
-
-// ParseDuration reads a --by-duration: Go's form with days allowed ("6h", "7d", "1d12h",
-// "90m") or ISO-8601's ("P1DT6H", "PT30M", "P7D"), as Kafka's tool takes. It must be
-// positive.
+// ParseDuration reads a --by-duration in backflow's one duration form (conf.ParseDuration:
+// "6h", "7d", "1d12h", "90m", or ISO-8601's "P1DT6H", "PT30M", "P7D", as Kafka's tool takes).
+// It must be positive.
 func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	var d time.Duration
-	switch {
-	case strings.HasPrefix(strings.ToUpper(s), "P"):
-		m := isoDuration.FindStringSubmatch(strings.ToUpper(s))
-		if m == nil || s == "P" || strings.HasSuffix(strings.ToUpper(s), "T") {
-			return 0, badRequest("--by-duration %q: not an ISO-8601 duration like P1DT6H", s)
-		}
-		f := func(v string, unit time.Duration) {
-			if v != "" {
-				x, _ := strconv.ParseFloat(v, 64)
-				d += time.Duration(x * float64(unit))
-			}
-		}
-		f(m[1], 24*time.Hour)
-		f(m[2], time.Hour)
-		f(m[3], time.Minute)
-		f(m[4], time.Second)
-	default:
-		rest := s
-		if m := dayDuration.FindStringSubmatch(s); m != nil {
-			days, err := strconv.ParseInt(m[1], 10, 32)
-			if err != nil {
-				return 0, badRequest("--by-duration %q: %v", s, err)
-			}
-			d = time.Duration(days) * 24 * time.Hour
-			rest = m[2]
-		}
-		if rest != "" {
-			x, err := time.ParseDuration(rest)
-			if err != nil {
-				return 0, badRequest("--by-duration %q: want e.g. 6h, 7d, 1d12h or P1DT6H", s)
-			}
-			d += x
-		}
+	d, err := conf.ParseDuration(s)
+	if err != nil {
+		return 0, badRequest("--by-duration: %v", err)
 	}
 	if d <= 0 {
-		return 0, badRequest("--by-duration %q: must be positive", s)
+		return 0, badRequest("--by-duration %q: must be positive", strings.TrimSpace(s))
 	}
 	return d, nil
 }
