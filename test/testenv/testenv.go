@@ -75,18 +75,8 @@ func envFilePath() string {
 	if dir := os.Getenv("BACKFLOW_STACK_DIR"); dir != "" {
 		return filepath.Join(dir, "env")
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
+	if dir, ok := moduleRoot(); ok {
+		return filepath.Join(dir, ".stack", "env")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, ".stack", "env")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
+	return ""
 }
