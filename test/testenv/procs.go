@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -111,4 +112,18 @@ func StartSensitive(t testing.TB, extra ...string) *proc.Service {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// WhileRunning returns a context that ends when ctx does, or when p exits, with the exit and
+// the end of p's output as the cause: a wait on it fails at once, saying why, if the child dies.
+func WhileRunning(ctx context.Context, p *proc.Proc) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-p.Done():
+			cancel(fmt.Errorf("%s exited (%v):\n%s", p.Name, p.Err(), p.Tail(40)))
+		case <-wctx.Done():
+		}
+	}()
+	return wctx, func() { cancel(context.Canceled) }
 }
