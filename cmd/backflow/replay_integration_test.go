@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -28,35 +29,19 @@ func TestReplayCommand(t *testing.T) {
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
 	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", testenv.Get(testenv.ClickHouseAddr))
 	topic := testenv.CreateTopic(t, ctx, kcfg, "replay-cmd", 3)
-	group := fmt.Sprintf("replay-cmd-g-%d", time.Now().UnixNano())
+	group := testenv.ID("replay-cmd-g-")
 	control := "replay-cmd-control-" + group
+	testenv.Groups(t, kcfg, group)
+	testenv.RemoveTopics(t, kcfg, control)
 	cl, err := kcfg.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	t.Cleanup(func() {
-		adm.DeleteGroup(context.Background(), group)
-		adm.DeleteTopics(context.Background(), control)
-	})
 	// A private database with the migrations, for replay_log.
-	chAdmin, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer chAdmin.Close()
-	db := fmt.Sprintf("it_replaycmd_%d", time.Now().UnixNano())
-	if err := chAdmin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { chAdmin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
-	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", db)
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	chcfg, ch := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_replaycmd_"))
+	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", chcfg.Database)
 	if _, err := clickhouse.Migrate(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
