@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +60,8 @@ func TestReplayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leave := sync.OnceFunc(member.Close)
+	t.Cleanup(leave) // a failed test leaves the group too, so that it can be deleted
 	for n := 0; n < 90; {
 		fs := member.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -103,7 +106,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 	t.Logf("refused while live, by us (%q) and by Kafka's tool", strings.TrimSpace(errOut))
 
-	member.Close() // leaves the group
+	leave() // leaves the group
 	code, out, errOut = runReplayCLI(t, ctx, append(args, "--execute", "--reason", "cli test")...)
 	if code != 0 || !strings.Contains(out, "executed: replay") {
 		t.Fatalf("--execute: exit %d\n%s\n%s", code, out, errOut)
@@ -137,6 +140,8 @@ func TestReplayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaveAgain := sync.OnceFunc(again.Close)
+	t.Cleanup(leaveAgain)
 	for n := 0; n < 90; {
 		fs := again.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -148,7 +153,7 @@ func TestReplayCommand(t *testing.T) {
 		}
 	}
 	<-done
-	again.Close()
+	leaveAgain()
 	if wcode != 0 || !strings.Contains(wout, "since replay") || !strings.Contains(wout, "caught up: 90 record(s)") || !strings.Contains(wout, "records/s") {
 		t.Fatalf("status --watch: exit %d\n%s", wcode, wout)
 	}

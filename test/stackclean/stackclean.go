@@ -69,11 +69,11 @@ func Stamp(name string) (time.Time, bool) {
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
-// Match selects test names: those with a stamp at or after Since, and containing Contains
-// when it is set (one test's ID: what that test made).
+// Match selects test names: those with a stamp at or after Since (and before Until, when set),
+// containing Contains when it is set (one test's ID: what that test made).
 type Match struct {
-	Contains string
-	Since    time.Time
+	Contains     string
+	Since, Until time.Time
 }
 
 // OK reports whether name is selected.
@@ -82,7 +82,7 @@ func (m Match) OK(name string) bool {
 		return false
 	}
 	at, ok := Stamp(name)
-	return ok && !at.Before(m.Since)
+	return ok && !at.Before(m.Since) && (m.Until.IsZero() || at.Before(m.Until))
 }
 
 // Kinds of Item.
