@@ -39,8 +39,8 @@ type Options struct {
 	Log string
 	// OnLine is called with every output line, in order, from the reading goroutine.
 	OnLine func(line string)
-	// Keep is how many bytes of output Output keeps (DefaultKeep when 0); later lines still
-	// reach Log and OnLine.
+	// Keep is how many bytes of output Output keeps (DefaultKeep when 0, none when negative);
+	// later lines still reach Log and OnLine.
 	Keep int
 	// Group starts the child in a process group of its own; Kill then kills the whole group.
 	Group bool
