@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -163,14 +162,9 @@ func TestReplayCommand(t *testing.T) {
 // runReplayCLI runs the CLI in-process: exit code, stdout, stderr (with the error main would print).
 func runReplayCLI(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	stdout, stderr, err := execRoot(ctx, args...)
 	if err != nil {
-		errOut.WriteString("backflow: " + err.Error() + "\n")
+		stderr += "backflow: " + err.Error() + "\n"
 	}
-	return classify(err), out.String(), errOut.String()
+	return classify(err), stdout, stderr
 }

@@ -38,6 +38,18 @@ type e2e struct {
 	groups []string // the sink groups started, for the ledger checks
 }
 
+// newMigratedE2E is newE2E with the migrations applied, and a context that ends after timeout.
+func newMigratedE2E(t *testing.T, timeout time.Duration) (*e2e, context.Context) {
+	t.Helper()
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
+}
+
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
 	testenv.Integration(t)
@@ -155,6 +167,16 @@ func (s *e2e) clickHouseProxy(delay time.Duration) (clickhouse.Config, *faultpro
 func (s *e2e) waitCommitted(ctx context.Context, group string, topics ...string) {
 	s.t.Helper()
 	testenv.WaitCommittedOrEmpty(s.t, ctx, s.Admin, group, topics...)
+}
+
+// committedThenExact checks what a sink stopped with records buffered did: group committed the
+// enriched topic's end within 10 s of the stop, and the tables are exact (see assertExact).
+func (s *e2e) committedThenExact(ctx context.Context, group string, want map[slot][]string, wantRows, sensitive int) {
+	s.t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s.waitCommitted(wctx, group, s.Ingest.EnrichedTopic)
+	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
 }
 
 type slot struct{ topic, phase string }
@@ -308,12 +330,7 @@ func (s *e2e) stopMerges(ctx context.Context) {
 // topic's end; nothing may go to the sink's DLQ. A second group then re-writes everything
 // (as a redelivery or replay would): the views must not change while the raw tables double.
 func TestSinkExact(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 240*time.Second)
 	// The raw counts below say what was inserted, exactly: a background merge would collapse
 	// the second pass's re-writes early (seen on a loaded machine).
 	s.stopMerges(ctx)
@@ -599,12 +616,7 @@ func TestSinkClickHouseDown(t *testing.T) {
 // inference_results.status to Enum8('OK' = 1), so the ~3 % of inference results whose status is
 // ERROR or TIMEOUT cannot be written; everything else must still land exactly.
 func TestSinkRejectsRecordsOnce(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 240*time.Second)
 	if err := s.conn.Exec(ctx, `ALTER TABLE inference_results MODIFY COLUMN status Enum8('OK' = 1)`); err != nil {
 		t.Fatal(err)
 	}
@@ -678,12 +690,7 @@ func TestSinkRejectsRecordsOnce(t *testing.T) {
 // TestSinkFlushesOnStop: records buffered when the sink is told to stop (SIGTERM) are flushed
 // and committed before Run returns. The batch limits are set so that no flush happens before.
 func TestSinkFlushesOnStop(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 120*time.Second)
 	m := s.load(loadgen.Config{Requests: 500, Seed: 13})
 	want, wantRows, sensitive := wantOf(m)
 	s.runIngest(ctx)
@@ -706,10 +713,7 @@ func TestSinkFlushesOnStop(t *testing.T) {
 	if st.Flushes != 1 || st.Records != int64(wantRows) || st.Buffered != 0 {
 		t.Fatalf("after the stop: %+v, want one flush of %d records", st, wantRows)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	s.waitCommitted(wctx, group, s.Ingest.EnrichedTopic)
-	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+	s.committedThenExact(ctx, group, want, wantRows, sensitive)
 }
 
 // TestSinkFinishesTheFlushUnderWayAtStop (regression): a flush under way when the sink was
@@ -720,12 +724,7 @@ func TestSinkFlushesOnStop(t *testing.T) {
 // takes long enough to be stopped in the middle; it must still land once, be counted, and be
 // committed.
 func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 120*time.Second)
 	s.stopMerges(ctx)
 	m := s.load(loadgen.Config{Requests: 500, SensitiveShare: 0.2, Seed: 21})
 	want, wantRows, sensitive := wantOf(m)
@@ -763,10 +762,7 @@ func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
 	if st.Flushes != 1 || st.Records != int64(wantRows) || st.Buffered != 0 {
 		t.Fatalf("after the stop: %+v, want the one flush of %d records finished", st, wantRows)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	s.waitCommitted(wctx, group, s.Ingest.EnrichedTopic)
-	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+	s.committedThenExact(ctx, group, want, wantRows, sensitive)
 }
 
 type loaded struct {
@@ -810,12 +806,7 @@ func (s *e2e) loadAsync(ctx context.Context, cfg loadgen.Config) <-chan loaded {
 // first leaves. Buffers of revoked partitions are dropped uncommitted and read again by the new
 // owner; the result must be exact and the group committed to the end.
 func TestSinkRebalance(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 240*time.Second)
 	// With merges off, a row written twice stays visible: raw counts equal the ledger's only
 	// if no flush was cut off between its inserts and its commit.
 	s.stopMerges(ctx)
@@ -910,12 +901,7 @@ func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 // next batch meanwhile (so a slow insert does not add to the next batch's wait), and the
 // result is still exact, one flush at a time committed in order.
 func TestSinkPollsWhileFlushing(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 120*time.Second)
 	s.stopMerges(ctx)
 	chcfg, proxy := s.clickHouseProxy(80 * time.Millisecond)
 	if err := proxy.Set(faultproxy.Delay); err != nil {
