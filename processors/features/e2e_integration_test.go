@@ -1,7 +1,6 @@
 package features_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -235,14 +234,9 @@ func runE2E(t *testing.T, outage time.Duration) {
 		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, wcfg.QueueSize, badAt.Load)
 	}
 	// Traffic.
-	prod, err := kcfg.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
 	// 1,000 requests over the last 30 hours of event time (one every 108 s), sent flat out.
 	const requests, span = 1000, 30 * time.Hour
-	lcfg := loadgen.Config{Requests: requests, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2, InferenceTopic: icfg.InferenceTopic, GatewayTopic: icfg.GatewayTopic,
+	lcfg := loadgen.Config{Requests: requests, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2,
 		EventStart: time.Now().Add(-span).UTC(), EventStep: span / requests}
 	badDone := make(chan struct{})
 	if px != nil {
@@ -267,20 +261,15 @@ func runE2E(t *testing.T, outage time.Duration) {
 	} else {
 		close(badDone)
 	}
-	st, err := loadgen.Run(ctx, lcfg, prod, reg, loadgen.Options{RunID: id, Manifest: &buf})
+	m, st, err := env.TryLoad(ctx, lcfg)
 	<-badDone
 	bad := badAt.Load()
 	if bad == nil {
 		t.Fatal("the undecodable record was not produced")
 	}
 	t.Logf("undecodable record at %s/%d/%d", bad.Topic, bad.Partition, bad.Offset)
-	prod.Close()
-	if err != nil || st.Failed != 0 {
-		t.Fatalf("loadgen: %v (%v)", err, st)
-	}
-	m, err := loadgen.ParseManifest(&buf)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("loadgen: %v (%v)", err, st)
 	}
 	t.Logf("loadgen: %v", st)
 

@@ -196,6 +196,20 @@ func (s *stage) committedAll(ctx context.Context) {
 	testenv.WaitCommitted(s.t, ctx, s.Admin, s.Ingest.Group, s.Ingest.InferenceTopic, s.Ingest.GatewayTopic)
 }
 
+// landedExactly collects want records and checks them against m (no repeats allowed), waits
+// until every source offset is committed, then stops the in-process ingest (stop, done: see
+// run) and checks what it returned.
+func (s *stage) landedExactly(ctx context.Context, m *loadgen.Manifest, want int, stop context.CancelFunc, done <-chan error) {
+	s.t.Helper()
+	res := s.collect(ctx, want, 2*time.Second)
+	s.check(m, res, false)
+	s.committedAll(ctx)
+	stop()
+	if err := <-done; err != nil {
+		s.t.Fatalf("ingest: %v", err)
+	}
+}
+
 func moderationClient(t *testing.T, url string) *moderation.Client {
 	t.Helper()
 	if url == "" {
@@ -218,14 +232,7 @@ func TestIngestExact(t *testing.T) {
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	done := s.run(runCtx, moderationClient(t, ""))
-	want := 3000 + 90
-	res := s.collect(ctx, want, 2*time.Second)
-	s.check(m, res, false)
-	s.committedAll(ctx)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("ingest: %v", err)
-	}
+	s.landedExactly(ctx, m, 3000+90, stop, done)
 }
 
 // ingestProcess runs `backflow ingest` for the stage as a child process, so a test can
@@ -306,12 +313,5 @@ func TestIngestModerationOutage(t *testing.T) {
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := 4500 + 90
-	res := s.collect(ctx, want, 2*time.Second)
-	s.check(m, res, false)
-	s.committedAll(ctx)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("ingest: %v", err)
-	}
+	s.landedExactly(ctx, m, 4500+90, stop, done)
 }
