@@ -127,7 +127,14 @@ func check(ctx context.Context, st stack, m stackclean.Match, del bool) ([]stack
 		fmt.Printf("%s stack: deleting %d left behind by tests\n", st.name, len(items))
 		show(items)
 		rerr := stackclean.Remove(ctx, s, items)
-		if items, err = stackclean.Find(ctx, s, m); err == nil {
+		// Kafka deletes topics in the background: look again until they are gone (15 s).
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			items, err = stackclean.Find(ctx, s, m)
+			if err != nil || len(items) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err == nil {
 			err = rerr
 		}
 	}
