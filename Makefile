@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-micro
+.PHONY: help demo test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-micro
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -13,8 +13,15 @@ help: ## list the targets
 demo: check-go build stack-plain-up ## the main job: every stage on ~30 s of generated traffic, then what landed where
 	deploy/demo.sh
 
-test: check-go stack-up chromium fmt-check vet ## everything: both stacks up (reused if running), Chromium, gofmt, vet, all tests with -race
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+test: check-go stack-up chromium fmt-check vet ## everything: both stacks up (reused if running), Chromium, gofmt, vet, all tests with -race, then test-leftovers for what they made
+	since=$$(date +%s%N); status=0; \
+	$(GO) test -race -count=1 -timeout 30m $(PKGS) || status=$$?; \
+	$(GO) run ./test/leftovers --since $$since $(LEFTOVERS_FLAGS) || status=1; \
+	exit $$status
+
+SINCE ?=
+test-leftovers: check-go ## fail if topics, groups, subjects, databases or Redis keys made by tests remain on the stacks (SINCE=<unix ns>: only those made since; LEFTOVERS_FLAGS="--delete --older-than 1h" removes a crashed run's)
+	$(GO) run ./test/leftovers $(if $(SINCE),--since $(SINCE)) $(LEFTOVERS_FLAGS)
 
 test-short: check-go fmt-check vet ## unit tests only, no stack needed
 	$(GO) test -race -short -count=1 $(PKGS)

@@ -3,7 +3,6 @@ package avro_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -32,15 +31,15 @@ func TestRegisterFetchSchema(t *testing.T) {
 	}
 
 	// A field name unique to this run makes the schema new to the registry.
-	field := fmt.Sprintf("f%d", time.Now().UnixNano())
+	field := testenv.ID("f")
 	text := `{"type":"record","name":"Smoke","namespace":"dev.backflow.smoke","fields":[` +
 		`{"name":"requestId","type":"string"},{"name":"` + field + `","type":"long"}]}`
 	subject := "smoke-" + field + "-value"
+	testenv.Subjects(t, cl, subject)
 	id, err := cl.RegisterSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, -1, -1)
 	if err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	t.Cleanup(func() { _, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete) })
 	if id <= 0 {
 		t.Fatalf("registered id %d, want > 0", id)
 	}
@@ -82,10 +81,15 @@ func TestConcurrentFirstRegistration(t *testing.T) {
 	// "Timeout trying to lock table" and answers 500): that takes tens of seconds.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	field := fmt.Sprintf("f%d", time.Now().UnixNano())
+	field := testenv.ID("f")
 	schema := avro.MustParse(`{"type":"record","name":"Race","namespace":"dev.backflow.smoke","fields":[` +
 		`{"name":"requestId","type":"string"},{"name":"` + field + `","type":"long"}]}`)
 	subject := "race-" + field + "-value"
+	admin, err := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Subjects(t, admin, subject)
 	const n = 8
 	ids := make([]int, n)
 	errs := make([]error, n)
@@ -123,9 +127,7 @@ func TestConcurrentFirstRegistration(t *testing.T) {
 			t.Fatalf("ids %v: want one positive id for all", ids)
 		}
 	}
-	cl, _ := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
-	t.Cleanup(func() { _, _ = cl.DeleteSubject(context.Background(), subject, sr.SoftDelete) })
-	got, err := cl.SchemaByID(ctx, ids[0])
+	got, err := admin.SchemaByID(ctx, ids[0])
 	if err != nil || !strings.Contains(got.Schema, field) {
 		t.Fatalf("schema %d: %v %q", ids[0], err, got.Schema)
 	}

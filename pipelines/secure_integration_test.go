@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
@@ -28,10 +25,10 @@ import (
 	"github.com/backflowhq/backflow/internal/secure/securetest"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/processors/features"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
+	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // secured is one test's view of the secured stack: its settings, its secrets (to look for
@@ -74,14 +71,8 @@ func newSecured(t *testing.T) *secured {
 	if len(s.secrets) < 6 {
 		t.Fatalf("found %d secrets in %s, want the stack's 6 or more", len(s.secrets), dir)
 	}
-	s.loadgen = filepath.Join(t.TempDir(), "loadgen")
-	if out, err := exec.Command("go", "build", "-o", s.loadgen, "github.com/backflowhq/backflow/tools/loadgen/cmd/loadgen").CombinedOutput(); err != nil {
-		t.Fatalf("build loadgen: %v\n%s", err, out)
-	}
-	s.bin = filepath.Join(t.TempDir(), "backflow")
-	if out, err := exec.Command("go", "build", "-o", s.bin, "github.com/backflowhq/backflow/cmd/backflow").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	s.loadgen = testenv.Build(t, "tools/loadgen/cmd/loadgen")
+	s.bin = testenv.Build(t, "cmd/backflow")
 	return s
 }
 
@@ -96,82 +87,48 @@ func (s *secured) leaks(b []byte, extra ...string) []string {
 	return found
 }
 
-// proc is a backflow child process with its output captured.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) Bytes() []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]byte(nil), w.b.Bytes()...)
-}
-
 // start runs `backflow ARGS... --env-file <secured env>` with env on top of this process's
 // environment, less every BACKFLOW_* variable (those of the plain stack would win over the file).
-func (s *secured) start(ctx context.Context, name string, env map[string]string, args ...string) *proc {
+// The child is killed when ctx ends, and stopped when the test does.
+func (s *secured) start(ctx context.Context, name string, env map[string]string, args ...string) *proc.Proc {
 	s.t.Helper()
 	bin := s.bin
 	if args[0] == "loadgen" { // the load generator is its own binary
 		bin, args = s.loadgen, args[1:]
 	}
-	cmd := exec.CommandContext(ctx, bin, append(args, "--env-file", s.envFile)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BACKFLOW_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
 	// Stage commands serve /metrics; a free port each, so stages and parallel runs never collide.
-	cmd.Env = append(cmd.Env, "BACKFLOW_METRICS_ADDR=127.0.0.1:0")
+	vars := map[string]string{"BACKFLOW_METRICS_ADDR": "127.0.0.1:0"}
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		vars[k] = v
 	}
-	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
+	p := testenv.Start(s.t, name, bin, proc.Options{Args: append(args, "--env-file", s.envFile), Env: vars, Isolate: true, Stdout: true})
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.Kill()
+		case <-p.Done():
+		}
+	}()
 	return p
 }
 
-// stop sends SIGTERM and waits for a clean exit.
-func (p *proc) stop(t *testing.T) {
+// stop sends SIGINT and waits for a clean exit.
+func stop(t *testing.T, p *proc.Proc) {
 	t.Helper()
-	p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Errorf("%s: %v\n%s", p.name, err, p.out.Bytes())
-		}
-	case <-time.After(60 * time.Second):
-		p.cmd.Process.Kill()
-		t.Errorf("%s did not stop within 60 s of SIGINT", p.name)
+	if code, _, err := p.Stop(os.Interrupt, 60*time.Second); err != nil {
+		t.Errorf("%s did not stop within 60 s of SIGINT", p.Name)
+	} else if code != 0 {
+		t.Errorf("%s: exit code %d\n%s", p.Name, code, p.Output())
 	}
 }
 
 // checkProcs asserts that no secret is in the command line or the environment of the given
 // processes, nor in the command line of the secured stack's own services.
-func (s *secured) checkProcs(procs ...*proc) {
+func (s *secured) checkProcs(procs ...*proc.Proc) {
 	s.t.Helper()
 	pids := map[string]int{}
 	for _, p := range procs {
-		pids[p.name] = p.cmd.Process.Pid
+		pids[p.Name] = p.Pid()
 	}
 	runDir := filepath.Join(filepath.Dir(s.envFile), "run")
 	files, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
@@ -220,62 +177,21 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 	s := newSecured(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	kcfg := s.cfg.Kafka
-	kcfg.ClientID = "secure-e2e"
-	admin, err := kcfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	adm := kadm.NewClient(admin)
-	reg, err := avro.NewRegistryClient(s.cfg.Registry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chAdmin, err := clickhouse.Open(ctx, s.cfg.ClickHouse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer chAdmin.Close()
-	rdb, err := redis.Open(ctx, s.cfg.Redis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-
-	id := fmt.Sprintf("sec%d", time.Now().UnixNano())
-	inf, gw, enriched, dlqTopic, control := "inf-"+id, "gw-"+id, "enriched-"+id, "dlq-"+id, "control-"+id
-	ingestGroup, chGroup, mirrorGroup, featGroup := "ingest-"+id, "chsink-"+id, "chmirror-"+id, "features-"+id
-	db, project := "sec_"+id, "p"+id
-	if err := chAdmin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		adm.DeleteTopics(ctx, inf, gw, enriched, dlqTopic, control, ingestGroup+"-loop", ingestGroup+"-table",
-			featGroup+"-loop", featGroup+"-table", "fdlq-"+id)
-		for _, g := range []string{ingestGroup, chGroup, mirrorGroup, featGroup} {
-			adm.DeleteGroup(ctx, g)
-		}
-		for _, sub := range []string{inf + "-value", gw + "-value", enriched + "-value"} {
-			reg.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-		chAdmin.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-		if keys, err := rdb.Keys(ctx, "*"+project).Result(); err == nil && len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
-	})
-	if err := loadgen.EnsureTopics(ctx, admin, 3, 1, inf, gw); err != nil {
-		t.Fatal(err)
-	}
+	env := pipelinetest.NewEnvOn(t, "sec", s.cfg)
+	kcfg, admin, reg, id := env.Kafka, env.Admin, env.Registry, env.ID
+	rdb := env.Redis(t, ctx)
+	inf, gw, enriched, dlqTopic, control := env.Ingest.InferenceTopic, env.Ingest.GatewayTopic, env.Ingest.EnrichedTopic, env.Ingest.DLQTopic, env.Ingest.ControlTopic
+	ingestGroup, chGroup, mirrorGroup, featGroup := env.Ingest.Group, env.SinkGroup, env.MirrorGroup, env.Features.Group
+	project := env.Features.Project
+	_, conn := env.Database(t, ctx, "")
+	env.SourceTopics(t, ctx, 3)
 
 	// Traffic first, through loadgen on the secured listener and registry.
 	manifest := filepath.Join(t.TempDir(), "manifest.jsonl")
 	lg := s.start(ctx, "loadgen", nil, "loadgen", "--requests", "1000", "--dup-rate", "0.05", "--poison-rate", "0.03",
 		"--sensitive-share", "0.2", "--inference-topic", inf, "--gateway-topic", gw, "--run-id", id, "--manifest", manifest, "--no-progress")
-	if err := <-lg.done; err != nil {
-		t.Fatalf("loadgen: %v\n%s", err, lg.out.Bytes())
+	if err := lg.Err(); err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, lg.Output())
 	}
 	mf, err := os.Open(manifest)
 	if err != nil {
@@ -291,15 +207,15 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 	storage := t.TempDir()
 	ing := s.start(ctx, "ingest", nil, "ingest", "--group", ingestGroup, "--inference-topic", inf, "--gateway-topic", gw,
 		"--enriched-topic", enriched, "--dlq-topic", dlqTopic, "--control-topic", control, "--storage-dir", filepath.Join(storage, "ingest"))
-	waitCommitted(t, ctx, adm, ingestGroup, ing, inf, gw)
+	waitCommitted(t, ctx, admin, ingestGroup, ing, inf, gw)
 	// The ClickHouse sink shares ingest's DLQ, as in production, and mirrors it into dlq_entries.
-	chs := s.start(ctx, "sink-clickhouse", map[string]string{"BACKFLOW_CLICKHOUSE_DATABASE": db}, "sink-clickhouse", "--migrate",
+	chs := s.start(ctx, "sink-clickhouse", map[string]string{"BACKFLOW_CLICKHOUSE_DATABASE": env.DB}, "sink-clickhouse", "--migrate",
 		"--group", chGroup, "--topic", enriched, "--dlq-topic", dlqTopic, "--mirror-dlq-group", mirrorGroup, "--batch-interval", "200ms")
 	fs := s.start(ctx, "sink-features", nil, "sink-features", "--group", featGroup, "--enriched-topic", enriched,
-		"--dlq-topic", "fdlq-"+id, "--project", project, "--storage-dir", filepath.Join(storage, "features"), "--request-ttl", "1h")
-	waitCommitted(t, ctx, adm, chGroup, chs, enriched)
-	waitCommitted(t, ctx, adm, mirrorGroup, chs, dlqTopic)
-	waitCommitted(t, ctx, adm, featGroup, fs, enriched)
+		"--dlq-topic", env.Features.DLQTopic, "--project", project, "--storage-dir", filepath.Join(storage, "features"), "--request-ttl", "1h")
+	waitCommitted(t, ctx, admin, chGroup, chs, enriched)
+	waitCommitted(t, ctx, admin, mirrorGroup, chs, dlqTopic)
+	waitCommitted(t, ctx, admin, featGroup, fs, enriched)
 	s.checkProcs(ing, chs, fs)
 
 	// The oracle.
@@ -326,13 +242,6 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 	}
 
 	// ClickHouse: through the deduplicating views, exactly the originals per slot.
-	chcfg := s.cfg.ClickHouse
-	chcfg.Database = db
-	conn, err := clickhouse.Open(ctx, chcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	checkClickHouse(t, ctx, conn, origIDs)
 	rows, err := conn.Query(ctx, `SELECT origin_topic, origin_partition, origin_offset, class FROM v_dlq_entries`)
 	if err != nil {
@@ -387,53 +296,30 @@ func TestSecuredPipelineEndToEnd(t *testing.T) {
 	}
 	t.Logf("DLQ: %d entries = the manifest's poison, classes equal, no secret in any header", entries)
 
-	for _, p := range []*proc{fs, chs, ing} {
-		p.stop(t)
+	for _, p := range []*proc.Proc{fs, chs, ing} {
+		stop(t, p)
 	}
-	for _, p := range []*proc{lg, ing, chs, fs} {
-		out := p.out.Bytes()
+	for _, p := range []*proc.Proc{lg, ing, chs, fs} {
+		out := []byte(p.Output())
 		if l := s.leaks(out); len(l) > 0 {
-			t.Errorf("%s's output shows secrets %v", p.name, l)
+			t.Errorf("%s's output shows secrets %v", p.Name, l)
 		}
-		if len(out) == 0 && p.name != "loadgen" {
-			t.Errorf("%s wrote no log at all: nothing was checked", p.name)
+		if len(out) == 0 && p.Name != "loadgen" {
+			t.Errorf("%s wrote no log at all: nothing was checked", p.Name)
 		}
 	}
 	t.Logf("no secret in the output of loadgen, ingest, sink-clickhouse, sink-features (%d, %d, %d, %d bytes)",
-		len(lg.out.Bytes()), len(ing.out.Bytes()), len(chs.out.Bytes()), len(fs.out.Bytes()))
+		len(lg.Output()), len(ing.Output()), len(chs.Output()), len(fs.Output()))
 }
 
 // waitCommitted waits until group has committed every partition of the topics to its end; p is
 // the process doing it, reported if it dies first.
-func waitCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group string, p *proc, topics ...string) {
+func waitCommitted(t *testing.T, ctx context.Context, cl *kgo.Client, group string, p *proc.Proc, topics ...string) {
 	t.Helper()
-	for {
-		select {
-		case err := <-p.done:
-			t.Fatalf("%s exited while %s was consuming: %v\n%s", p.name, group, err, p.out.Bytes())
-		default:
-		}
-		ends, err := adm.ListEndOffsets(ctx, topics...)
-		if err == nil {
-			var committed kadm.OffsetResponses
-			if committed, err = adm.FetchOffsets(ctx, group); err == nil {
-				behind := 0
-				ends.Each(func(o kadm.ListedOffset) {
-					if c, ok := committed.Lookup(o.Topic, o.Partition); !ok || c.At < o.Offset {
-						behind++
-					}
-				})
-				if behind == 0 {
-					t.Logf("%s committed %v to the end", group, topics)
-					return
-				}
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s did not commit %v to the end: %v\n%s", group, topics, err, p.out.Bytes())
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	wctx, cancel := testenv.WhileRunning(ctx, p)
+	defer cancel()
+	testenv.WaitCommitted(t, wctx, cl, group, topics...)
+	t.Logf("%s committed %v to the end", group, topics)
 }
 
 func checkClickHouse(t *testing.T, ctx context.Context, conn driver.Conn, want map[[2]string]map[string]bool) {
@@ -547,15 +433,7 @@ func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat stri
 	if err != nil {
 		return 0, err
 	}
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != 4 || typ != protowire.VarintType {
-		return 0, fmt.Errorf("%s: not an int64 Value: %x", feat, b)
-	}
-	v, m := protowire.ConsumeVarint(b[n:])
-	if m < 0 {
-		return 0, fmt.Errorf("%s: bad varint %x", feat, b)
-	}
-	return int64(v), nil
+	return feast.DecodeInt64Value(b)
 }
 
 // TestSecuredWrongSecretsFailFast: each stage, started with one wrong secret (or a CA that did
@@ -593,17 +471,18 @@ func TestSecuredWrongSecretsFailFast(t *testing.T) {
 			defer cancel()
 			args := tt.args
 			if args[0] != "loadgen" { // a group of its own, should it get that far
-				args = append(args, "--group", "never-"+strings.ReplaceAll(tt.name, " ", "-"))
+				group := testenv.ID("never-" + strings.ReplaceAll(tt.name, " ", "-") + "-")
+				testenv.Groups(t, s.cfg.Kafka, group)
+				args = append(args, "--group", group)
 			}
 			p := s.start(ctx, tt.name, tt.env, args...)
-			err := <-p.done
-			out := p.out.Bytes()
+			<-p.Done()
+			out := []byte(p.Output())
 			if ctx.Err() != nil {
 				t.Fatalf("still running after 2 minutes: it retries instead of failing\n%s", out)
 			}
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-				t.Fatalf("exit: %v, want code 1\n%s", err, out)
+			if code := p.ExitCode(); code != 1 {
+				t.Fatalf("exit: %v (code %d), want code 1\n%s", p.Err(), code, out)
 			}
 			for _, w := range tt.want {
 				if !bytes.Contains(out, []byte(w)) {

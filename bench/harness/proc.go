@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	childproc "github.com/backflowhq/backflow/tools/proc"
 	"github.com/backflowhq/backflow/tools/procstat"
 )
 
@@ -19,55 +18,40 @@ import (
 // once.
 type child struct {
 	name string
-	cmd  *exec.Cmd
 	log  string
-	done chan struct{}
-	err  error // valid after done is closed
+	p    *childproc.Proc
 
 	mu   sync.Mutex
 	last procstat.Sample
 }
 
-// startChild runs bin with args and env added to the harness's environment; stdout and stderr
-// go to logPath.
+// startChild runs bin with args and env added to the harness's environment, in a process group
+// of its own; stdout and stderr go to logPath (a fresh file).
 func startChild(name, bin string, args, env []string, logPath string) (*child, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
-	lf, err := os.Create(logPath)
+	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
+		return nil, err
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	p, err := childproc.Start(name, bin, childproc.Options{Args: args, Env: vars, Stdout: true, Log: logPath, Keep: -1, Group: true})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		lf.Close()
-		close(c.done)
-	}()
-	return c, nil
+	return &child{name: name, log: logPath, p: p}, nil
 }
 
 // exited reports whether the process ended, with its error.
-func (c *child) exited() (bool, error) {
-	select {
-	case <-c.done:
-		return true, c.err
-	default:
-		return false, nil
-	}
-}
+func (c *child) exited() (bool, error) { return c.p.Exited() }
 
 // sample reads the process's /proc entry and keeps it as the latest reading.
 func (c *child) sample() procstat.Sample {
-	s, err := procstat.Read(c.cmd.Process.Pid)
+	s, err := procstat.Read(c.p.Pid())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {
@@ -76,19 +60,12 @@ func (c *child) sample() procstat.Sample {
 	return c.last
 }
 
-// stop takes a last sample, then SIGTERMs the process and waits up to grace before SIGKILL.
-// It returns that last sample: CPU time and peak RSS up to the moment it was asked to stop.
+// stop takes a last sample, then SIGTERMs the process and waits up to grace before SIGKILL
+// (of its whole group). It returns that last sample: CPU time and peak RSS up to the moment it
+// was asked to stop.
 func (c *child) stop(grace time.Duration) procstat.Sample {
 	s := c.sample()
-	if ok, _ := c.exited(); !ok {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(grace):
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-c.done
-		}
-	}
+	c.p.Terminate(grace)
 	return s
 }
 

@@ -42,21 +42,9 @@ func newDLQFixture(t *testing.T, ctx context.Context) *dlqFixture {
 	}
 	t.Cleanup(cl.Close)
 	f.adm = kadm.NewClient(cl)
-	suffix := time.Now().UnixNano()
-	f.dlqTopic = fmt.Sprintf("dlq-cli-%d", suffix)
-	f.originA = fmt.Sprintf("dlq-cli-origin-a-%d", suffix)
-	f.originB = fmt.Sprintf("dlq-cli-origin-b-%d", suffix)
-	for _, topic := range []string{f.dlqTopic, f.originA, f.originB} {
-		resp, err := f.adm.CreateTopic(ctx, 3, 1, nil, topic)
-		if err != nil || resp.Err != nil {
-			t.Fatalf("create topic %s on %s: %v %v", topic, brokers, err, resp.Err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, _ = f.adm.DeleteTopics(ctx, topic)
-		})
-	}
+	id := testenv.ID("")
+	f.dlqTopic, f.originA, f.originB = "dlq-cli-"+id, "dlq-cli-origin-a-"+id, "dlq-cli-origin-b-"+id
+	testenv.Topics(t, ctx, f.cfg, 3, f.dlqTopic, f.originA, f.originB)
 
 	w, err := dlq.NewWriter(cl, dlq.Config{Topic: f.dlqTopic, Stage: "ingest"})
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -13,12 +12,8 @@ import (
 // runDLQ runs the CLI in-process with ctx and returns the exit code, stdout and stderr.
 func runDLQ(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	return classify(root.ExecuteContext(ctx)), out.String(), errOut.String()
+	stdout, stderr, err := execRoot(ctx, args...)
+	return classify(err), stdout, stderr
 }
 
 func TestDLQUsageErrorsExit2(t *testing.T) {

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -28,35 +29,19 @@ func TestReplayCommand(t *testing.T) {
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
 	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", testenv.Get(testenv.ClickHouseAddr))
 	topic := testenv.CreateTopic(t, ctx, kcfg, "replay-cmd", 3)
-	group := fmt.Sprintf("replay-cmd-g-%d", time.Now().UnixNano())
+	group := testenv.ID("replay-cmd-g-")
 	control := "replay-cmd-control-" + group
+	testenv.Groups(t, kcfg, group)
+	testenv.RemoveTopics(t, kcfg, control)
 	cl, err := kcfg.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	t.Cleanup(func() {
-		adm.DeleteGroup(context.Background(), group)
-		adm.DeleteTopics(context.Background(), control)
-	})
 	// A private database with the migrations, for replay_log.
-	chAdmin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer chAdmin.Close()
-	db := fmt.Sprintf("it_replaycmd_%d", time.Now().UnixNano())
-	if err := chAdmin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { chAdmin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
-	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", db)
-	ch, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	chcfg, ch := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_replaycmd_"))
+	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", chcfg.Database)
 	if _, err := clickhouse.Migrate(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +59,8 @@ func TestReplayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leave := sync.OnceFunc(member.Close)
+	t.Cleanup(leave) // a failed test leaves the group too, so that it can be deleted
 	for n := 0; n < 90; {
 		fs := member.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -118,7 +105,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 	t.Logf("refused while live, by us (%q) and by Kafka's tool", strings.TrimSpace(errOut))
 
-	member.Close() // leaves the group
+	leave() // leaves the group
 	code, out, errOut = runReplayCLI(t, ctx, append(args, "--execute", "--reason", "cli test")...)
 	if code != 0 || !strings.Contains(out, "executed: replay") {
 		t.Fatalf("--execute: exit %d\n%s\n%s", code, out, errOut)
@@ -152,6 +139,8 @@ func TestReplayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaveAgain := sync.OnceFunc(again.Close)
+	t.Cleanup(leaveAgain)
 	for n := 0; n < 90; {
 		fs := again.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -163,7 +152,7 @@ func TestReplayCommand(t *testing.T) {
 		}
 	}
 	<-done
-	again.Close()
+	leaveAgain()
 	if wcode != 0 || !strings.Contains(wout, "since replay") || !strings.Contains(wout, "caught up: 90 record(s)") || !strings.Contains(wout, "records/s") {
 		t.Fatalf("status --watch: exit %d\n%s", wcode, wout)
 	}
@@ -173,14 +162,9 @@ func TestReplayCommand(t *testing.T) {
 // runReplayCLI runs the CLI in-process: exit code, stdout, stderr (with the error main would print).
 func runReplayCLI(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	stdout, stderr, err := execRoot(ctx, args...)
 	if err != nil {
-		errOut.WriteString("backflow: " + err.Error() + "\n")
+		stderr += "backflow: " + err.Error() + "\n"
 	}
-	return classify(err), out.String(), errOut.String()
+	return classify(err), stdout, stderr
 }

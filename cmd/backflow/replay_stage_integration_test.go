@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func TestReplayRefusesStageStepsOnAnotherStagesGroup(t *testing.T) {
 	defer cancel()
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
 	enriched := testenv.CreateTopic(t, ctx, kcfg, "replay-stage-enriched", 1)
-	group := fmt.Sprintf("replay-stage-sink-%d", time.Now().UnixNano()) // a sink group: it reads the enriched topic
+	group := testenv.ID("replay-stage-sink-") // a sink group: it reads the enriched topic
 	cl, err := kcfg.NewClient()
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +33,7 @@ func TestReplayRefusesStageStepsOnAnotherStagesGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(cl)
-	t.Cleanup(func() { adm.DeleteGroup(context.Background(), group) })
+	testenv.Groups(t, kcfg, group) // removed when the test ends, after the deferred closes
 	var offs kadm.Offsets
 	offs.Add(kadm.Offset{Topic: enriched, Partition: 0, At: 2, LeaderEpoch: -1})
 	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {

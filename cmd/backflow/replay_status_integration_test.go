@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +22,14 @@ func TestReplayStatusWatchStopsCleanlyWithoutATerminal(t *testing.T) {
 	defer cancel()
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
 	topic := testenv.CreateTopic(t, ctx, kcfg, "replay-status", 2)
-	group := fmt.Sprintf("replay-status-g-%d", time.Now().UnixNano())
+	group := testenv.ID("replay-status-g-")
 	cl, err := kcfg.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	t.Cleanup(func() { adm.DeleteGroup(context.Background(), group) })
+	testenv.Groups(t, kcfg, group) // removed when the test ends, after the deferred closes
 	var recs []*kgo.Record
 	for i := 0; i < 20; i++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})

@@ -13,11 +13,20 @@ import (
 
 func runCLI(t *testing.T, args ...string) (code int, stdout string) {
 	t.Helper()
-	var out bytes.Buffer
+	stdout, _, err := execRoot(context.Background(), args...)
+	return classify(err), stdout
+}
+
+// execRoot runs the CLI in-process with ctx and returns its stdout, stderr and what Execute
+// returned.
+func execRoot(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
 	root := newRootCmd()
 	root.SetOut(&out)
+	root.SetErr(&errOut)
 	root.SetArgs(args)
-	return classify(root.ExecuteContext(context.Background())), out.String()
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
 }
 
 func TestHelpListsSubcommands(t *testing.T) {

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +20,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/feast"
@@ -34,196 +28,65 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/chaos"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
+	"github.com/backflowhq/backflow/tools/proc"
 )
 
-// build compiles one of the project's binaries once per test run (without -race: the child
-// is the product as shipped).
-var (
-	buildMu  sync.Mutex
-	builtDir string
-)
-
-func build(t *testing.T, pkg string) string {
+// startSensitive starts a private sensitive-word service that a test may stop and start
+// again, requiring token; it returns the service and its token file.
+func startSensitive(t *testing.T, token string) (*proc.Service, string) {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if builtDir == "" {
-		dir, err := os.MkdirTemp("", "backflow-run-test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		builtDir = dir
-	}
-	out := filepath.Join(builtDir, filepath.Base(pkg))
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	if b, err := exec.Command("go", "build", "-o", out, "github.com/backflowhq/backflow/"+pkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	tokf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokf, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// sensitive is a private sensitive-word service (our own binary, on its own port) that a test
-// may stop and start again, with a bearer token.
-type sensitive struct {
-	t          *testing.T
-	bin, url   string
-	port       int
-	dict, tokf string
-	cmd        *exec.Cmd
-}
-
-func startSensitive(t *testing.T, token string) *sensitive {
-	t.Helper()
-	s := &sensitive{t: t, bin: build(t, "tools/sensitive-words/cmd/sensitive-words"), port: freePort(t)}
-	s.url = fmt.Sprintf("http://127.0.0.1:%d", s.port)
-	s.dict, _ = filepath.Abs("../../deploy/sensitive-words/sample.tsv")
-	s.tokf = filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(s.tokf, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *sensitive) start() {
-	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "--addr", fmt.Sprintf("127.0.0.1:%d", s.port), "--dictionary", s.dict, "--token-file", s.tokf)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	for range 200 {
-		if r, err := http.Get(s.url + "/healthz"); err == nil {
-			r.Body.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.t.Fatal("sensitive-words did not start")
-}
-
-func (s *sensitive) stop() {
-	if s.cmd != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd = nil
-	}
+	return testenv.StartSensitive(t, "--token-file", tokf), tokf
 }
 
 // runProc is `backflow run` (or a stage command) as a child process, with its JSON log kept.
 type runProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
-	addr chan string
-	done chan struct{}
+	*proc.Proc
+	t *testing.T
 }
 
-// startRun starts bin with args and exactly the BACKFLOW_* variables in env (none inherited).
+// startRun starts bin with args and exactly the BACKFLOW_* variables in env (none inherited);
+// its warnings and errors go to the test log.
 func startRun(t *testing.T, bin string, env map[string]string, args ...string) *runProc {
 	t.Helper()
-	p := &runProc{t: t, cmd: exec.Command(bin, args...), addr: make(chan string, 1), done: make(chan struct{})}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BACKFLOW_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
+	p := testenv.Start(t, "backflow", bin, proc.Options{Args: args, Env: env, Isolate: true, OnLine: func(line string) {
+		var rec struct{ Level string }
+		if json.Unmarshal([]byte(line), &rec) == nil && (rec.Level == "WARN" || rec.Level == "ERROR") {
+			t.Log("backflow: " + line)
 		}
-	}
-	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
-	}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			var rec struct {
-				Msg, Metrics, Level string
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil {
-				if rec.Msg == "serving metrics and health" {
-					p.addr <- strings.TrimSuffix(rec.Metrics, "/metrics")
-				}
-				if rec.Level == "WARN" || rec.Level == "ERROR" {
-					t.Log("backflow: " + line)
-				}
-			}
-		}
-		p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	}})
+	return &runProc{Proc: p, t: t}
 }
 
 // base waits for the metrics address the child logged.
 func (p *runProc) base(ctx context.Context) string {
 	p.t.Helper()
-	select {
-	case a := <-p.addr:
-		p.addr <- a
-		return a
-	case <-p.done:
-		p.t.Fatalf("backflow exited before serving metrics:\n%s", p.log())
-	case <-ctx.Done():
-		p.t.Fatal("backflow did not log its metrics address")
+	base, err := p.WaitLine(ctx, proc.MetricsLine)
+	if err != nil {
+		p.t.Fatalf("backflow did not log its metrics address: %v\n%s", err, p.log())
 	}
-	return ""
+	return base
 }
 
-func (p *runProc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
+func (p *runProc) log() string { return p.Output() }
 
 // signal sends sig and returns the exit code; the process must exit within guard (a hang
 // guard, far above any timeout under test).
 func (p *runProc) signal(sig os.Signal, guard time.Duration) int {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatal(err)
+	code, _, err := p.Stop(sig, guard)
+	if err != nil {
+		p.t.Fatalf("backflow: %v:\n%s", err, p.log())
 	}
-	select {
-	case <-p.done:
-	case <-time.After(guard):
-		p.cmd.Process.Kill()
-		<-p.done
-		p.t.Fatalf("backflow did not exit within %v of %v:\n%s", guard, sig, p.log())
-	}
-	return p.cmd.ProcessState.ExitCode()
+	return code
 }
 
 // scrape reads /metrics.
@@ -278,80 +141,32 @@ func waitReady(t *testing.T, ctx context.Context, base string, code int, want st
 // pipelineEnv is one test's private pipeline: its own topics, groups, ClickHouse database and
 // Feast project on the shared stack, removed afterwards.
 type pipelineEnv struct {
-	id, db, project                                    string
-	inf, gw, enriched, dlq, fdlq, control              string
-	ingestGroup, sinkGroup, mirrorGroup, featuresGroup string
-	kcfg                                               kafka.Conn
-	admin                                              *kgo.Client
-	ch                                                 driver.Conn
-	rdb                                                *goredis.Client
-	reg                                                *sr.Client
-	dir, chAddr                                        string
-	vars                                               map[string]string // the child's BACKFLOW_* variables
+	*pipelinetest.Env
+	ch   driver.Conn // on the stack's ClickHouse, no database chosen
+	rdb  *goredis.Client
+	dir  string
+	vars map[string]string // the child's BACKFLOW_* variables
 }
 
 func newPipelineEnv(t *testing.T, ctx context.Context) *pipelineEnv {
 	t.Helper()
-	testenv.Integration(t)
-	id := fmt.Sprintf("run%d", time.Now().UnixNano())
-	e := &pipelineEnv{id: id, db: "it_" + id, project: "p" + id, inf: "inf-" + id, gw: "gw-" + id, enriched: "enriched-" + id,
-		dlq: "dlq-" + id, fdlq: "fdlq-" + id, control: "control-" + id, ingestGroup: "ingest-" + id, sinkGroup: "sinkch-" + id,
-		mirrorGroup: "mirror-" + id, featuresGroup: "features-" + id, dir: t.TempDir(),
-		kcfg:   kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "run-it"},
-		chAddr: testenv.Get(testenv.ClickHouseAddr)}
+	e := &pipelineEnv{Env: pipelinetest.NewEnv(t, "run"), dir: t.TempDir()}
+	open := func(ctx context.Context) (driver.Conn, error) { return clickhouse.Open(ctx, e.Stack.ClickHouse) }
+	testenv.Database(t, ctx, e.DB, open)
 	var err error
-	if e.admin, err = e.kcfg.NewClient(); err != nil {
+	if e.ch, err = open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if e.ch, err = clickhouse.Open(ctx, clickhouse.Conn{Addr: e.chAddr}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.ch.Exec(ctx, "CREATE DATABASE "+e.db); err != nil {
-		t.Fatal(err)
-	}
-	if e.rdb, err = redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
-		t.Fatal(err)
-	}
-	if e.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { e.ch.Close() })
+	e.rdb = e.Redis(t, ctx)
 	e.vars = map[string]string{
-		"BACKFLOW_KAFKA_BROKERS":       strings.Join(e.kcfg.Brokers, ","),
-		"BACKFLOW_REGISTRY_URL":        testenv.Get(testenv.RegistryURL),
-		"BACKFLOW_CLICKHOUSE_ADDR":     e.chAddr,
-		"BACKFLOW_CLICKHOUSE_DATABASE": e.db, // the file names another database: the variable wins
-		"BACKFLOW_REDIS_ADDR":          testenv.Get(testenv.RedisAddr),
-		"BACKFLOW_SENSITIVE_URL":       testenv.Get(testenv.SensitiveURL),
+		"BACKFLOW_KAFKA_BROKERS":       strings.Join(e.Kafka.Brokers, ","),
+		"BACKFLOW_REGISTRY_URL":        e.Stack.Registry.URL,
+		"BACKFLOW_CLICKHOUSE_ADDR":     e.Stack.ClickHouse.Addr,
+		"BACKFLOW_CLICKHOUSE_DATABASE": e.DB, // the file names another database: the variable wins
+		"BACKFLOW_REDIS_ADDR":          e.Stack.Redis.Addr,
+		"BACKFLOW_SENSITIVE_URL":       e.Stack.Moderation.URL,
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		adm := kadm.NewClient(e.admin)
-		icfg := ingest.Config{Group: e.ingestGroup}
-		adm.DeleteTopics(ctx, e.inf, e.gw, e.enriched, e.dlq, e.fdlq, e.control, icfg.LoopTopic(), icfg.TableTopic(),
-			e.featuresGroup+"-loop", e.featuresGroup+"-table")
-		adm.DeleteGroups(ctx, e.ingestGroup, e.sinkGroup, e.mirrorGroup, e.featuresGroup)
-		for _, sub := range []string{e.inf + "-value", e.gw + "-value", e.enriched + "-value"} {
-			e.reg.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-		e.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db)
-		var cursor uint64
-		for {
-			keys, next, err := e.rdb.Scan(ctx, cursor, "*"+e.project, 1000).Result()
-			if err != nil {
-				break
-			}
-			if len(keys) > 0 {
-				e.rdb.Del(ctx, keys...)
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
-		}
-		e.ch.Close()
-		e.rdb.Close()
-		e.admin.Close()
-	})
 	return e
 }
 
@@ -373,11 +188,11 @@ func (e *pipelineEnv) config(t *testing.T, stages string, extra map[string]strin
 		sec("clickhouse", "database: not_this_one") +
 		sec("sensitive", "timeout: 5s") +
 		sec("ingest", fmt.Sprintf("group: %s, inference_topic: %s, gateway_topic: %s, enriched_topic: %s, dlq_topic: %s, control_topic: %s, storage_dir: %q, batch_linger: 20ms",
-			e.ingestGroup, e.inf, e.gw, e.enriched, e.dlq, e.control, filepath.Join(e.dir, "ingest"))) +
+			e.Ingest.Group, e.Ingest.InferenceTopic, e.Ingest.GatewayTopic, e.Ingest.EnrichedTopic, e.Ingest.DLQTopic, e.Ingest.ControlTopic, filepath.Join(e.dir, "ingest"))) +
 		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, migrate: true",
-			e.sinkGroup, e.enriched, e.dlq, e.mirrorGroup)) +
+			e.SinkGroup, e.Ingest.EnrichedTopic, e.Ingest.DLQTopic, e.MirrorGroup)) +
 		sec("sink_features", fmt.Sprintf("group: %s, enriched_topic: %s, dlq_topic: %s, project: %s, storage_dir: %q, request_ttl: 1h",
-			e.featuresGroup, e.enriched, e.fdlq, e.project, filepath.Join(e.dir, "features")))
+			e.Features.Group, e.Ingest.EnrichedTopic, e.Features.DLQTopic, e.Features.Project, filepath.Join(e.dir, "features")))
 	path := filepath.Join(e.dir, fmt.Sprintf("backflow-%d.yaml", time.Now().UnixNano()))
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
@@ -395,26 +210,8 @@ func orDefault(v, d string) string {
 // load sends loadgen traffic to the private source topics and returns the manifest.
 func (e *pipelineEnv) load(t *testing.T, ctx context.Context, cfg loadgen.Config) *loadgen.Manifest {
 	t.Helper()
-	if err := loadgen.EnsureTopics(ctx, e.admin, 3, 1, e.inf, e.gw); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := e.kcfg.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	cfg.InferenceTopic, cfg.GatewayTopic = e.inf, e.gw
-	var buf bytes.Buffer
-	st, err := loadgen.Run(ctx, cfg, prod, e.reg, loadgen.Options{RunID: e.id, Manifest: &buf})
-	if err != nil || st.Failed != 0 {
-		t.Fatalf("loadgen: %v (%v)", err, st)
-	}
-	m, err := loadgen.ParseManifest(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("loadgen: %v", st)
-	return m
+	e.SourceTopics(t, ctx, 3)
+	return e.Load(t, ctx, cfg)
 }
 
 // oracle is what the manifest says must come out.
@@ -431,7 +228,7 @@ func (e *pipelineEnv) oracle(m *loadgen.Manifest) oracle {
 		case loadgen.KindOriginal:
 			o.originals++
 			k := en.Topic
-			if en.Topic == e.gw {
+			if en.Topic == e.Ingest.GatewayTopic {
 				k += "/" + en.Phase
 			}
 			o.byTopicPhase[k]++
@@ -480,11 +277,11 @@ func TestRunEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	e := newPipelineEnv(t, ctx)
-	bin := build(t, "cmd/backflow")
-	token := "tok-" + e.id
-	sw := startSensitive(t, token)
-	e.vars["BACKFLOW_SENSITIVE_URL"] = sw.url
-	cfg := e.config(t, "ingest, sink-clickhouse, sink-features", map[string]string{"sensitive": fmt.Sprintf("token_file: %q", sw.tokf)})
+	bin := testenv.Build(t, "cmd/backflow")
+	token := "tok-" + e.ID
+	sw, tokf := startSensitive(t, token)
+	e.vars["BACKFLOW_SENSITIVE_URL"] = sw.URL
+	cfg := e.config(t, "ingest, sink-clickhouse, sink-features", map[string]string{"sensitive": fmt.Sprintf("token_file: %q", tokf)})
 
 	p := startRun(t, bin, e.vars, "run", "--config", cfg)
 	base := p.base(ctx)
@@ -496,7 +293,7 @@ func TestRunEndToEnd(t *testing.T) {
 	t.Logf("oracle: %d records, %d originals, %d duplicates, %d poison %v", o.records, o.originals, o.duplicates, o.poison, o.classes)
 
 	// Wait until every stage delivered what the manifest says and every group is at its end.
-	groups := []string{e.ingestGroup, e.sinkGroup, e.mirrorGroup, e.featuresGroup}
+	groups := []string{e.Ingest.Group, e.SinkGroup, e.MirrorGroup, e.Features.Group}
 	var mfs map[string]*dto.MetricFamily
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
@@ -530,12 +327,12 @@ func TestRunEndToEnd(t *testing.T) {
 	}{
 		{"ingest records in", in("ingest"), float64(o.records)},
 		{"ingest records to the DLQ", dlqOf("ingest"), float64(o.poison)},
-		{"ingest duplicates", sum(mfs, ingest.MetricDuplicates, map[string]string{"group": e.ingestGroup}), float64(o.duplicates)},
+		{"ingest duplicates", sum(mfs, ingest.MetricDuplicates, map[string]string{"group": e.Ingest.Group}), float64(o.duplicates)},
 		{"sink-clickhouse records in", in("sink-clickhouse"), float64(o.originals)},
 		{"sink-clickhouse records to the DLQ", dlqOf("sink-clickhouse"), -1},
 		{"sink-features records in", in("sink-features"), float64(o.originals)},
 		{"dlq mirror records in", in(clickhouse.MirrorStage), float64(o.poison)},
-		{"breaker state", sum(mfs, ingest.MetricBreakerState, map[string]string{"group": e.ingestGroup}), ingest.BreakerClosed},
+		{"breaker state", sum(mfs, ingest.MetricBreakerState, map[string]string{"group": e.Ingest.Group}), ingest.BreakerClosed},
 		{"stages ready", sum(mfs, ops.MetricStageReady, nil), 4},
 		{"sink errors", sum(mfs, ops.MetricSinkErrors, nil), -1},
 	}
@@ -552,15 +349,15 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	// Each RESPONSE sends one delta to its tenant, user and model (flagged requests one more);
 	// in a run without redeliveries none is a re-send.
-	responses := float64(o.byTopicPhase[e.gw+"/"+avro.PhaseResponse])
-	if applied, resent := sum(mfs, features.MetricDeltas, map[string]string{"group": e.featuresGroup, "result": "applied"}),
-		sum(mfs, features.MetricDeltas, map[string]string{"group": e.featuresGroup, "result": "resent"}); applied < 3*responses || resent != 0 {
+	responses := float64(o.byTopicPhase[e.Ingest.GatewayTopic+"/"+avro.PhaseResponse])
+	if applied, resent := sum(mfs, features.MetricDeltas, map[string]string{"group": e.Features.Group, "result": "applied"}),
+		sum(mfs, features.MetricDeltas, map[string]string{"group": e.Features.Group, "result": "resent"}); applied < 3*responses || resent != 0 {
 		t.Errorf("feature deltas: %v applied (want at least %v), %v resent (want 0)", applied, 3*responses, resent)
 	}
 	if n := sum(mfs, ops.MetricBatchRecords, map[string]string{"stage": "sink-clickhouse"}); n < 1 {
 		t.Errorf("no sink-clickhouse batch observed")
 	}
-	if n := sum(mfs, ingest.MetricModerationLatency, map[string]string{"group": e.ingestGroup}); n < 1 {
+	if n := sum(mfs, ingest.MetricModerationLatency, map[string]string{"group": e.Ingest.Group}); n < 1 {
 		t.Errorf("no moderation call observed")
 	}
 
@@ -569,20 +366,20 @@ func TestRunEndToEnd(t *testing.T) {
 		topic, phase, _ := strings.Cut(k, "/")
 		var got uint64
 		if phase == "" {
-			got = e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results WHERE source_topic = ?", e.db), topic)
+			got = e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results WHERE source_topic = ?", e.DB), topic)
 		} else {
-			got = e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs WHERE source_topic = ? AND phase = ?", e.db), topic, phase)
+			got = e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs WHERE source_topic = ? AND phase = ?", e.DB), topic, phase)
 		}
 		if got != uint64(want) {
 			t.Errorf("ClickHouse %s: %d rows, want %d", k, got, want)
 		}
 	}
 	for class, want := range o.classes {
-		if got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_dlq_entries WHERE class = ?", e.db), class); got != uint64(want) {
+		if got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_dlq_entries WHERE class = ?", e.DB), class); got != uint64(want) {
 			t.Errorf("ClickHouse DLQ mirror class %s: %d, want %d", class, got, want)
 		}
 	}
-	rows, err := e.ch.Query(ctx, fmt.Sprintf("SELECT tenant_id, toUInt64(count()) FROM %s.v_gateway_logs WHERE phase = 'RESPONSE' GROUP BY tenant_id", e.db))
+	rows, err := e.ch.Query(ctx, fmt.Sprintf("SELECT tenant_id, toUInt64(count()) FROM %s.v_gateway_logs WHERE phase = 'RESPONSE' GROUP BY tenant_id", e.DB))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +390,7 @@ func TestRunEndToEnd(t *testing.T) {
 		if err := rows.Scan(&tenant, &n); err != nil {
 			t.Fatal(err)
 		}
-		got, err := int64Feature(ctx, e.rdb, feast.RedisKey(e.project, feast.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
+		got, err := int64Feature(ctx, e.rdb, feast.RedisKey(e.Features.Project, feast.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
 		if err != nil || got != int64(n) {
 			t.Errorf("tenant %s: Redis request_count %d (%v), ClickHouse %d", tenant, got, err, n)
 		}
@@ -601,8 +398,8 @@ func TestRunEndToEnd(t *testing.T) {
 		total += n
 	}
 	rows.Close()
-	if total != uint64(o.byTopicPhase[e.gw+"/"+avro.PhaseResponse]) || tenants < 2 {
-		t.Errorf("RESPONSE rows over %d tenants: %d, want %d", tenants, total, o.byTopicPhase[e.gw+"/"+avro.PhaseResponse])
+	if total != uint64(o.byTopicPhase[e.Ingest.GatewayTopic+"/"+avro.PhaseResponse]) || tenants < 2 {
+		t.Errorf("RESPONSE rows over %d tenants: %d, want %d", tenants, total, o.byTopicPhase[e.Ingest.GatewayTopic+"/"+avro.PhaseResponse])
 	}
 	t.Logf("exact: %d originals in ClickHouse, %d poison mirrored, %d tenants' request_count in Redis; /metrics agrees", o.originals, o.poison, tenants)
 
@@ -610,10 +407,12 @@ func TestRunEndToEnd(t *testing.T) {
 	if c, _ := httpGet(t, base+"/healthz"); c != 200 {
 		t.Fatalf("/healthz %d", c)
 	}
-	sw.stop()
+	sw.Stop()
 	body = waitReady(t, ctx, base, 503, "fail sensitive-words")
 	t.Logf("/readyz with the sensitive-word service stopped:\n%s", body)
-	sw.start()
+	if err := sw.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	waitReady(t, ctx, base, 200, "ok   sensitive-words")
 
 	if code := p.signal(syscall.SIGTERM, 2*time.Minute); code != exitOK {
@@ -643,26 +442,26 @@ func TestRunShutdownFlushesBuffered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newPipelineEnv(t, ctx)
-	bin := build(t, "cmd/backflow")
+	bin := testenv.Build(t, "cmd/backflow")
 	cfg := e.config(t, "ingest, sink-clickhouse", map[string]string{"sink_clickhouse": "batch_interval: 1h, batch_rows: 100000, mirror_dlq: false"})
 	p := startRun(t, bin, e.vars, "run", "--config", cfg)
 	base := p.base(ctx)
 	m := e.load(t, ctx, loadgen.Config{Requests: 500, DuplicateRate: 0.02, PoisonRate: 0.02, Seed: 72})
 	o := e.oracle(m)
 	waitBuffered(t, base, o.originals)
-	if n := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.inference_results", e.db)); n != 0 {
+	if n := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.inference_results", e.DB)); n != 0 {
 		t.Fatalf("%d rows landed before the stop; the test needs them buffered", n)
 	}
 	if code := p.signal(syscall.SIGTERM, 2*time.Minute); code != exitOK {
 		t.Fatalf("exit code %d after SIGTERM, want %d:\n%s", code, exitOK, p.log())
 	}
-	got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results", e.db)) +
-		e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs", e.db))
+	got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results", e.DB)) +
+		e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs", e.DB))
 	if got != uint64(o.originals) {
 		t.Fatalf("after SIGTERM ClickHouse holds %d rows, want %d", got, o.originals)
 	}
-	committedToEnd(t, ctx, e.admin, e.sinkGroup, e.enriched)
-	committedToEnd(t, ctx, e.admin, e.ingestGroup, e.inf, e.gw)
+	committedToEnd(t, ctx, e.Admin, e.SinkGroup, e.Ingest.EnrichedTopic)
+	committedToEnd(t, ctx, e.Admin, e.Ingest.Group, e.Ingest.InferenceTopic, e.Ingest.GatewayTopic)
 	t.Logf("SIGTERM with %d records buffered: exit 0, all flushed and committed", o.originals)
 }
 
@@ -675,8 +474,8 @@ func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newPipelineEnv(t, ctx)
-	bin := build(t, "cmd/backflow")
-	px, err := faultproxy.New(faultproxy.Config{Target: e.chAddr})
+	bin := testenv.Build(t, "cmd/backflow")
+	px, err := faultproxy.New(faultproxy.Config{Target: e.Stack.ClickHouse.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +495,7 @@ func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
 	if !strings.Contains(p.log(), "shutdown timed out") || !strings.Contains(p.log(), "sink-clickhouse") {
 		t.Fatalf("the log does not say the shutdown timed out in sink-clickhouse:\n%s", p.log())
 	}
-	offs, err := kadm.NewClient(e.admin).FetchOffsets(ctx, e.sinkGroup)
+	offs, err := kadm.NewClient(e.Admin).FetchOffsets(ctx, e.SinkGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,9 +513,9 @@ func TestRunShutdownTimeoutOnHungClickHouse(t *testing.T) {
 	cfg = e.config(t, "sink-clickhouse", map[string]string{"sink_clickhouse": "batch_interval: 200ms, mirror_dlq: false"})
 	p2 := startRun(t, bin, e.vars, "run", "--config", cfg)
 	p2.base(ctx)
-	committedToEnd(t, ctx, e.admin, e.sinkGroup, e.enriched)
-	got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results", e.db)) +
-		e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs", e.db))
+	committedToEnd(t, ctx, e.Admin, e.SinkGroup, e.Ingest.EnrichedTopic)
+	got := e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_inference_results", e.DB)) +
+		e.count(t, ctx, fmt.Sprintf("SELECT toUInt64(count()) FROM %s.v_gateway_logs", e.DB))
 	if got != uint64(o.originals) {
 		t.Fatalf("after the second run ClickHouse holds %d rows, want %d", got, o.originals)
 	}
@@ -749,32 +548,11 @@ func waitBuffered(t *testing.T, base string, want int) {
 	}
 }
 
-// committedToEnd waits until group committed every partition of topics to its end offset.
+// committedToEnd waits (2 minutes at most) until group committed every partition of topics to
+// its end offset.
 func committedToEnd(t *testing.T, ctx context.Context, cl *kgo.Client, group string, topics ...string) {
 	t.Helper()
-	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		ends, err := adm.ListEndOffsets(ctx, topics...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		offs, err := adm.FetchOffsets(ctx, group)
-		if err != nil {
-			t.Fatal(err)
-		}
-		behind := 0
-		ends.Each(func(o kadm.ListedOffset) {
-			if c, ok := offs.Lookup(o.Topic, o.Partition); !ok || c.At != o.Offset {
-				behind++
-			}
-		})
-		if behind == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s: %d partitions of %v not committed to their end", group, behind, topics)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	testenv.WaitCommitted(t, ctx, cl, group, topics...)
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestRunStopWhileClickHouseDownExits0: `backflow run --stages sink-clickhouse` with ClickHouse
@@ -17,8 +19,8 @@ func TestRunStopWhileClickHouseDownExits0(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newPipelineEnv(t, ctx)
-	bin := build(t, "cmd/backflow")
-	e.vars["BACKFLOW_CLICKHOUSE_ADDR"] = fmt.Sprintf("127.0.0.1:%d", freePort(t)) // nothing listens there
+	bin := testenv.Build(t, "cmd/backflow")
+	e.vars["BACKFLOW_CLICKHOUSE_ADDR"] = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) // nothing listens there
 	cfg := e.config(t, "sink-clickhouse", nil)
 	for _, migrate := range []string{"true", "false"} {
 		t.Run("migrate="+migrate, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -45,19 +46,9 @@ func TestMigrateCommand(t *testing.T) {
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addr := testenv.Get(testenv.ClickHouseAddr)
-	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	db := fmt.Sprintf("itcmd_%d", time.Now().UnixNano())
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
-	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", addr)
-	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", db)
+	chcfg, _ := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("itcmd_"))
+	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", chcfg.Addr)
+	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", chcfg.Database)
 	all, _ := clickhouse.Migrations()
 
 	code, out := runCLI(t, "migrate", "--dry-run")

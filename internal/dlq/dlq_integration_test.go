@@ -17,12 +17,6 @@ import (
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
-func stackConfig(t *testing.T) kafka.Conn { return testenv.Kafka(t, "backflow-dlq-test") }
-
-func createTopic(t *testing.T, ctx context.Context, cfg kafka.Conn, prefix string, partitions int32) string {
-	return testenv.CreateTopic(t, ctx, cfg, prefix, partitions)
-}
-
 func newWriter(t *testing.T, cfg kafka.Conn, topic string) *dlq.Writer {
 	t.Helper()
 	cl, err := cfg.NewClient()
@@ -54,11 +48,11 @@ func hdr(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: 
 // value byte for byte, then re-drives 2 of them and asserts the origin topic got exactly those
 // 2, on their origin partitions, with the re-drive headers and count 1.
 func TestWriteReadRedrive(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-dlq-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dlqTopic := createTopic(t, ctx, cfg, "dlq-test", 3)
-	origin := createTopic(t, ctx, cfg, "dlq-test-origin", 3)
+	dlqTopic := testenv.CreateTopic(t, ctx, cfg, "dlq-test", 3)
+	origin := testenv.CreateTopic(t, ctx, cfg, "dlq-test-origin", 3)
 	w := newWriter(t, cfg, dlqTopic)
 
 	ts := time.UnixMilli(1767225600123)
@@ -210,10 +204,10 @@ func TestWriteReadRedrive(t *testing.T) {
 // TestWriteOversizedValue: a bad record larger than the broker takes is still dead-lettered,
 // its value cut to fit and its original length recorded; the broker accepts the cut record.
 func TestWriteOversizedValue(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-dlq-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dlqTopic := createTopic(t, ctx, cfg, "dlq-test-big", 1)
+	dlqTopic := testenv.CreateTopic(t, ctx, cfg, "dlq-test-big", 1)
 	w := newWriter(t, cfg, dlqTopic)
 	value := bytes.Repeat([]byte("0123456789"), 150_000) // 1.5 MB
 	o := dlq.Origin{Topic: "gateway-log", Partition: 0, Offset: 1, Key: []byte("big"), Value: value}
@@ -237,10 +231,10 @@ func TestWriteOversizedValue(t *testing.T) {
 // TestScanSnapshotEmptyMissing: Scan ends on an empty topic, reads only what was there when it
 // started, and reports a missing topic as ErrNoTopic.
 func TestScanSnapshotEmptyMissing(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-dlq-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	topic := createTopic(t, ctx, cfg, "dlq-test-scan", 3)
+	topic := testenv.CreateTopic(t, ctx, cfg, "dlq-test-scan", 3)
 	if recs := scanAll(t, ctx, cfg, topic); len(recs) != 0 {
 		t.Fatalf("empty topic gave %d records", len(recs))
 	}
@@ -289,10 +283,10 @@ func TestScanSnapshotEmptyMissing(t *testing.T) {
 // TestFollow: Follow skips what was written before it started and delivers what comes after,
 // then returns nil when its context ends.
 func TestFollow(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-dlq-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	topic := createTopic(t, ctx, cfg, "dlq-test-follow", 3)
+	topic := testenv.CreateTopic(t, ctx, cfg, "dlq-test-follow", 3)
 	w := newWriter(t, cfg, topic)
 	if err := w.Write(ctx, dlq.Origin{Topic: "t", Offset: 1, Key: []byte("before")}, nil); err != nil {
 		t.Fatal(err)

@@ -13,23 +13,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/test/testenv"
 )
-
-func stackConfig(t *testing.T) kafka.Conn { return testenv.Kafka(t, "backflow-smoke") }
-
-func createTopic(t *testing.T, ctx context.Context, cfg kafka.Conn, prefix string, partitions int32) string {
-	return testenv.CreateTopic(t, ctx, cfg, prefix, partitions)
-}
 
 // TestFranzProduceConsume writes 300 keyed records with franz-go and reads every one back,
 // checking values and that each partition's offsets run 0..n-1 without gaps.
 func TestFranzProduceConsume(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-smoke")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	topic := createTopic(t, ctx, cfg, "smoke-franz", 3)
+	topic := testenv.CreateTopic(t, ctx, cfg, "smoke-franz", 3)
 
 	const n = 300
 	prod, err := cfg.NewClient(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -85,11 +78,13 @@ func TestFranzProduceConsume(t *testing.T) {
 // TestGokaProcessor runs a goka processor with a group table on the real broker: 10 keys
 // emitted 3 times each must count to 3 in the table, and the group must commit all 30 offsets.
 func TestGokaProcessor(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-smoke")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	topic := createTopic(t, ctx, cfg, "smoke-goka", 3)
+	topic := testenv.CreateTopic(t, ctx, cfg, "smoke-goka", 3)
 	group := goka.Group(topic + "-counter")
+	testenv.Groups(t, cfg, string(group))
+	testenv.RemoveTopics(t, cfg, string(goka.GroupTable(group)))
 
 	brokers := cfg.Brokers
 	em, err := goka.NewEmitter(brokers, goka.Stream(topic), new(codec.String), cfg.EmitterOptions()...)
@@ -126,13 +121,6 @@ func TestGokaProcessor(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(runCtx) }()
-	t.Cleanup(func() {
-		cl, err := cfg.NewClient()
-		if err == nil {
-			_, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), string(goka.GroupTable(group)))
-			cl.Close()
-		}
-	})
 
 	// Get reads the partition tables, which exist only once the processor is set up: asking
 	// earlier races goka's setup (the race detector reports it, and Get can dereference nil).

@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,17 +12,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestLagMonitor: 10 records on partition 0 and 4 on partition 1 of a real topic; a group
 // commits 4 and 1. A poll must export committed 4/1, end 10/4 and lag 6/3. After the group
 // commits 10/4, the next poll exports lag 0 and a positive consume rate on both partitions.
 func TestLagMonitor(t *testing.T) {
-	cfg := stackConfig(t)
+	cfg := testenv.Kafka(t, "backflow-smoke")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	topic := createTopic(t, ctx, cfg, "lag", 2)
-	group := fmt.Sprintf("lag-%d", time.Now().UnixNano())
+	topic := testenv.CreateTopic(t, ctx, cfg, "lag", 2)
+	group := testenv.ID("lag-")
+	testenv.Groups(t, cfg, group)
 	cl, err := cfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +38,6 @@ func TestLagMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(cl)
-	defer adm.DeleteGroup(context.Background(), group)
 	commit := func(p0, p1 int64) {
 		t.Helper()
 		var os kadm.Offsets

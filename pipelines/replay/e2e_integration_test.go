@@ -3,7 +3,6 @@ package replay_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
@@ -16,31 +15,24 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/control"
-	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
 // pipeline is one test's private topics, groups, ClickHouse database and Feast project.
 type pipeline struct {
+	*pipelinetest.Env
 	t        *testing.T
-	kcfg     kafka.Conn
-	reg      *sr.Client
-	cl       *kgo.Client
 	adm      *kadm.Client
-	icfg     ingest.Config
-	fcfg     features.Config
-	chGroup  string
 	chcfg    clickhouse.Conn
 	ch       driver.Conn
 	rdb      *goredis.Client
@@ -51,117 +43,47 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 	t.Helper()
-	p := &pipeline{t: t, kcfg: testenv.Kafka(t, "replay-e2e"), ingestSt: t.TempDir(), featSt: t.TempDir(),
+	p := &pipeline{Env: pipelinetest.NewEnv(t, "rp"), t: t, ingestSt: t.TempDir(), featSt: t.TempDir(),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	var err error
-	if p.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
-		t.Fatal(err)
-	}
-	if p.cl, err = p.kcfg.NewClient(); err != nil {
-		t.Fatal(err)
-	}
-	p.adm = kadm.NewClient(p.cl)
-	id := fmt.Sprintf("rp%d", time.Now().UnixNano())
-	p.icfg = ingest.Config{Group: "ingest-" + id, InferenceTopic: "inf-" + id, GatewayTopic: "gw-" + id,
-		EnrichedTopic: "enriched-" + id, DLQTopic: "dlq-" + id, ControlTopic: "control-" + id,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
-	p.fcfg = features.Config{Group: "features-" + id, EnrichedTopic: p.icfg.EnrichedTopic, Project: "p" + id,
-		RequestTTL: time.Hour, DLQTopic: "fdlq-" + id}
-	p.chGroup = "sinkch-" + id
-
-	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := "it_" + id
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	p.chcfg = clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db}
-	if p.ch, err = clickhouse.Open(ctx, p.chcfg); err != nil {
-		t.Fatal(err)
-	}
+	p.adm = kadm.NewClient(p.Admin)
+	p.chcfg, p.ch = p.Database(t, ctx, "")
 	if _, err := clickhouse.Migrate(ctx, p.ch); err != nil {
 		t.Fatal(err)
 	}
-	if p.rdb, err = redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		p.adm.DeleteTopics(ctx, p.icfg.InferenceTopic, p.icfg.GatewayTopic, p.icfg.EnrichedTopic, p.icfg.DLQTopic, p.icfg.ControlTopic,
-			p.icfg.LoopTopic(), p.icfg.TableTopic(), p.fcfg.LoopTopic(), p.fcfg.TableTopic(), p.fcfg.DLQTopic, "chdlq-"+id)
-		for _, g := range []string{p.icfg.Group, p.fcfg.Group, p.chGroup, "dlqm-" + id} {
-			p.adm.DeleteGroup(ctx, g)
-		}
-		for _, sub := range []string{p.icfg.InferenceTopic + "-value", p.icfg.GatewayTopic + "-value", p.icfg.EnrichedTopic + "-value"} {
-			p.reg.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-		for _, k := range p.redisKeys(ctx) {
-			p.rdb.Del(ctx, k)
-		}
-		p.ch.Close()
-		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-		admin.Close()
-		p.rdb.Close()
-		p.cl.Close()
-	})
-	if err := loadgen.EnsureTopics(ctx, p.cl, 3, 1, p.icfg.InferenceTopic, p.icfg.GatewayTopic, "chdlq-"+id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ingest.Prepare(ctx, p.cl, p.icfg, 1); err != nil {
+	p.rdb = p.Redis(t, ctx)
+	p.SourceTopics(t, ctx, 3, p.SinkDLQ)
+	if _, err := ingest.Prepare(ctx, p.Admin, p.Ingest, 1); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// waitCommitted waits until group committed the end offset of every partition of topics.
+// waitCommitted waits until group committed the end offset of every partition of topics (a
+// partition that never held a record needs no commit).
 func (p *pipeline) waitCommitted(ctx context.Context, group string, topics ...string) {
 	p.t.Helper()
-	for {
-		ends, err1 := p.adm.ListEndOffsets(ctx, topics...)
-		offs, err2 := p.adm.FetchOffsets(ctx, group)
-		if err1 == nil && err2 == nil {
-			behind := 0
-			ends.Each(func(e kadm.ListedOffset) {
-				if c, ok := offs.Lookup(e.Topic, e.Partition); (!ok && e.Offset > 0) || (ok && c.At != e.Offset) {
-					behind++
-				}
-			})
-			if behind == 0 {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			p.t.Fatalf("group %s did not commit the end of %v: %v %v", group, topics, err1, err2)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitCommittedOrEmpty(p.t, ctx, p.Admin, group, topics...)
 }
 
 // runIngest runs ingest until it committed the end of both source topics, then stops it.
 func (p *pipeline) runIngest(ctx context.Context) {
 	p.t.Helper()
-	mod, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	mod := p.Moderation(p.t)
 	p.run(ctx, "ingest", func(ctx context.Context) error {
-		return ingest.Run(ctx, p.icfg, ingest.RunConfig{Kafka: p.kcfg, Registry: p.reg, Checker: mod, StorageDir: p.ingestSt, Logger: p.log})
-	}, func() { p.waitCommitted(ctx, p.icfg.Group, p.icfg.InferenceTopic, p.icfg.GatewayTopic) })
+		return ingest.Run(ctx, p.Ingest, ingest.RunConfig{Kafka: p.Kafka, Registry: p.Registry, Checker: mod, StorageDir: p.ingestSt, Logger: p.log})
+	}, func() { p.waitCommitted(ctx, p.Ingest.Group, p.Ingest.InferenceTopic, p.Ingest.GatewayTopic) })
 }
 
 // runClickHouse runs the ClickHouse sink until it committed the enriched topic's end.
 func (p *pipeline) runClickHouse(ctx context.Context) clickhouse.Stats {
 	p.t.Helper()
-	sink, err := clickhouse.New(clickhouse.Config{Group: p.chGroup, Topic: p.icfg.EnrichedTopic, DLQTopic: "chdlq-" + p.icfg.Group[len("ingest-"):],
+	sink, err := clickhouse.New(clickhouse.Config{Group: p.SinkGroup, Topic: p.Ingest.EnrichedTopic, DLQTopic: p.SinkDLQ,
 		BatchRows: 1000, BatchInterval: 200 * time.Millisecond, FromStart: true},
-		clickhouse.RunConfig{Kafka: p.kcfg, Registry: p.reg, ClickHouse: p.chcfg, Logger: p.log})
+		clickhouse.RunConfig{Kafka: p.Kafka, Registry: p.Registry, ClickHouse: p.chcfg, Logger: p.log})
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.run(ctx, "sink-clickhouse", sink.Run, func() { p.waitCommitted(ctx, p.chGroup, p.icfg.EnrichedTopic) })
+	p.run(ctx, "sink-clickhouse", sink.Run, func() { p.waitCommitted(ctx, p.SinkGroup, p.Ingest.EnrichedTopic) })
 	return sink.Stats()
 }
 
@@ -171,11 +93,11 @@ func (p *pipeline) runFeatures(ctx context.Context) (records, deltas, resent int
 	p.t.Helper()
 	var proc atomic.Pointer[features.Processor]
 	p.run(ctx, "sink-features", func(ctx context.Context) error {
-		return features.Run(ctx, p.fcfg, features.RunConfig{Kafka: p.kcfg, Registry: p.reg, Store: redis.NewWriter(p.rdb, redis.Config{}), StorageDir: p.featSt, Logger: p.log,
+		return features.Run(ctx, p.Features, features.RunConfig{Kafka: p.Kafka, Registry: p.Registry, Store: redis.NewWriter(p.rdb, redis.Config{}), StorageDir: p.featSt, Logger: p.log,
 			OnReady: func(pr *features.Processor) { proc.Store(pr) }})
 	}, func() {
-		p.waitCommitted(ctx, p.fcfg.Group, p.fcfg.EnrichedTopic)
-		p.waitCommitted(ctx, p.fcfg.Group, p.fcfg.LoopTopic())
+		p.waitCommitted(ctx, p.Features.Group, p.Features.EnrichedTopic)
+		p.waitCommitted(ctx, p.Features.Group, p.Features.LoopTopic())
 	})
 	st := &proc.Load().Stats
 	return st.Records.Load(), st.Deltas.Load(), st.Duplicates.Load()
@@ -183,14 +105,9 @@ func (p *pipeline) runFeatures(ctx context.Context) (records, deltas, resent int
 
 func (p *pipeline) run(ctx context.Context, name string, run func(context.Context) error, wait func()) {
 	p.t.Helper()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- run(rctx) }()
+	st := testenv.StartStage(p.t, ctx, name, run)
 	wait()
-	stop()
-	if err := <-done; err != nil {
-		p.t.Fatalf("%s: %v", name, err)
-	}
+	st.Stop()
 }
 
 // replay plans args for group and executes the plan with the given actions, recording it in
@@ -202,15 +119,15 @@ func (p *pipeline) replay(ctx context.Context, group string, args []string, toEn
 		p.t.Fatal(err)
 	}
 	req.ToEnd = toEnd
-	plan, err := replay.Build(ctx, p.cl, req)
+	plan, err := replay.Build(ctx, p.Admin, req)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	var b bytes.Buffer
 	replay.WritePlan(&b, plan)
 	p.t.Logf("plan for %s:\n%s", group, b.String())
-	rec, err := replay.Apply(ctx, p.cl, plan, replay.Config{Actions: actions, By: "e2e-test", Reason: "test",
-		Recorders: []replay.Recorder{replay.ControlTopic{Client: p.cl, Topic: p.icfg.ControlTopic}, replay.ClickHouseLog{Conn: p.ch}}})
+	rec, err := replay.Apply(ctx, p.Admin, plan, replay.Config{Actions: actions, By: "e2e-test", Reason: "test",
+		Recorders: []replay.Recorder{replay.ControlTopic{Client: p.Admin, Topic: p.Ingest.ControlTopic}, replay.ClickHouseLog{Conn: p.ch}}})
 	if err != nil {
 		p.t.Fatalf("replay %s %v: %v", group, args, err)
 	}
@@ -253,7 +170,7 @@ func (p *pipeline) redisKeys(ctx context.Context) []string {
 	var out []string
 	var cursor uint64
 	for {
-		keys, next, err := p.rdb.Scan(ctx, cursor, "*"+p.fcfg.Project, 1000).Result()
+		keys, next, err := p.rdb.Scan(ctx, cursor, "*"+p.Features.Project, 1000).Result()
 		if err != nil {
 			return out
 		}
@@ -311,22 +228,8 @@ func TestReplayEndToEnd(t *testing.T) {
 	defer cancel()
 	p := newPipeline(t, ctx)
 
-	prod, err := p.kcfg.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	st, err := loadgen.Run(ctx, loadgen.Config{Requests: 600, DuplicateRate: 0.05, CrossPartitionShare: 0.5, PoisonRate: 0.03,
-		SensitiveShare: 0.2, Seed: 6, InferenceTopic: p.icfg.InferenceTopic, GatewayTopic: p.icfg.GatewayTopic},
-		prod, p.reg, loadgen.Options{RunID: p.icfg.Group, Manifest: &buf})
-	prod.Close()
-	if err != nil || st.Failed != 0 {
-		t.Fatalf("loadgen: %v (%v)", err, st)
-	}
-	m, err := loadgen.ParseManifest(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := p.Load(t, ctx, loadgen.Config{Requests: 600, DuplicateRate: 0.05, CrossPartitionShare: 0.5, PoisonRate: 0.03,
+		SensitiveShare: 0.2, Seed: 6})
 	originals := map[[2]string]bool{} // (requestId, slot)
 	slotOf := func(topic, phase string) string {
 		if phase != "" {
@@ -339,7 +242,7 @@ func TestReplayEndToEnd(t *testing.T) {
 			originals[[2]string{e.RequestID, slotOf(e.Topic, e.Phase)}] = true
 		}
 	}
-	t.Logf("loadgen: %v; %d valid originals", st, len(originals))
+	t.Logf("%d valid originals", len(originals))
 
 	p.runIngest(ctx)
 	chSt := p.runClickHouse(ctx)
@@ -356,32 +259,32 @@ func TestReplayEndToEnd(t *testing.T) {
 	if deltas0 == 0 || len(feats0) == 0 {
 		t.Fatalf("first pass: %d deltas, %d feature rows", deltas0, len(feats0))
 	}
-	ends0, err := p.adm.ListEndOffsets(ctx, p.icfg.EnrichedTopic)
+	ends0, err := p.adm.ListEndOffsets(ctx, p.Ingest.EnrichedTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("first pass: %d rows FINAL = written by the ledger, %d feature rows in Redis, %d deltas applied", sum0, len(feats0), deltas0)
 
 	// 1. ingest, from the earliest source offsets, in a new epoch.
-	_, rec := p.replay(ctx, p.icfg.Group, []string{"--to-earliest", "--topic", p.icfg.InferenceTopic, "--topic", p.icfg.GatewayTopic}, nil,
-		&replay.Epoch{Client: p.cl, ControlTopic: p.icfg.ControlTopic, Group: p.icfg.Group})
+	_, rec := p.replay(ctx, p.Ingest.Group, []string{"--to-earliest", "--topic", p.Ingest.InferenceTopic, "--topic", p.Ingest.GatewayTopic}, nil,
+		&replay.Epoch{Client: p.Admin, ControlTopic: p.Ingest.ControlTopic, Group: p.Ingest.Group})
 	if rec.Epoch == nil || rec.Epoch.From != 0 || rec.Epoch.To != 1 {
 		t.Fatalf("record epoch %+v, want 0 -> 1", rec.Epoch)
 	}
-	if e, err := control.ReadEpoch(ctx, p.cl, p.icfg.ControlTopic, p.icfg.Group); err != nil || e != 1 {
+	if e, err := control.ReadEpoch(ctx, p.Admin, p.Ingest.ControlTopic, p.Ingest.Group); err != nil || e != 1 {
 		t.Fatalf("epoch after the replay: %d (%v), want 1", e, err)
 	}
 	p.runIngest(ctx)
 	// Every record re-processed once: the enriched records past the old ends.
-	dec, err := avro.NewDecoder[avro.EnrichedRecord](p.reg, avro.EnrichedSchema, avro.DecoderConfig{})
+	dec, err := avro.NewDecoder[avro.EnrichedRecord](p.Registry, avro.EnrichedSchema, avro.DecoderConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends1, err := p.adm.ListEndOffsets(ctx, p.icfg.EnrichedTopic)
+	ends1, err := p.adm.ListEndOffsets(ctx, p.Ingest.EnrichedTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := map[string]map[int32]kgo.Offset{p.icfg.EnrichedTopic: {}}
+	from := map[string]map[int32]kgo.Offset{p.Ingest.EnrichedTopic: {}}
 	want := map[int32]int64{}
 	var added int64
 	ends1.Each(func(o kadm.ListedOffset) {
@@ -395,7 +298,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	if added != int64(len(originals)) {
 		t.Fatalf("the replay added %d enriched records, want %d (one per valid original)", added, len(originals))
 	}
-	rd, err := p.kcfg.NewClient(kgo.ConsumePartitions(from))
+	rd, err := p.Kafka.NewClient(kgo.ConsumePartitions(from))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +359,7 @@ func TestReplayEndToEnd(t *testing.T) {
 		final1, raw0, raw1, newEpochRows, resent)
 
 	// 2. the feature sink from the earliest enriched offset: its idempotence key makes it a no-op.
-	plan2, _ := p.replay(ctx, p.fcfg.Group, []string{"--to-earliest", "--all-topics"}, nil)
+	plan2, _ := p.replay(ctx, p.Features.Group, []string{"--to-earliest", "--all-topics"}, nil)
 	if plan2.Reread() != 2*int64(len(originals)) {
 		t.Fatalf("feature replay plan re-reads %d records, want %d", plan2.Reread(), 2*len(originals))
 	}
@@ -468,8 +371,8 @@ func TestReplayEndToEnd(t *testing.T) {
 	t.Logf("feature replay: %d records re-read, %d re-sent deltas dropped, 0 applied, rows unchanged", recs, resent)
 
 	// 3. the feature sink with its state reset: recomputed, equal.
-	_, rec3 := p.replay(ctx, p.fcfg.Group, []string{"--to-earliest", "--topic", p.fcfg.EnrichedTopic}, []string{p.fcfg.LoopTopic()},
-		&replay.FeatureReset{Client: p.cl, Redis: p.rdb, Sink: p.fcfg, StorageDir: p.featSt})
+	_, rec3 := p.replay(ctx, p.Features.Group, []string{"--to-earliest", "--topic", p.Features.EnrichedTopic}, []string{p.Features.LoopTopic()},
+		&replay.FeatureReset{Client: p.Admin, Redis: p.rdb, Sink: p.Features, StorageDir: p.featSt})
 	if len(p.features(ctx)) >= len(feats0) {
 		t.Fatalf("after the reset %d feature rows remain of %d: aggregate rows not deleted", len(p.features(ctx)), len(feats0))
 	}
@@ -481,7 +384,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	t.Logf("feature state reset (%v): recomputed with %d deltas, every row equal", rec3.Actions, deltas)
 
 	// 4. the ClickHouse sink from the earliest: re-written rows collapse.
-	p.replay(ctx, p.chGroup, []string{"--to-earliest", "--all-topics"}, nil)
+	p.replay(ctx, p.SinkGroup, []string{"--to-earliest", "--all-topics"}, nil)
 	p.runClickHouse(ctx)
 	final4, raw4 := p.counts(ctx)
 	if !reflect.DeepEqual(final0, final4) || raw4 != 2*raw1 {
@@ -490,11 +393,11 @@ func TestReplayEndToEnd(t *testing.T) {
 	t.Logf("ClickHouse replay: FINAL unchanged, ledger rows %d -> %d", raw1, raw4)
 
 	// Every replay recorded, from -> to.
-	recs4, err := replay.ReadRecords(ctx, p.cl, p.icfg.ControlTopic, "")
+	recs4, err := replay.ReadRecords(ctx, p.Admin, p.Ingest.ControlTopic, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs4) != 4 || recs4[0].Group != p.icfg.Group || recs4[0].Spec != "--to-earliest" || recs4[0].By != "e2e-test" {
+	if len(recs4) != 4 || recs4[0].Group != p.Ingest.Group || recs4[0].Spec != "--to-earliest" || recs4[0].By != "e2e-test" {
 		t.Fatalf("control topic records: %+v", recs4)
 	}
 	for _, mv := range recs4[0].Partitions {

@@ -37,23 +37,12 @@ type timedTopic struct {
 
 const perPartition = 216 // 9 days of hourly records
 
-func newTimedTopic(t *testing.T, ctx context.Context, adm *kadm.Client, cl *kgo.Client) timedTopic {
+func newTimedTopic(t *testing.T, ctx context.Context, kcfg kafka.Conn, adm *kadm.Client, cl *kgo.Client) timedTopic {
 	t.Helper()
-	tt := timedTopic{topic: fmt.Sprintf("replay-times-%d", time.Now().UnixNano()), perPart: perPartition,
+	tt := timedTopic{topic: testenv.ID("replay-times-"), perPart: perPartition,
 		base: time.Now().Add(-9 * 24 * time.Hour).Truncate(time.Second)}
 	// Records days old must survive the broker's 7-day retention: keep them forever.
-	resp, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, tt.topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		adm.DeleteTopics(ctx, tt.topic)
-	})
+	testenv.TopicSpecs(t, ctx, kcfg, kafka.TopicSpec{Name: tt.topic, Partitions: 3, Configs: map[string]string{"retention.ms": "-1"}})
 	var recs []*kgo.Record
 	for p := int32(0); p < 3; p++ {
 		for k := 0; k < tt.perPart; k++ {
@@ -163,12 +152,13 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 	defer cancel()
 	cl := producerClient(t, kcfg)
 	adm := kadm.NewClient(cl)
-	tt := newTimedTopic(t, ctx, adm, cl)
+	tt := newTimedTopic(t, ctx, kcfg, adm, cl)
 	brokers := kcfg.Endpoint()
 
-	group := fmt.Sprintf("replay-g-%d", time.Now().UnixNano())
+	group := testenv.ID("replay-g-")
 	committed := map[int32]int64{0: 100, 1: 150, 2: 60}
 	commit := func(g string) {
+		testenv.Groups(t, kcfg, g)
 		var os kadm.Offsets
 		for p, o := range committed {
 			os.Add(kadm.Offset{Topic: tt.topic, Partition: p, At: o, LeaderEpoch: -1})
@@ -176,7 +166,6 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 		if err := adm.CommitAllOffsets(ctx, g, os); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { adm.DeleteGroup(context.Background(), g) })
 	}
 	commit(group)
 

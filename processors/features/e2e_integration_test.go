@@ -1,7 +1,6 @@
 package features_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,17 +15,15 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
@@ -41,45 +38,8 @@ func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat stri
 	if err != nil {
 		return 0, false, err
 	}
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != 4 || typ != protowire.VarintType {
-		return 0, false, fmt.Errorf("%s: not an int64 Value: %x", feat, b)
-	}
-	v, m := protowire.ConsumeVarint(b[n:])
-	if m < 0 {
-		return 0, false, fmt.Errorf("%s: bad varint %x", feat, b)
-	}
-	return int64(v), true, nil
-}
-
-// waitCommitted waits until group has committed every partition of topic to its end offset.
-func waitCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string) {
-	t.Helper()
-	for {
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		committed, err := adm.FetchOffsets(ctx, group)
-		if err != nil {
-			t.Fatal(err)
-		}
-		behind := 0
-		ends.Each(func(o kadm.ListedOffset) {
-			c, ok := committed.Lookup(topic, o.Partition)
-			if !ok || c.At < o.Offset {
-				behind++
-			}
-		})
-		if behind == 0 {
-			t.Logf("group %s committed %s to its end", group, topic)
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("group %s: %d partitions of %s not committed to the end", group, behind, topic)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	v, err := feast.DecodeInt64Value(b)
+	return v, err == nil, err
 }
 
 // checkDLQ asserts the sink's DLQ holds exactly the one bad enriched record, classed not_framed.
@@ -197,65 +157,17 @@ func expectFor(reqs []obs) expected {
 }
 
 func runE2E(t *testing.T, outage time.Duration) {
-	testenv.Integration(t)
-	kcfg := kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "features-e2e"}
-	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := kcfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	env := pipelinetest.NewEnv(t, "fe")
+	kcfg, reg, admin, id := env.Kafka, env.Registry, env.Admin, env.ID
+	icfg, fcfg := env.Ingest, env.Features
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a guard against hangs; the run takes 1 to 4 min
 	defer cancel()
-	rdb, err := redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-
-	id := fmt.Sprintf("fe%d", time.Now().UnixNano())
-	icfg := ingest.Config{Group: "ingest-" + id, InferenceTopic: "inf-" + id, GatewayTopic: "gw-" + id,
-		EnrichedTopic: "enriched-" + id, DLQTopic: "dlq-" + id, ControlTopic: "control-" + id}
-	fcfg := features.Config{Group: "features-" + id, EnrichedTopic: icfg.EnrichedTopic, Project: "p" + id, RequestTTL: time.Hour,
-		DLQTopic: "fdlq-" + id}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		adm := kadm.NewClient(admin)
-		adm.DeleteTopics(ctx, icfg.InferenceTopic, icfg.GatewayTopic, icfg.EnrichedTopic, icfg.DLQTopic, icfg.ControlTopic,
-			icfg.LoopTopic(), icfg.TableTopic(), fcfg.LoopTopic(), fcfg.Group+"-table", fcfg.DLQTopic)
-		adm.DeleteGroup(ctx, icfg.Group)
-		adm.DeleteGroup(ctx, fcfg.Group)
-		for _, sub := range []string{icfg.InferenceTopic + "-value", icfg.GatewayTopic + "-value", icfg.EnrichedTopic + "-value"} {
-			reg.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-		var cursor uint64
-		for {
-			keys, next, err := rdb.Scan(ctx, cursor, "*"+fcfg.Project, 1000).Result()
-			if err != nil {
-				return
-			}
-			if len(keys) > 0 {
-				rdb.Del(ctx, keys...)
-			}
-			if cursor = next; cursor == 0 {
-				return
-			}
-		}
-	})
-	if err := loadgen.EnsureTopics(ctx, admin, 3, 1, icfg.InferenceTopic, icfg.GatewayTopic); err != nil {
-		t.Fatal(err)
-	}
+	rdb := env.Redis(t, ctx)
+	env.SourceTopics(t, ctx, 3)
 	if _, err := ingest.Prepare(ctx, admin, icfg, 1); err != nil {
 		t.Fatal(err)
 	}
-	checker, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checker := env.Moderation(t)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
@@ -322,14 +234,9 @@ func runE2E(t *testing.T, outage time.Duration) {
 		sampler = startOutageSampler(ctx, kadm.NewClient(admin), proc.Load(), fcfg, wcfg.QueueSize, badAt.Load)
 	}
 	// Traffic.
-	prod, err := kcfg.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
 	// 1,000 requests over the last 30 hours of event time (one every 108 s), sent flat out.
 	const requests, span = 1000, 30 * time.Hour
-	lcfg := loadgen.Config{Requests: requests, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2, InferenceTopic: icfg.InferenceTopic, GatewayTopic: icfg.GatewayTopic,
+	lcfg := loadgen.Config{Requests: requests, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2,
 		EventStart: time.Now().Add(-span).UTC(), EventStep: span / requests}
 	badDone := make(chan struct{})
 	if px != nil {
@@ -354,20 +261,15 @@ func runE2E(t *testing.T, outage time.Duration) {
 	} else {
 		close(badDone)
 	}
-	st, err := loadgen.Run(ctx, lcfg, prod, reg, loadgen.Options{RunID: id, Manifest: &buf})
+	m, st, err := env.TryLoad(ctx, lcfg)
 	<-badDone
 	bad := badAt.Load()
 	if bad == nil {
 		t.Fatal("the undecodable record was not produced")
 	}
 	t.Logf("undecodable record at %s/%d/%d", bad.Topic, bad.Partition, bad.Offset)
-	prod.Close()
-	if err != nil || st.Failed != 0 {
-		t.Fatalf("loadgen: %v (%v)", err, st)
-	}
-	m, err := loadgen.ParseManifest(&buf)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("loadgen: %v (%v)", err, st)
 	}
 	t.Logf("loadgen: %v", st)
 
@@ -580,8 +482,8 @@ func runE2E(t *testing.T, outage time.Duration) {
 		t.Logf("after %v down: %d enriched records applied, %d Redis pipeline retries; redis up again", outage, p.Stats.Records.Load(), p.RedisRetries())
 		px.Set(faultproxy.Forward)
 		compare("after redis outage")
-		waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.EnrichedTopic)
-		waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.LoopTopic())
+		testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.EnrichedTopic)
+		testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.LoopTopic())
 		if n := p.Pending(); n != 0 {
 			t.Fatalf("%d records still pending after lag 0", n)
 		}
@@ -597,8 +499,8 @@ func runE2E(t *testing.T, outage time.Duration) {
 		return
 	}
 	compare("first pass")
-	waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.EnrichedTopic)
-	waitCommitted(t, ctx, kadm.NewClient(admin), fcfg.Group, fcfg.LoopTopic())
+	testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.EnrichedTopic)
+	testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.LoopTopic())
 	checkDLQ(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
 
 	// A sample read through Feast's own SDK (a private Feast project named like the test's).

@@ -83,7 +83,8 @@ func TestFeastReadsOurLayout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rdb, err := redis.Open(ctx, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)})
+	rcfg := redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}
+	rdb, err := redis.Open(ctx, rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,8 @@ func TestFeastReadsOurLayout(t *testing.T) {
 	defer wstop()
 	go w.Run(wctx)
 
-	run := fmt.Sprintf("feast-it-%d", time.Now().UnixNano())
+	run := testenv.ID("feast-it-") // in every entity id, so in every key written
+	testenv.RedisKeys(t, rcfg, "*"+run+"*")
 	ts := time.Now().UTC().Truncate(time.Second)
 	var ops []feast.Op
 	var keys []string
@@ -164,7 +166,6 @@ func TestFeastReadsOurLayout(t *testing.T) {
 	op := features.ModelOp("backflow", mid, mst)
 	ops = append(ops, op)
 	keys = append(keys, op.Key)
-	t.Cleanup(func() { rdb.Del(context.Background(), keys...) })
 	if err := w.Write(ctx, ops...); err != nil {
 		t.Fatal(err)
 	}

@@ -1,101 +1,50 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
-	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
+	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // stage is one test's private set of topics and group on the real stack.
 type stage struct {
-	t     *testing.T
-	kcfg  kafka.Conn
-	reg   *sr.Client
-	cfg   ingest.Config
-	admin *kgo.Client
+	*pipelinetest.Env
+	t *testing.T
 	// running yields the result of an in-process ingest.Run started by run, if any.
 	running chan error
 }
 
 func newStage(t *testing.T, partitions int32) *stage {
 	t.Helper()
-	testenv.Integration(t)
-	s := &stage{t: t, kcfg: kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "ingest-test"}}
-	var err error
-	if s.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
-		t.Fatal(err)
-	}
-	if s.admin, err = s.kcfg.NewClient(); err != nil {
-		t.Fatal(err)
-	}
-	id := fmt.Sprintf("it%d", time.Now().UnixNano())
-	s.cfg = ingest.Config{Group: "ingest-" + id, InferenceTopic: "inf-" + id, GatewayTopic: "gw-" + id,
-		EnrichedTopic: "enriched-" + id, DLQTopic: "dlq-" + id, ControlTopic: "control-" + id,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond, BreakerOpen: time.Second}
+	s := &stage{Env: pipelinetest.NewEnv(t, "it"), t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := loadgen.EnsureTopics(ctx, s.admin, partitions, 1, s.cfg.InferenceTopic, s.cfg.GatewayTopic); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		kadm.NewClient(s.admin).DeleteTopics(ctx, s.cfg.InferenceTopic, s.cfg.GatewayTopic, s.cfg.EnrichedTopic, s.cfg.DLQTopic,
-			s.cfg.ControlTopic, s.cfg.LoopTopic(), s.cfg.TableTopic())
-		kadm.NewClient(s.admin).DeleteGroup(ctx, s.cfg.Group)
-		for _, sub := range []string{s.cfg.InferenceTopic + "-value", s.cfg.GatewayTopic + "-value", s.cfg.EnrichedTopic + "-value"} {
-			s.reg.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-		s.admin.Close()
-	})
+	s.SourceTopics(t, ctx, partitions)
 	return s
 }
 
 // load sends traffic with loadgen and returns its manifest.
 func (s *stage) load(cfg loadgen.Config) *loadgen.Manifest {
 	s.t.Helper()
-	cfg.InferenceTopic, cfg.GatewayTopic = s.cfg.InferenceTopic, s.cfg.GatewayTopic
-	prod, err := s.kcfg.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer prod.Close()
-	var buf bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := loadgen.Run(ctx, cfg, prod, s.reg, loadgen.Options{RunID: s.cfg.Group, Manifest: &buf})
-	if err != nil || st.Failed != 0 {
-		s.t.Fatalf("loadgen: %v (%v)", err, st)
-	}
-	m, err := loadgen.ParseManifest(&buf)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Logf("loadgen: %v", st)
-	return m
+	return s.Load(s.t, ctx, cfg)
 }
 
 // run starts ingest with checker until ctx ends. The returned channel yields Run's result;
@@ -104,7 +53,7 @@ func (s *stage) run(ctx context.Context, checker ingest.Checker) <-chan error {
 	done := make(chan error, 1)
 	s.running = make(chan error, 1)
 	go func() {
-		err := ingest.Run(ctx, s.cfg, ingest.RunConfig{Kafka: s.kcfg, Registry: s.reg, Checker: checker,
+		err := ingest.Run(ctx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, Checker: checker,
 			StorageDir: s.t.TempDir(), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 		s.running <- err
 		done <- err
@@ -125,8 +74,8 @@ type result struct {
 // for quiet, or the deadline passed.
 func (s *stage) collect(ctx context.Context, want int, quiet time.Duration) result {
 	s.t.Helper()
-	dec, _ := avro.NewDecoder[avro.EnrichedRecord](s.reg, avro.EnrichedSchema, avro.DecoderConfig{})
-	cl, err := s.kcfg.NewClient(kgo.ConsumeTopics(s.cfg.EnrichedTopic, s.cfg.DLQTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	dec, _ := avro.NewDecoder[avro.EnrichedRecord](s.Registry, avro.EnrichedSchema, avro.DecoderConfig{})
+	cl, err := s.Kafka.NewClient(kgo.ConsumeTopics(s.Ingest.EnrichedTopic, s.Ingest.DLQTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -148,7 +97,7 @@ func (s *stage) collect(ctx context.Context, want int, quiet time.Duration) resu
 		fs.EachRecord(func(r *kgo.Record) {
 			last = time.Now()
 			res.total++
-			if r.Topic == s.cfg.DLQTopic {
+			if r.Topic == s.Ingest.DLQTopic {
 				e, err := dlq.Decode(r)
 				if err != nil {
 					s.t.Fatalf("dlq record: %v", err)
@@ -244,25 +193,20 @@ func (s *stage) check(m *loadgen.Manifest, res result, allowRepeats bool) {
 // committedAll waits until the group committed the end offset of every source partition.
 func (s *stage) committedAll(ctx context.Context) {
 	s.t.Helper()
-	adm := kadm.NewClient(s.admin)
-	for {
-		ends, err1 := adm.ListEndOffsets(ctx, s.cfg.InferenceTopic, s.cfg.GatewayTopic)
-		offs, err2 := adm.FetchOffsets(ctx, s.cfg.Group)
-		if err1 == nil && err2 == nil {
-			behind := 0
-			ends.Each(func(e kadm.ListedOffset) {
-				if c, ok := offs.Lookup(e.Topic, e.Partition); !ok || c.At != e.Offset {
-					behind++
-				}
-			})
-			if behind == 0 {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			s.t.Fatalf("group did not commit the end of every source partition: %v %v", err1, err2)
-		}
-		time.Sleep(200 * time.Millisecond)
+	testenv.WaitCommitted(s.t, ctx, s.Admin, s.Ingest.Group, s.Ingest.InferenceTopic, s.Ingest.GatewayTopic)
+}
+
+// landedExactly collects want records and checks them against m (no repeats allowed), waits
+// until every source offset is committed, then stops the in-process ingest (stop, done: see
+// run) and checks what it returned.
+func (s *stage) landedExactly(ctx context.Context, m *loadgen.Manifest, want int, stop context.CancelFunc, done <-chan error) {
+	s.t.Helper()
+	res := s.collect(ctx, want, 2*time.Second)
+	s.check(m, res, false)
+	s.committedAll(ctx)
+	stop()
+	if err := <-done; err != nil {
+		s.t.Fatalf("ingest: %v", err)
 	}
 }
 
@@ -288,87 +232,26 @@ func TestIngestExact(t *testing.T) {
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	done := s.run(runCtx, moderationClient(t, ""))
-	want := 3000 + 90
-	res := s.collect(ctx, want, 2*time.Second)
-	s.check(m, res, false)
-	s.committedAll(ctx)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("ingest: %v", err)
-	}
-}
-
-// build compiles one of the project's binaries once per test run.
-var (
-	buildMu  sync.Mutex
-	builtDir string
-)
-
-func build(t *testing.T, pkg string) string {
-	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if builtDir == "" {
-		dir, err := os.MkdirTemp("", "backflow-ingest-test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		builtDir = dir
-	}
-	out := filepath.Join(builtDir, filepath.Base(pkg))
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	cmd := exec.Command("go", "build", "-o", out, "github.com/backflowhq/backflow/"+pkg)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	s.landedExactly(ctx, m, 3000+90, stop, done)
 }
 
 // ingestProcess runs `backflow ingest` for the stage as a child process, so a test can
-// SIGKILL it.
-func (s *stage) ingestProcess(bin, sensitiveURL string) *exec.Cmd {
+// SIGKILL it; its warnings and errors go to the test log.
+func (s *stage) ingestProcess(bin, sensitiveURL string) *proc.Proc {
 	s.t.Helper()
-	cmd := exec.Command(bin, "ingest", "--group", s.cfg.Group, "--inference-topic", s.cfg.InferenceTopic,
-		"--gateway-topic", s.cfg.GatewayTopic, "--enriched-topic", s.cfg.EnrichedTopic, "--dlq-topic", s.cfg.DLQTopic,
-		"--control-topic", s.cfg.ControlTopic, "--storage-dir", filepath.Join(s.t.TempDir(), "goka"),
-		"--metrics-addr", "127.0.0.1:0") // a free port: runs in parallel never collide
-	cmd.Env = append(os.Environ(),
-		"BACKFLOW_KAFKA_BROKERS="+strings.Join(s.kcfg.Brokers, ","),
-		"BACKFLOW_REGISTRY_URL="+testenv.Get(testenv.RegistryURL),
-		"BACKFLOW_SENSITIVE_URL="+sensitiveURL)
-	cmd.Stderr = &prefixWriter{t: s.t, prefix: "ingest: "}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	return cmd
-}
-
-// prefixWriter logs a child's warnings and errors through the test log.
-type prefixWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w *prefixWriter) Write(b []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-			w.t.Log(w.prefix + line)
-		}
-	}
-	return len(b), nil
+	return testenv.Start(s.t, "ingest", bin, proc.Options{
+		Args: []string{"ingest", "--group", s.Ingest.Group, "--inference-topic", s.Ingest.InferenceTopic,
+			"--gateway-topic", s.Ingest.GatewayTopic, "--enriched-topic", s.Ingest.EnrichedTopic, "--dlq-topic", s.Ingest.DLQTopic,
+			"--control-topic", s.Ingest.ControlTopic, "--storage-dir", filepath.Join(s.t.TempDir(), "goka"),
+			"--metrics-addr", "127.0.0.1:0"}, // a free port: runs in parallel never collide
+		Env: map[string]string{"BACKFLOW_KAFKA_BROKERS": strings.Join(s.Kafka.Brokers, ","),
+			"BACKFLOW_REGISTRY_URL": testenv.Get(testenv.RegistryURL), "BACKFLOW_SENSITIVE_URL": sensitiveURL},
+		OnLine: func(line string) {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				s.t.Log("ingest: " + line)
+			}
+		},
+	})
 }
 
 // TestIngestSurvivesSIGKILL kills the ingest process with SIGKILL three times while traffic
@@ -377,7 +260,7 @@ func (w *prefixWriter) Write(b []byte) (int, error) {
 // hold exactly the poison.
 func TestIngestSurvivesSIGKILL(t *testing.T) {
 	s := newStage(t, 3)
-	bin := build(t, "cmd/backflow")
+	bin := testenv.Build(t, "cmd/backflow")
 	sensitive := testenv.Get(testenv.SensitiveURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
@@ -391,10 +274,10 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 	proc := s.ingestProcess(bin, sensitive)
 	for kill := 0; kill < 3; kill++ {
 		time.Sleep(time.Duration(1000+kill*300) * time.Millisecond)
-		if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
+		if !proc.Running() {
+			t.Fatalf("ingest exited before the kill: %v\n%s", proc.Err(), proc.Tail(20))
 		}
-		proc.Wait()
+		proc.Kill()
 		proc = s.ingestProcess(bin, sensitive)
 	}
 	<-loaded
@@ -407,9 +290,8 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 	res := s.collect(ctx, want, 3*time.Second)
 	s.check(m, res, true)
 	s.committedAll(ctx)
-	proc.Process.Signal(syscall.SIGTERM)
-	if err := proc.Wait(); err != nil {
-		t.Fatalf("ingest after SIGTERM: %v", err)
+	if code, _, err := proc.Stop(syscall.SIGTERM, 2*time.Minute); err != nil || code != 0 {
+		t.Fatalf("ingest after SIGTERM: exit code %d, %v", code, err)
 	}
 	t.Logf("%d records landed for %d expected (repeats from redelivery: %d)", res.total, want, res.total-want)
 }
@@ -419,43 +301,17 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 // record lands exactly once.
 func TestIngestModerationOutage(t *testing.T) {
 	s := newStage(t, 3)
-	svc := build(t, "tools/sensitive-words/cmd/sensitive-words")
-	port := freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	dict, _ := filepath.Abs("../../deploy/sensitive-words/sample.tsv")
-	startSvc := func() *exec.Cmd {
-		cmd := exec.Command(svc, "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--dictionary", dict)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < 100; i++ {
-			if r, err := http.Get(url + "/healthz"); err == nil {
-				r.Body.Close()
-				return cmd
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatal("sensitive-words did not start")
-		return nil
-	}
-	svcCmd := startSvc()
+	svc := testenv.StartSensitive(t)
 	m := s.load(loadgen.Config{Requests: 1500, DuplicateRate: 0.03, PoisonRate: 0.02, SensitiveShare: 0.2, Seed: 44})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
-	done := s.run(runCtx, moderationClient(t, url))
+	done := s.run(runCtx, moderationClient(t, svc.URL))
 	time.Sleep(300 * time.Millisecond)
-	svcCmd.Process.Kill()
-	svcCmd.Wait()
+	svc.Stop()
 	time.Sleep(3 * time.Second) // outage
-	svcCmd = startSvc()
-	defer svcCmd.Process.Kill()
-	want := 4500 + 90
-	res := s.collect(ctx, want, 2*time.Second)
-	s.check(m, res, false)
-	s.committedAll(ctx)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("ingest: %v", err)
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
+	s.landedExactly(ctx, m, 4500+90, stop, done)
 }

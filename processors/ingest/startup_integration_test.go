@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/control"
@@ -38,7 +38,8 @@ func TestEpochRightAfterCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < 5; i++ {
-		topic := fmt.Sprintf("control-epoch-%d-%d", time.Now().UnixNano(), i)
+		topic := testenv.ID("control-epoch-")
+		testenv.RemoveTopics(t, kcfg, topic)
 		compact := "compact"
 		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
 			t.Fatal(err)
@@ -58,27 +59,36 @@ func TestEpochRightAfterCreate(t *testing.T) {
 		if epoch, err := control.ReadEpoch(ctx, cl, topic, "g"); err != nil || epoch != 3 {
 			t.Fatalf("after writes: epoch %d, %v; want 3", epoch, err)
 		}
-		kadm.NewClient(cl).DeleteTopics(ctx, topic)
 	}
+}
+
+// privateNames returns the stack's Kafka settings, a client (closed when the test ends) and an
+// ingest config whose names are tag-inf-<id>, tag-gw-<id>...: its topics (goka's too) and its
+// group are removed when the test ends. It creates nothing.
+func privateNames(t *testing.T, tag string) (kafka.Conn, *kgo.Client, ingest.Config) {
+	t.Helper()
+	kcfg := testenv.Kafka(t, tag+"-test")
+	cl, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	id := testenv.ID("")
+	cfg := ingest.Config{Group: tag + "-" + id, InferenceTopic: tag + "-inf-" + id, GatewayTopic: tag + "-gw-" + id,
+		EnrichedTopic: tag + "-enriched-" + id, DLQTopic: tag + "-dlq-" + id, ControlTopic: tag + "-control-" + id}
+	testenv.RemoveTopics(t, kcfg, cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic(), cfg.TableTopic())
+	testenv.Groups(t, kcfg, cfg.Group)
+	return kcfg, cl, cfg
 }
 
 // TestPrepareChecksSourceTopics: a missing source topic and source topics with different
 // partition counts stop ingest before it reads anything, with errors that say which; good
 // topics get the internal topics created with their partition count.
 func TestPrepareChecksSourceTopics(t *testing.T) {
-	kcfg := testenv.Kafka(t, "prepare-test")
-	cl, err := kcfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	_, cl, cfg := privateNames(t, "prep")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id := fmt.Sprint(time.Now().UnixNano())
-	cfg := ingest.Config{Group: "prep-" + id, InferenceTopic: "prep-inf-" + id, GatewayTopic: "prep-gw-" + id,
-		EnrichedTopic: "prep-enriched-" + id, DLQTopic: "prep-dlq-" + id, ControlTopic: "prep-control-" + id}
 	adm := kadm.NewClient(cl)
-	defer adm.DeleteTopics(context.Background(), cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic(), cfg.TableTopic())
 
 	if _, err := ingest.Prepare(ctx, cl, cfg, 1); !errors.Is(err, ingest.ErrMissingTopic) || !strings.Contains(err.Error(), cfg.InferenceTopic) {
 		t.Fatalf("missing topics: %v", err)
@@ -160,19 +170,10 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 // so ingest used to start without a word. Its start-up check must flag the topic (a warning
 // and backflow_table_changelog_misconfigured 1) and still run: stopping would only crash-loop.
 func TestStartFlagsNonCompactedChangelog(t *testing.T) {
-	kcfg := testenv.Kafka(t, "changelog-test")
-	cl, err := kcfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	kcfg, cl, cfg := privateNames(t, "chl")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id := fmt.Sprint(time.Now().UnixNano())
-	cfg := ingest.Config{Group: "chl-" + id, InferenceTopic: "chl-inf-" + id, GatewayTopic: "chl-gw-" + id,
-		EnrichedTopic: "chl-enriched-" + id, DLQTopic: "chl-dlq-" + id, ControlTopic: "chl-control-" + id}
 	adm := kadm.NewClient(cl)
-	defer adm.DeleteTopics(context.Background(), cfg.InferenceTopic, cfg.GatewayTopic, cfg.EnrichedTopic, cfg.DLQTopic, cfg.ControlTopic, cfg.LoopTopic(), cfg.TableTopic())
 	del := "delete"
 	for _, topic := range []string{cfg.InferenceTopic, cfg.GatewayTopic, cfg.TableTopic()} {
 		if resp, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"cleanup.policy": &del}, topic); err != nil || resp.Err != nil {

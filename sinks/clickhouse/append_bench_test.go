@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -20,16 +19,10 @@ func BenchmarkAppend(b *testing.B) {
 	testenv.Integration(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	admin, err := Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Close()
-	db := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+	db := testenv.ID("bench_")
+	testenv.Database(b, ctx, db, func(ctx context.Context) (driver.Conn, error) {
+		return Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
+	})
 	conn, err := Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -17,52 +18,9 @@ import (
 func testDB(t *testing.T) (clickhouse.Conn, driver.Conn) {
 	t.Helper()
 	testenv.Integration(t)
-	return testDBAt(t, testenv.Get(testenv.ClickHouseAddr))
-}
-
-// testDBAt is testDB on the ClickHouse at addr.
-func testDBAt(t *testing.T, addr string) (clickhouse.Conn, driver.Conn) {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	base := clickhouse.Conn{Addr: addr}
-	admin, err := clickhouse.Open(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := fmt.Sprintf("it_%d", time.Now().UnixNano())
-	if err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Generous: on a loaded machine 18.16 can take long to drop a database with many parts,
-		// and a server restarted by the test leaves admin's pooled connection broken, so a
-		// failed drop is tried once more on a new connection.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-		admin.Close()
-		if err != nil {
-			t.Logf("drop database %s: %v; trying again on a new connection", db, err)
-			if again, oerr := clickhouse.Open(ctx, base); oerr != nil {
-				err = oerr
-			} else {
-				err = again.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-				again.Close()
-			}
-		}
-		if err != nil {
-			t.Errorf("drop database %s: %v", db, err)
-		}
-	})
-	cfg := base
-	cfg.Database = db
-	conn, err := clickhouse.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return cfg, conn
+	return pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_"))
 }
 
 // TestMigrateTwice applies every migration to an empty database, then again: the second run

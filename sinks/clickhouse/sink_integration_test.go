@@ -1,13 +1,11 @@
 package clickhouse_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +18,12 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
-	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
@@ -35,85 +31,47 @@ import (
 
 // e2e is one test's private topics, groups and database on the real stack.
 type e2e struct {
+	*pipelinetest.Env
 	t      *testing.T
-	kcfg   kafka.Conn
-	reg    *sr.Client
-	admin  *kgo.Client
-	icfg   ingest.Config
 	chcfg  clickhouse.Conn
 	conn   driver.Conn
-	id     string
-	sinkDL string
-	groups []string
+	groups []string // the sink groups started, for the ledger checks
+}
+
+// newMigratedE2E is newE2E with the migrations applied, and a context that ends after timeout.
+func newMigratedE2E(t *testing.T, timeout time.Duration) (*e2e, context.Context) {
+	t.Helper()
+	s := newE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
 }
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
 	testenv.Integration(t)
-	return newE2EAt(t, testenv.Get(testenv.ClickHouseAddr))
+	return newE2EAt(t, "")
 }
 
+// newE2EAt is newE2E with the database on the ClickHouse at chAddr ("": the stack's).
 func newE2EAt(t *testing.T, chAddr string) *e2e {
 	t.Helper()
-	chcfg, conn := testDBAt(t, chAddr)
-	s := &e2e{t: t, chcfg: chcfg, conn: conn,
-		kcfg: kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers)), ClientID: "sink-ch-test"}}
-	var err error
-	if s.reg, err = avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)}); err != nil {
-		t.Fatal(err)
-	}
-	if s.admin, err = s.kcfg.NewClient(); err != nil {
-		t.Fatal(err)
-	}
-	s.id = fmt.Sprintf("chit%d", time.Now().UnixNano())
-	s.icfg = ingest.Config{Group: "ingest-" + s.id, InferenceTopic: "inf-" + s.id, GatewayTopic: "gw-" + s.id,
-		EnrichedTopic: "enriched-" + s.id, DLQTopic: "dlq-" + s.id, ControlTopic: "control-" + s.id,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond, BreakerOpen: time.Second}
-	s.sinkDL = "sinkdlq-" + s.id
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	s := &e2e{Env: pipelinetest.NewEnv(t, "chit"), t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := loadgen.EnsureTopics(ctx, s.admin, 3, 1, s.icfg.InferenceTopic, s.icfg.GatewayTopic, s.sinkDL); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		adm := kadm.NewClient(s.admin)
-		adm.DeleteTopics(ctx, s.icfg.InferenceTopic, s.icfg.GatewayTopic, s.icfg.EnrichedTopic, s.icfg.DLQTopic,
-			s.icfg.ControlTopic, s.icfg.LoopTopic(), s.icfg.TableTopic(), s.sinkDL)
-		adm.DeleteGroup(ctx, s.icfg.Group)
-		for _, g := range s.groups {
-			adm.DeleteGroup(ctx, g)
-		}
-		for _, sub := range []string{s.icfg.InferenceTopic + "-value", s.icfg.GatewayTopic + "-value", s.icfg.EnrichedTopic + "-value"} {
-			s.reg.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-		s.admin.Close()
-	})
+	s.chcfg, s.conn = s.Database(t, ctx, chAddr)
+	s.SourceTopics(t, ctx, 3, s.SinkDLQ)
 	return s
 }
 
 func (s *e2e) load(cfg loadgen.Config) *loadgen.Manifest {
 	s.t.Helper()
-	cfg.InferenceTopic, cfg.GatewayTopic = s.icfg.InferenceTopic, s.icfg.GatewayTopic
-	prod, err := s.kcfg.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer prod.Close()
-	var buf bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := loadgen.Run(ctx, cfg, prod, s.reg, loadgen.Options{RunID: s.id, Manifest: &buf})
-	if err != nil || st.Failed != 0 {
-		s.t.Fatalf("loadgen: %v (%v)", err, st)
-	}
-	m, err := loadgen.ParseManifest(&buf)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Logf("loadgen: %v", st)
-	return m
+	return s.Load(s.t, ctx, cfg)
 }
 
 // runIngest runs the ingest stage until every source partition is committed to its end, then
@@ -127,22 +85,14 @@ func (s *e2e) runIngest(ctx context.Context) {
 // committed to its end, then stops it.
 func (s *e2e) startIngest(ctx context.Context) (waitAndStop func()) {
 	s.t.Helper()
-	mod, err := moderation.New(moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- ingest.Run(runCtx, s.icfg, ingest.RunConfig{Kafka: s.kcfg, Registry: s.reg, Checker: mod, StorageDir: s.t.TempDir(),
+	mod := s.Moderation(s.t)
+	st := testenv.StartStage(s.t, ctx, "ingest", func(ctx context.Context) error {
+		return ingest.Run(ctx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, Checker: mod, StorageDir: s.t.TempDir(),
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	}()
+	})
 	return func() {
-		s.waitCommitted(ctx, s.icfg.Group, s.icfg.InferenceTopic, s.icfg.GatewayTopic)
-		stop()
-		if err := <-done; err != nil {
-			s.t.Fatalf("ingest: %v", err)
-		}
+		s.waitCommitted(st.Context(), s.Ingest.Group, s.Ingest.InferenceTopic, s.Ingest.GatewayTopic)
+		st.Stop()
 	}
 }
 
@@ -162,7 +112,7 @@ func (s *e2e) startSink(ctx context.Context, group string, batchRows int, interv
 	s.t.Helper()
 	sink, stop, done := s.startSinkStoppable(ctx, group, batchRows, interval)
 	return sink, func() {
-		s.waitCommitted(ctx, group, s.icfg.EnrichedTopic)
+		s.waitCommitted(ctx, group, s.Ingest.EnrichedTopic)
 		stop()
 		if err := <-done; err != nil {
 			s.t.Fatalf("sink: %v", err)
@@ -183,10 +133,10 @@ func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Co
 	level slog.Level) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
 	s.t.Helper()
 	s.groups = append(s.groups, group)
-	sink, err := clickhouse.New(clickhouse.Config{Group: group, Topic: s.icfg.EnrichedTopic, DLQTopic: s.sinkDL,
+	sink, err := clickhouse.New(clickhouse.Config{Group: group, Topic: s.Ingest.EnrichedTopic, DLQTopic: s.SinkDLQ,
 		BatchRows: batchRows, BatchInterval: interval, InsertTimeout: insertTimeout, FromStart: true,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
-		clickhouse.RunConfig{Kafka: s.kcfg, Registry: s.reg, ClickHouse: chcfg,
+		clickhouse.RunConfig{Kafka: s.Kafka, Registry: s.Registry, ClickHouse: chcfg,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
 	if err != nil {
 		s.t.Fatal(err)
@@ -212,30 +162,21 @@ func (s *e2e) clickHouseProxy(delay time.Duration) (clickhouse.Conn, *faultproxy
 	return chcfg, proxy
 }
 
-// waitCommitted waits until group committed the end offset of every partition of topics.
+// waitCommitted waits until group committed the end offset of every partition of topics (a
+// partition that never held a record needs no commit).
 func (s *e2e) waitCommitted(ctx context.Context, group string, topics ...string) {
 	s.t.Helper()
-	adm := kadm.NewClient(s.admin)
-	for {
-		ends, err1 := adm.ListEndOffsets(ctx, topics...)
-		offs, err2 := adm.FetchOffsets(ctx, group)
-		if err1 == nil && err2 == nil && len(ends) == len(topics) {
-			behind, parts := 0, 0
-			ends.Each(func(e kadm.ListedOffset) {
-				parts++
-				if c, ok := offs.Lookup(e.Topic, e.Partition); (!ok && e.Offset > 0) || (ok && c.At != e.Offset) {
-					behind++
-				}
-			})
-			if behind == 0 && parts > 0 {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			s.t.Fatalf("group %s did not commit the end of %v: %v %v", group, topics, err1, err2)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitCommittedOrEmpty(s.t, ctx, s.Admin, group, topics...)
+}
+
+// committedThenExact checks what a sink stopped with records buffered did: group committed the
+// enriched topic's end within 10 s of the stop, and the tables are exact (see assertExact).
+func (s *e2e) committedThenExact(ctx context.Context, group string, want map[slot][]string, wantRows, sensitive int) {
+	s.t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s.waitCommitted(wctx, group, s.Ingest.EnrichedTopic)
+	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
 }
 
 type slot struct{ topic, phase string }
@@ -389,12 +330,7 @@ func (s *e2e) stopMerges(ctx context.Context) {
 // topic's end; nothing may go to the sink's DLQ. A second group then re-writes everything
 // (as a redelivery or replay would): the views must not change while the raw tables double.
 func TestSinkExact(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 240*time.Second)
 	// The raw counts below say what was inserted, exactly: a background merge would collapse
 	// the second pass's re-writes early (seen on a loaded machine).
 	s.stopMerges(ctx)
@@ -403,7 +339,7 @@ func TestSinkExact(t *testing.T) {
 	s.runIngest(ctx)
 
 	sinkStart := time.Now()
-	took, st := s.runSink(ctx, "sinkch-"+s.id, 1000)
+	took, st := s.runSink(ctx, "sinkch-"+s.ID, 1000)
 	t.Logf("sink: %d records, %d rows, %d hit rows, %d flushes, %d retries, %d DLQ in %v (%.0f rows/s incl. group join)",
 		st.Records, st.Rows, st.HitRows, st.Flushes, st.Retries, st.DLQ, took.Round(time.Millisecond), float64(st.Rows+st.HitRows)/took.Seconds())
 	if st.DLQ != 0 {
@@ -430,7 +366,7 @@ func TestSinkExact(t *testing.T) {
 
 	// A second group re-reads the whole enriched topic: every row is written again with the
 	// same version, and the views must not change.
-	took2, st2 := s.runSink(ctx, "sinkch2-"+s.id, clickhouse.DefaultBatchRows)
+	took2, st2 := s.runSink(ctx, "sinkch2-"+s.ID, clickhouse.DefaultBatchRows)
 	t.Logf("re-write (batch 10000): %d rows + %d hit rows in %v (%.0f rows/s incl. group join)", st2.Rows, st2.HitRows, took2.Round(time.Millisecond), float64(st2.Rows+st2.HitRows)/took2.Seconds())
 	check(2)
 	if raw := s.scalar(ctx, `SELECT toUInt64(count()) FROM inference_results`) + s.scalar(ctx, `SELECT toUInt64(count()) FROM gateway_logs`); raw != 2*uint64(wantRows) {
@@ -450,7 +386,7 @@ func privateClickHouse(t *testing.T) (addr string, stack func(action string)) {
 	// Free ports and a folder of the test's own, so two checkouts (or two runs) never share
 	// the private server.
 	dir := t.TempDir()
-	native, http, inter := freePort(t), freePort(t), freePort(t)
+	native, http, inter := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	stack = func(action string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(root, "deploy/local/stack"), action, "clickhouse")
@@ -463,17 +399,6 @@ func privateClickHouse(t *testing.T) (addr string, stack func(action string)) {
 	stack("up")
 	t.Cleanup(func() { stack("down") })
 	return fmt.Sprintf("127.0.0.1:%d", native), stack
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestSinkClickHouseDown (issue 5, reliability.md #2): loadgen sends 1,000 requests/s for 50 s
@@ -496,8 +421,8 @@ func TestSinkClickHouseDown(t *testing.T) {
 	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
 		t.Fatal(err)
 	}
-	group := "sinkch-" + s.id
-	adm := kadm.NewClient(s.admin)
+	group := "sinkch-" + s.ID
+	adm := kadm.NewClient(s.Admin)
 	waitIngest := s.startIngest(ctx)
 	sink, waitSink := s.startSink(ctx, group, batchRows, 100*time.Millisecond)
 
@@ -532,7 +457,7 @@ func TestSinkClickHouseDown(t *testing.T) {
 	}
 	endsOf := func() int64 {
 		t.Helper()
-		ends, err := adm.ListEndOffsets(ctx, s.icfg.EnrichedTopic)
+		ends, err := adm.ListEndOffsets(ctx, s.Ingest.EnrichedTopic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -603,7 +528,7 @@ func TestSinkClickHouseDown(t *testing.T) {
 				float64(h)/(1<<20), float64(heapBound)/(1<<20), float64(liveBase)/(1<<20))
 		}
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic != s.icfg.EnrichedTopic {
+			if o.Topic != s.Ingest.EnrichedTopic {
 				return
 			}
 			if last, ok := snapshot[o.Partition]; o.At > 0 && (!ok || o.At > last+1) && o.At > committed[o.Partition] {
@@ -691,24 +616,19 @@ func TestSinkClickHouseDown(t *testing.T) {
 // inference_results.status to Enum8('OK' = 1), so the ~3 % of inference results whose status is
 // ERROR or TIMEOUT cannot be written; everything else must still land exactly.
 func TestSinkRejectsRecordsOnce(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 240*time.Second)
 	if err := s.conn.Exec(ctx, `ALTER TABLE inference_results MODIFY COLUMN status Enum8('OK' = 1)`); err != nil {
 		t.Fatal(err)
 	}
 	m := s.load(loadgen.Config{Requests: 2000, DuplicateRate: 0.02, PoisonRate: 0.01, Seed: 11})
 	want, _, _ := wantOf(m)
 	s.runIngest(ctx)
-	_, st := s.runSink(ctx, "sinkch-"+s.id, 1000)
+	_, st := s.runSink(ctx, "sinkch-"+s.ID, 1000)
 	t.Logf("sink: %d records, %d rows, %d DLQ, %d flushes", st.Records, st.Rows, st.DLQ, st.Flushes)
 
 	// Read the sink's DLQ: every entry is a rejected inference result that is not OK, once.
-	dec, _ := avro.NewDecoder[avro.EnrichedRecord](s.reg, avro.EnrichedSchema, avro.DecoderConfig{})
-	cl, err := s.kcfg.NewClient(kgo.ConsumeTopics(s.sinkDL), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	dec, _ := avro.NewDecoder[avro.EnrichedRecord](s.Registry, avro.EnrichedSchema, avro.DecoderConfig{})
+	cl, err := s.Kafka.NewClient(kgo.ConsumeTopics(s.SinkDLQ), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -729,7 +649,7 @@ func TestSinkRejectsRecordsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dlq entry value: %v", err)
 			}
-			if e.Stage != clickhouse.Stage || e.Class != clickhouse.ClassRejected || e.Origin.Topic != s.icfg.EnrichedTopic ||
+			if e.Stage != clickhouse.Stage || e.Class != clickhouse.ClassRejected || e.Origin.Topic != s.Ingest.EnrichedTopic ||
 				rec.Inference == nil || rec.Inference.Status == "OK" {
 				t.Fatalf("DLQ entry stage %s class %s origin %s status %+v: want only non-OK inference results rejected by ClickHouse",
 					e.Stage, e.Class, e.Origin.Topic, rec.Inference)
@@ -770,16 +690,11 @@ func TestSinkRejectsRecordsOnce(t *testing.T) {
 // TestSinkFlushesOnStop: records buffered when the sink is told to stop (SIGTERM) are flushed
 // and committed before Run returns. The batch limits are set so that no flush happens before.
 func TestSinkFlushesOnStop(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 120*time.Second)
 	m := s.load(loadgen.Config{Requests: 500, Seed: 13})
 	want, wantRows, sensitive := wantOf(m)
 	s.runIngest(ctx)
-	group := "sinkch-" + s.id
+	group := "sinkch-" + s.ID
 	sink, stop, done := s.startSinkStoppable(ctx, group, 100000, time.Hour)
 	for sink.Stats().Buffered < int64(wantRows) {
 		if ctx.Err() != nil {
@@ -798,10 +713,7 @@ func TestSinkFlushesOnStop(t *testing.T) {
 	if st.Flushes != 1 || st.Records != int64(wantRows) || st.Buffered != 0 {
 		t.Fatalf("after the stop: %+v, want one flush of %d records", st, wantRows)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	s.waitCommitted(wctx, group, s.icfg.EnrichedTopic)
-	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+	s.committedThenExact(ctx, group, want, wantRows, sensitive)
 }
 
 // TestSinkFinishesTheFlushUnderWayAtStop (regression): a flush under way when the sink was
@@ -812,19 +724,14 @@ func TestSinkFlushesOnStop(t *testing.T) {
 // takes long enough to be stopped in the middle; it must still land once, be counted, and be
 // committed.
 func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 120*time.Second)
 	s.stopMerges(ctx)
 	m := s.load(loadgen.Config{Requests: 500, SensitiveShare: 0.2, Seed: 21})
 	want, wantRows, sensitive := wantOf(m)
 	s.runIngest(ctx)
 
 	chcfg, proxy := s.clickHouseProxy(60 * time.Millisecond)
-	group := "sinkch-" + s.id
+	group := "sinkch-" + s.ID
 	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 2*time.Second, 20*time.Second, slog.LevelWarn)
 	for sink.Stats().Buffered < int64(wantRows) {
 		if ctx.Err() != nil {
@@ -855,10 +762,7 @@ func TestSinkFinishesTheFlushUnderWayAtStop(t *testing.T) {
 	if st.Flushes != 1 || st.Records != int64(wantRows) || st.Buffered != 0 {
 		t.Fatalf("after the stop: %+v, want the one flush of %d records finished", st, wantRows)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	s.waitCommitted(wctx, group, s.icfg.EnrichedTopic)
-	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+	s.committedThenExact(ctx, group, want, wantRows, sensitive)
 }
 
 type loaded struct {
@@ -871,11 +775,11 @@ type loaded struct {
 // it (TestSinkClickHouseDown measures the heap while loadgen runs; the manifest takes ~1 KiB a
 // request).
 func (s *e2e) loadAsync(ctx context.Context, cfg loadgen.Config) <-chan loaded {
-	cfg.InferenceTopic, cfg.GatewayTopic = s.icfg.InferenceTopic, s.icfg.GatewayTopic
+	cfg.InferenceTopic, cfg.GatewayTopic = s.Ingest.InferenceTopic, s.Ingest.GatewayTopic
 	loadDone := make(chan loaded, 1)
 	dir := s.t.TempDir()
 	go func() {
-		prod, err := s.kcfg.NewClient(loadgen.ProducerOpts()...)
+		prod, err := s.Kafka.NewClient(loadgen.ProducerOpts()...)
 		if err != nil {
 			loadDone <- loaded{err: err}
 			return
@@ -887,7 +791,7 @@ func (s *e2e) loadAsync(ctx context.Context, cfg loadgen.Config) <-chan loaded {
 			return
 		}
 		defer f.Close()
-		st, err := loadgen.Run(ctx, cfg, prod, s.reg, loadgen.Options{RunID: s.id, Manifest: f})
+		st, err := loadgen.Run(ctx, cfg, prod, s.Registry, loadgen.Options{RunID: s.ID, Manifest: f})
 		if err == nil && st.Failed != 0 {
 			err = fmt.Errorf("loadgen: %v", st)
 		}
@@ -902,17 +806,12 @@ func (s *e2e) loadAsync(ctx context.Context, cfg loadgen.Config) <-chan loaded {
 // first leaves. Buffers of revoked partitions are dropped uncommitted and read again by the new
 // owner; the result must be exact and the group committed to the end.
 func TestSinkRebalance(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 240*time.Second)
 	// With merges off, a row written twice stays visible: raw counts equal the ledger's only
 	// if no flush was cut off between its inserts and its commit.
 	s.stopMerges(ctx)
 	waitIngest := s.startIngest(ctx)
-	group := "sinkch-" + s.id
+	group := "sinkch-" + s.ID
 	a, stopA, doneA := s.startSinkStoppable(ctx, group, 2000, 500*time.Millisecond)
 	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 9000, Rate: 1500, DuplicateRate: 0.05, PoisonRate: 0.02, SensitiveShare: 0.2, Seed: 17})
 	waitFor := func(what string, cond func() bool) {
@@ -953,15 +852,15 @@ func TestSinkRebalance(t *testing.T) {
 // exactly the poison records, at their origin coordinates, with their classes.
 func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 	s.t.Helper()
-	group := "dlqm-" + s.id
+	group := "dlqm-" + s.ID
 	s.groups = append(s.groups, group)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- clickhouse.RunDLQMirror(runCtx, clickhouse.MirrorConfig{Group: group, Topic: s.icfg.DLQTopic, BatchInterval: 100 * time.Millisecond, FromStart: true},
-			s.kcfg, s.chcfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+		done <- clickhouse.RunDLQMirror(runCtx, clickhouse.MirrorConfig{Group: group, Topic: s.Ingest.DLQTopic, BatchInterval: 100 * time.Millisecond, FromStart: true},
+			s.Kafka, s.chcfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	}()
-	s.waitCommitted(ctx, group, s.icfg.DLQTopic)
+	s.waitCommitted(ctx, group, s.Ingest.DLQTopic)
 	stop()
 	if err := <-done; err != nil {
 		s.t.Fatalf("dlq mirror: %v", err)
@@ -1002,18 +901,13 @@ func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 // next batch meanwhile (so a slow insert does not add to the next batch's wait), and the
 // result is still exact, one flush at a time committed in order.
 func TestSinkPollsWhileFlushing(t *testing.T) {
-	s := newE2E(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := newMigratedE2E(t, 120*time.Second)
 	s.stopMerges(ctx)
 	chcfg, proxy := s.clickHouseProxy(80 * time.Millisecond)
 	if err := proxy.Set(faultproxy.Delay); err != nil {
 		t.Fatal(err)
 	}
-	group := "sinkch-" + s.id
+	group := "sinkch-" + s.ID
 	waitIngest := s.startIngest(ctx)
 	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 300*time.Millisecond, 20*time.Second, slog.LevelWarn)
 	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 1200, Rate: 300, SensitiveShare: 0.2, Seed: 23})
@@ -1044,7 +938,7 @@ func TestSinkPollsWhileFlushing(t *testing.T) {
 		t.Fatal(l.err)
 	}
 	waitIngest()
-	s.waitCommitted(ctx, group, s.icfg.EnrichedTopic)
+	s.waitCommitted(ctx, group, s.Ingest.EnrichedTopic)
 	close(stopSampling)
 	<-sampled
 	stop()

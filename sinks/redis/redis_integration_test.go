@@ -22,7 +22,7 @@ func TestHashSetGet(t *testing.T) {
 	}
 	defer rdb.Close()
 
-	key := fmt.Sprintf("smoke:%d", time.Now().UnixNano())
+	key := testenv.ID("smoke:")
 	defer rdb.Del(context.Background(), key)
 	want := map[string]string{}
 	for i := 0; i < 50; i++ {

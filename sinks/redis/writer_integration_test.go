@@ -35,7 +35,7 @@ func TestWriterRetriesWhileRedisDown(t *testing.T) {
 	defer cancel()
 	go w.Run(ctx)
 
-	key := fmt.Sprintf("writer-it-%d", time.Now().UnixNano())
+	key := testenv.ID("writer-it-")
 	real := goredis.NewClient(&goredis.Options{Addr: target})
 	defer real.Close()
 	defer real.Del(context.Background(), key)
@@ -99,7 +99,7 @@ func TestWriterCoalescesOnRedis(t *testing.T) {
 	defer cancel()
 	go w.Run(ctx)
 
-	project := fmt.Sprintf("coalesce%d", time.Now().UnixNano())
+	project := testenv.ID("coalesce")
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	var lastTenant, lastModel feast.Op
 	var reqKeys []string

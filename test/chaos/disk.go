@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // Disk is a small tmpfs mounted for one scenario, so that a store can run out of space and get
@@ -76,7 +77,7 @@ type PrivateClickHouse struct {
 func StartPrivateClickHouse(ctx context.Context, repo, dir string) (*PrivateClickHouse, error) {
 	ports := make([]int, 3)
 	for i := range ports {
-		p, err := freePort()
+		p, err := proc.FreePort()
 		if err != nil {
 			return nil, err
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/stackclean"
 	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -79,7 +80,7 @@ type EnvOptions struct {
 
 // NewEnv makes a private pipeline. Close it.
 func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
-	id := fmt.Sprintf("c%d", time.Now().UnixNano())
+	id := stackclean.ID("c")
 	e := &Env{ID: id, Inf: "inf-" + id, GW: "gw-" + id, Enriched: "enriched-" + id, DLQ: "dlq-" + id, Control: "control-" + id,
 		IngestGroup: "ingest-" + id, SinkGroup: "sinkch-" + id, MirrorGroup: "mirror-" + id, FeaturesGroup: "features-" + id,
 		DB: "chaos_" + id, Project: "p" + id, Stack: o.Stack, Dir: o.Dir, Bins: o.Bins, Logf: o.Logf, Replication: 1}
@@ -113,23 +114,25 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
-	if err := admin.Exec(ctx, "CREATE DATABASE "+e.DB); err != nil {
+	e.onClose(func() {
 		admin.Close()
+		if e.CH != nil {
+			e.CH.Close()
+		}
+		if e.Redis != nil {
+			e.Redis.Close()
+		}
+	})
+	// Registered before anything is made, and run before the connections close: what a
+	// half-made env made is removed too.
+	e.onClose(func() { e.sweep(admin) })
+	if err := admin.Exec(ctx, "CREATE DATABASE "+e.DB); err != nil {
 		return nil, fmt.Errorf("create database: %w", err)
 	}
-	e.onClose(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+e.DB); err != nil {
-			e.Logf("drop database %s: %v", e.DB, err)
-		}
-		admin.Close()
-	})
 	chCfg.Database = e.DB
 	if e.CH, err = clickhouse.Open(ctx, chCfg); err != nil {
 		return nil, err
 	}
-	e.onClose(func() { e.CH.Close() })
 	rcfg, err := redisConfig(o.Stack)
 	if err != nil {
 		return nil, err
@@ -137,7 +140,6 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if e.Redis, err = redis.Open(ctx, rcfg); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	e.onClose(func() { e.deleteRedisKeys(); e.Redis.Close() })
 	regCfg, err := registryConfig(o.Stack)
 	if err != nil {
 		return nil, err
@@ -145,7 +147,6 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if e.Registry, err = avro.NewRegistryClient(regCfg); err != nil {
 		return nil, err
 	}
-	e.onClose(e.deleteKafkaState)
 
 	if e.Sensitive, err = StartSensitive(ctx, e.Bins.Sensitive, filepath.Join(e.Dir, "sensitive")); err != nil {
 		return nil, err
@@ -174,55 +175,33 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 
 func (e *Env) onClose(f func()) { e.cleanup = append(e.cleanup, f) }
 
-// Close stops every child process and removes what NewEnv made.
+// Close stops every child process and removes what NewEnv made. The children get SIGTERM
+// first (SIGKILL 10 s later), so that they leave their consumer groups and those can be
+// deleted at once.
 func (e *Env) Close() {
 	e.mu.Lock()
 	procs := e.procs
 	e.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, p := range procs {
-		p.Kill()
+		wg.Go(func() { p.Terminate(10 * time.Second) })
 	}
+	wg.Wait()
 	for i := len(e.cleanup) - 1; i >= 0; i-- {
 		e.cleanup[i]()
 	}
 	e.cleanup = nil
 }
 
-func (e *Env) deleteKafkaState() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// sweep removes everything on the stack whose name holds the env's ID: its topics (the stages'
+// own too), consumer groups (waiting out the session of a member that was killed), registry
+// subjects, ClickHouse database and Redis keys.
+func (e *Env) sweep(ch driver.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := e.Kafka.NewClient()
-	if err != nil {
-		return
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	icfg := ingest.Config{Group: e.IngestGroup}
-	adm.DeleteTopics(ctx, e.Inf, e.GW, e.Enriched, e.DLQ, e.Control, icfg.LoopTopic(), icfg.TableTopic(),
-		e.FeaturesGroup+"-loop", e.FeaturesGroup+"-table")
-	adm.DeleteGroups(ctx, e.IngestGroup, e.SinkGroup, e.MirrorGroup, e.FeaturesGroup)
-	if e.Registry != nil {
-		for _, sub := range []string{e.Inf + "-value", e.GW + "-value", e.Enriched + "-value"} {
-			e.Registry.DeleteSubject(ctx, sub, sr.SoftDelete)
-		}
-	}
-}
-
-func (e *Env) deleteRedisKeys() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var cursor uint64
-	for {
-		keys, next, err := e.Redis.Scan(ctx, cursor, "*"+e.Project, 1000).Result()
-		if err != nil {
-			return
-		}
-		if len(keys) > 0 {
-			e.Redis.Del(ctx, keys...)
-		}
-		if cursor = next; cursor == 0 {
-			return
-		}
+	s := stackclean.Stack{Kafka: e.Admin, Registry: e.Registry, CH: ch, Redis: e.Redis}
+	if _, err := stackclean.Sweep(ctx, s, stackclean.Match{Contains: e.ID}); err != nil {
+		e.Logf("removing what %s made: %v", e.ID, err)
 	}
 }
 

@@ -1,15 +1,11 @@
 package chaos
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/backflowhq/backflow/tools/proc"
 	"github.com/backflowhq/backflow/tools/procstat"
 )
 
@@ -31,89 +28,35 @@ type Bins struct {
 
 // Build compiles both binaries of the module rooted at repo into dir.
 func Build(ctx context.Context, repo, dir string) (Bins, error) {
-	b := Bins{Backflow: filepath.Join(dir, "backflow"), Sensitive: filepath.Join(dir, "sensitive-words")}
-	for pkg, out := range map[string]string{"./cmd/backflow": b.Backflow, "./tools/sensitive-words/cmd/sensitive-words": b.Sensitive} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-		cmd.Dir = repo
-		if o, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("go build %s: %w\n%s", pkg, err, o)
-		}
+	bins, err := proc.Build(ctx, repo, dir, "./cmd/backflow", "./tools/sensitive-words/cmd/sensitive-words")
+	if err != nil {
+		return Bins{}, err
 	}
-	return b, nil
+	return Bins{Backflow: bins[0], Sensitive: bins[1]}, nil
 }
 
 // Service is the private sensitive-word service of one Env, started with --test-faults so a
-// scenario can make it slow or wrong (POST /debug/faults), and stopped and started by pid.
+// scenario can make it slow or wrong (POST /debug/faults), and stopped (SIGKILL: down, not
+// shutting down) and started again on its port.
 type Service struct {
-	URL  string
-	bin  string
-	port int
-	dir  string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
+	*proc.Service
 }
 
-// StartSensitive starts the service on a free port with the sample dictionary.
+// StartSensitive starts the service on a free port with the sample dictionary; its output goes
+// to dir/sensitive-words.log.
 func StartSensitive(ctx context.Context, bin, dir string) (*Service, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &Service{bin: bin, port: port, dir: dir, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	return s, s.Start(ctx)
-}
-
-// Start starts the service (again) and waits until /healthz answers.
-func (s *Service) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return nil
-	}
 	dict, err := filepath.Abs(filepath.Join(repoRoot(), "deploy/sensitive-words/sample.tsv"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(s.dir, "sensitive-words.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	svc, err := proc.NewService("sensitive-words", bin, func(addr string) []string {
+		return []string{"--addr", addr, "--dictionary", dict, "--test-faults"}
+	}, proc.Options{Stdout: true, Log: filepath.Join(dir, "sensitive-words.log")})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cmd := exec.Command(s.bin, "--addr", fmt.Sprintf("127.0.0.1:%d", s.port), "--dictionary", dict, "--test-faults")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	go func() { cmd.Wait(); logf.Close() }()
-	s.cmd = cmd
-	for i := 0; i < 200; i++ {
-		if r, err := http.Get(s.URL + "/healthz"); err == nil {
-			r.Body.Close()
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("sensitive-words did not answer on %s", s.URL)
-}
-
-// Stop kills the service (SIGKILL: it is down, not shutting down).
-func (s *Service) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		s.cmd.Process.Kill()
-		for i := 0; i < 100 && s.cmd.Process.Signal(syscall.Signal(0)) == nil; i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-		s.cmd = nil
-	}
+	s := &Service{svc}
+	return s, s.Start(ctx)
 }
 
 // Faults sets the service's injected faults: a JSON object as POST /debug/faults takes it
@@ -131,6 +74,10 @@ func (s *Service) Faults(body string) error {
 	return nil
 }
 
+// keepLog is how much of a child's log (over all its starts) Log keeps in memory; the file
+// has all of it.
+const keepLog = 64 << 20
+
 // Proc is one `backflow` child process (a `run` with some stages, usually), with its JSON log
 // kept in memory and in a file, and its metrics address read from the log.
 type Proc struct {
@@ -139,11 +86,8 @@ type Proc struct {
 	env  *Env
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	logs    bytes.Buffer
-	metrics string
-	done    chan struct{}
-	exit    int
+	cur     *proc.Proc   // the latest start
+	earlier bytes.Buffer // the log of the starts before it
 	starts  int
 }
 
@@ -170,62 +114,34 @@ func (e *Env) StartRun(name, stages string, extra map[string]string) (*Proc, err
 }
 
 func (p *Proc) start(vars map[string]string) error {
-	cmd := exec.Command(p.env.Bins.Backflow, p.Args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BACKFLOW_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
 	all := p.env.Vars()
 	for k, v := range vars {
 		all[k] = v
 	}
-	for k, v := range all {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	stderr, err := cmd.StderrPipe()
+	c, err := proc.Start(p.Name, p.env.Bins.Backflow, proc.Options{Args: p.Args, Env: all, Isolate: true,
+		Log: filepath.Join(p.env.Dir, p.Name+".log"), Keep: keepLog})
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(filepath.Join(p.env.Dir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
 	p.mu.Lock()
-	p.cmd, p.done, p.metrics = cmd, done, ""
+	if p.cur != nil && p.earlier.Len() < keepLog {
+		p.earlier.WriteString(p.cur.Output())
+	}
+	p.cur = c
 	p.starts++
 	p.mu.Unlock()
-	p.env.sampler.add(p.Name, cmd.Process.Pid)
+	p.env.sampler.add(p.Name, c.Pid())
 	go func() {
-		defer close(done)
-		defer logf.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(logf, line)
-			var rec struct{ Msg, Metrics, Level string }
-			p.mu.Lock()
-			if p.logs.Len() < 64<<20 {
-				p.logs.WriteString(line + "\n")
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving metrics and health" {
-				p.metrics = strings.TrimSuffix(rec.Metrics, "/metrics")
-			}
-			p.mu.Unlock()
-		}
-		cmd.Wait()
-		p.env.sampler.remove(cmd.Process.Pid)
-		p.mu.Lock()
-		p.exit = cmd.ProcessState.ExitCode()
-		p.mu.Unlock()
+		<-c.Done()
+		p.env.sampler.remove(c.Pid())
 	}()
 	return nil
+}
+
+func (p *Proc) current() *proc.Proc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
 }
 
 // Restart starts the child again with the same arguments after it exited.
@@ -237,108 +153,49 @@ func (p *Proc) Restart() error {
 }
 
 // Running reports whether the child is alive.
-func (p *Proc) Running() bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *Proc) Running() bool { return p.current().Running() }
 
 // Pid of the running child.
-func (p *Proc) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd.Process.Pid
-}
+func (p *Proc) Pid() int { return p.current().Pid() }
 
 // Kill sends SIGKILL and waits for the exit.
-func (p *Proc) Kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Kill()
-	<-done
-}
+func (p *Proc) Kill() { p.current().Kill() }
+
+// Terminate sends SIGTERM and waits up to grace for the exit, then SIGKILL: the end of a
+// scenario, so that the child leaves its consumer groups and they can be deleted at once.
+func (p *Proc) Terminate(grace time.Duration) { p.current().Terminate(grace) }
 
 // Quit sends SIGQUIT: the Go runtime writes every goroutine's stack to the child's log and
 // exits. For finding where a stop hangs.
-func (p *Proc) Quit() {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.mu.Unlock()
-	cmd.Process.Signal(syscall.SIGQUIT)
-}
+func (p *Proc) Quit() { p.current().Signal(syscall.SIGQUIT) }
 
 // Signal sends sig and waits up to guard for the exit; it returns the exit code, or an error
 // (the child is then killed).
 func (p *Proc) Signal(sig os.Signal, guard time.Duration) (int, time.Duration, error) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	start := time.Now()
-	if err := cmd.Process.Signal(sig); err != nil {
-		return -1, 0, err
+	c := p.current()
+	if !c.Running() {
+		return -1, 0, fmt.Errorf("%s is not running", p.Name)
 	}
-	select {
-	case <-done:
-	case <-time.After(guard):
-		cmd.Process.Kill()
-		<-done
-		return -1, time.Since(start), fmt.Errorf("%s did not exit within %v of %v", p.Name, guard, sig)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exit, time.Since(start), nil
+	return c.Stop(sig, guard)
 }
 
 // Wait waits up to d for the child to exit by itself and returns its exit code.
-func (p *Proc) Wait(d time.Duration) (int, error) {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.exit, nil
-	case <-time.After(d):
-		return -1, fmt.Errorf("%s still running after %v", p.Name, d)
-	}
-}
+func (p *Proc) Wait(d time.Duration) (int, error) { return p.current().Wait(d) }
 
 // Log is everything the child wrote to stderr, over all its starts.
 func (p *Proc) Log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.logs.String()
+	return p.earlier.String() + p.cur.Output()
 }
 
 // MetricsURL waits until the child logged its metrics address and returns the base URL.
 func (p *Proc) MetricsURL(ctx context.Context) (string, error) {
-	for {
-		p.mu.Lock()
-		m := p.metrics
-		p.mu.Unlock()
-		if m != "" {
-			return m, nil
-		}
-		if !p.Running() {
-			return "", fmt.Errorf("%s exited before serving metrics:\n%s", p.Name, tail(p.Log(), 3000))
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%s: no metrics address: %w", p.Name, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	base, err := p.current().WaitLine(ctx, proc.MetricsLine)
+	if err != nil {
+		return "", fmt.Errorf("%s: no metrics address: %w", p.Name, err)
 	}
+	return base, nil
 }
 
 // Ready waits until the child's /readyz answers 200.
@@ -487,15 +344,6 @@ func (e *Env) PeakRSS() (int64, string) {
 		}
 	}
 	return max, who
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // repoRoot finds the module root from the working directory (tests run in their package's

@@ -147,6 +147,15 @@ func (p *Pending) Wait() (*loadgen.Manifest, error) {
 	return p.done.Manifest, p.done.Err
 }
 
+// CaughtUp waits for the load to end, then (5 minutes at most) until every group caught up.
+func (p *Pending) CaughtUp(ctx context.Context) error {
+	if _, err := p.Wait(); err != nil {
+		return err
+	}
+	_, err := p.r.WaitCaughtUp(ctx, 5*time.Minute)
+	return err
+}
+
 // Done reports whether the load has ended, without waiting.
 func (p *Pending) Done() bool {
 	if p.done != nil {

@@ -350,10 +350,7 @@ func moderationWrongReplies(ctx context.Context, r *Run) error {
 	cfg := r.Traffic(20)
 	cfg.SensitiveShare = 0.3
 	load := r.Load(ctx, cfg, "")
-	if _, err := load.Wait(); err != nil {
-		return err
-	}
-	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+	if err := load.CaughtUp(ctx); err != nil {
 		return err
 	}
 	r.Sensitive.Faults(`{}`)
@@ -540,10 +537,7 @@ func replayEarliest(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.Load(ctx, r.Traffic(10), "").Wait(); err != nil {
-		return err
-	}
-	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+	if err := r.Load(ctx, r.Traffic(10), "").CaughtUp(ctx); err != nil {
 		return err
 	}
 	before, err := r.snapshot(ctx)
@@ -674,10 +668,7 @@ func dedupeRebuilt(ctx context.Context, r *Run) error {
 		return err
 	}
 	cfg := r.Traffic(10)
-	if _, err := r.Load(ctx, cfg, "").Wait(); err != nil {
-		return err
-	}
-	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+	if err := r.Load(ctx, cfg, "").CaughtUp(ctx); err != nil {
 		return err
 	}
 	r.Term(pl.Ingest)
@@ -697,10 +688,7 @@ func dedupeRebuilt(ctx context.Context, r *Run) error {
 	}
 	r.Note("ingest ready %v after a start with an empty local store", time.Since(start).Round(100*time.Millisecond))
 	// The same traffic again: same seed and run id, so the same bytes at new offsets.
-	if _, err := r.Load(ctx, cfg, "").Wait(); err != nil {
-		return err
-	}
-	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+	if err := r.Load(ctx, cfg, "").CaughtUp(ctx); err != nil {
 		return err
 	}
 	r.Healed()
@@ -742,10 +730,7 @@ func changelogNotCompacted(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.Load(ctx, r.Traffic(5), "").Wait(); err != nil {
-		return err
-	}
-	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+	if err := r.Load(ctx, r.Traffic(5), "").CaughtUp(ctx); err != nil {
 		return err
 	}
 	m, err := pl.Ingest.Metrics(ctx)
@@ -955,10 +940,7 @@ func secured(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.Load(ctx, r.Traffic(5), "").Wait(); err != nil {
-		return err
-	}
-	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+	if err := r.Load(ctx, r.Traffic(5), "").CaughtUp(ctx); err != nil {
 		return err
 	}
 	r.Healed()

@@ -2,11 +2,7 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/internal/kafka"
 )
@@ -26,21 +22,7 @@ func Kafka(t testing.TB, clientID string) kafka.Conn {
 // it when the test ends.
 func CreateTopic(t testing.TB, ctx context.Context, cfg kafka.Conn, prefix string, partitions int32) string {
 	t.Helper()
-	cl, err := cfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	topic := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
-	if err != nil || resp.Err != nil {
-		t.Fatalf("create topic %s on %v: %v %v", topic, cfg.Brokers, err, resp.Err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, topic)
-	})
+	topic := ID(prefix + "-")
+	Topics(t, ctx, cfg, partitions, topic)
 	return topic
 }

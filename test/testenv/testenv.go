@@ -5,6 +5,12 @@
 // neither returns "", and the package under test applies its own default (the local stack's
 // loopback ports). Integration tests call Integration first: under `go test -short` they skip;
 // otherwise they run and fail when the service does not answer.
+//
+// A test leaves nothing on the shared stack: it names what it makes with ID, and registers its
+// removal when the test ends (Topics, RemoveTopics, Groups, Subjects, RedisKeys, Database;
+// pipelinetest.Env does it all for a private pipeline). `make test` ends with test/leftovers,
+// which fails when anything with a test's ID is still there. Child processes run through
+// Start and StartSensitive (tools/proc), binaries from Build.
 package testenv
 
 import (
@@ -75,18 +81,8 @@ func envFilePath() string {
 	if dir := os.Getenv("BACKFLOW_STACK_DIR"); dir != "" {
 		return filepath.Join(dir, "env")
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
+	if dir, ok := moduleRoot(); ok {
+		return filepath.Join(dir, ".stack", "env")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, ".stack", "env")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
+	return ""
 }

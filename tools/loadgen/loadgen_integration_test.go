@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
@@ -31,9 +28,9 @@ func TestLoadgenAgainstStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	suffix := time.Now().UnixNano()
+	suffix := testenv.ID("")
 	cfg := loadgen.Config{
-		InferenceTopic: fmt.Sprintf("lg-inference-%d", suffix), GatewayTopic: fmt.Sprintf("lg-gateway-%d", suffix),
+		InferenceTopic: "lg-inference-" + suffix, GatewayTopic: "lg-gateway-" + suffix,
 		Requests: 1500, PoisonRate: 0.03, DuplicateRate: 0.05, CrossPartitionShare: 0.5, Seed: 11,
 	}
 	prod, err := kcfg.NewClient(loadgen.ProducerOpts()...)
@@ -41,21 +38,15 @@ func TestLoadgenAgainstStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
+	testenv.RemoveTopics(t, kcfg, cfg.InferenceTopic, cfg.GatewayTopic)
+	testenv.Subjects(t, reg, cfg.InferenceTopic+"-value", cfg.GatewayTopic+"-value")
 	if err := loadgen.EnsureTopics(ctx, prod, 3, 1, cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		kadm.NewClient(prod).DeleteTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic)
-		for _, s := range []string{cfg.InferenceTopic + "-value", cfg.GatewayTopic + "-value"} {
-			reg.DeleteSubject(ctx, s, sr.SoftDelete)
-		}
-	})
 
 	var manifest bytes.Buffer
 	progressCalls := 0
-	st, err := loadgen.Run(ctx, cfg, prod, reg, loadgen.Options{RunID: fmt.Sprintf("it%d", suffix), Manifest: &manifest,
+	st, err := loadgen.Run(ctx, cfg, prod, reg, loadgen.Options{RunID: "it" + suffix, Manifest: &manifest,
 		Progress: func(int) { progressCalls++ }})
 	if err != nil {
 		t.Fatalf("run: %v (stats %v)", err, st)
