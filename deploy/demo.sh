@@ -134,7 +134,7 @@ cat <<TXT
    the manifest (oracle):    head .stack/demo-manifest.jsonl
    consumer groups:          bin/backflow groups --env-file $ENV
    config reference:         bin/backflow check-config --print-example   (deploy/config.example.yaml)
-   sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_URL/metrics | grep ^sensitive_words
+   sensitive-word service:   curl -s $BACKFLOW_SENSITIVE_WORDS_URL/metrics | grep ^sensitive_words
    Feast:                    deploy/feast/README.md
    backflow's log:           $LOGS/demo-run.log
    more traffic:             bin/loadgen --env-file $ENV --duration 30s --rate 1000

@@ -359,15 +359,15 @@ func TestCompose(t *testing.T) {
 	if adv := str(at(svcs, "kafka", "environment", "KAFKA_ADVERTISED_LISTENERS")); !strings.Contains(adv, "kafka:9092") {
 		t.Errorf("kafka advertises %q, the config dials kafka:9092", adv)
 	}
-	for _, addr := range append(append([]string{}, cfg.Config.Kafka.Brokers...), cfg.Config.Registry.URL, cfg.Config.ClickHouse.Addr, cfg.Config.Redis.Addr, cfg.Config.Moderation.URL) {
+	for _, addr := range append(append([]string{}, cfg.Config.Kafka.Brokers...), cfg.Config.Registry.URL, cfg.Config.ClickHouse.Addr, cfg.Config.Redis.Addr, cfg.Config.SensitiveWords.URL) {
 		h, p := hostPort(addr)
 		if svcs[h] == nil || listens[h] != p {
 			t.Errorf("config address %s: service %q listens on %q", addr, h, listens[h])
 		}
 	}
 	secrets := c["secrets"].(map[string]any)
-	if f := secretFiles(t, string(b))["BACKFLOW_SENSITIVE_TOKEN"]; secrets[path.Base(f)] == nil || path.Dir(f) != "/run/secrets" {
-		t.Errorf("sensitive.token_file %s is not a compose secret", f)
+	if f := secretFiles(t, string(b))["BACKFLOW_SENSITIVE_WORDS_TOKEN"]; secrets[path.Base(f)] == nil || path.Dir(f) != "/run/secrets" {
+		t.Errorf("sensitive_words.token_file %s is not a compose secret", f)
 	}
 	for _, stage := range pipelines.StageNames() {
 		s := svcs["backflow-"+stage]

@@ -30,17 +30,17 @@ type CheckResult struct {
 
 // The systems Check asks, by the names CheckResult.System carries.
 const (
-	SystemKafka      = "kafka"
-	SystemRegistry   = "registry"
-	SystemClickHouse = "clickhouse"
-	SystemRedis      = "redis"
-	SystemModeration = "sensitive-words"
+	SystemKafka          = "kafka"
+	SystemRegistry       = "registry"
+	SystemClickHouse     = "clickhouse"
+	SystemRedis          = "redis"
+	SystemSensitiveWords = "sensitive-words"
 )
 
 // Check asks every system in c for a real answer, concurrently, and returns one result per
 // system in a fixed order. Each check is bounded by ctx.
 func Check(ctx context.Context, c Conns) []CheckResult {
-	return CheckSystems(ctx, c, SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemModeration)
+	return CheckSystems(ctx, c, SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemSensitiveWords)
 }
 
 // CheckSystems is Check for the named systems only, in the order given. An unknown name gets a
@@ -51,11 +51,11 @@ func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult
 		run  func(context.Context) (string, error)
 	}
 	all := map[string]check{
-		SystemKafka:      {c.Kafka.Endpoint(), func(ctx context.Context) (string, error) { return checkKafka(ctx, c) }},
-		SystemRegistry:   {c.Registry.Endpoint(), func(ctx context.Context) (string, error) { return checkRegistry(ctx, c) }},
-		SystemClickHouse: {c.ClickHouse.Endpoint(), func(ctx context.Context) (string, error) { return checkClickHouse(ctx, c) }},
-		SystemRedis:      {c.Redis.Endpoint(), func(ctx context.Context) (string, error) { return checkRedis(ctx, c) }},
-		SystemModeration: {c.Moderation.URL, func(ctx context.Context) (string, error) { return checkModeration(ctx, c) }},
+		SystemKafka:          {c.Kafka.Endpoint(), func(ctx context.Context) (string, error) { return checkKafka(ctx, c) }},
+		SystemRegistry:       {c.Registry.Endpoint(), func(ctx context.Context) (string, error) { return checkRegistry(ctx, c) }},
+		SystemClickHouse:     {c.ClickHouse.Endpoint(), func(ctx context.Context) (string, error) { return checkClickHouse(ctx, c) }},
+		SystemRedis:          {c.Redis.Endpoint(), func(ctx context.Context) (string, error) { return checkRedis(ctx, c) }},
+		SystemSensitiveWords: {c.SensitiveWords.URL, func(ctx context.Context) (string, error) { return checkSensitiveWords(ctx, c) }},
 	}
 	out := make([]CheckResult, len(systems))
 	var wg sync.WaitGroup
@@ -122,7 +122,7 @@ func isRefusal(system string, err error) bool {
 		return clickhouse.IsAuthError(err)
 	case SystemRedis:
 		return redis.IsAuthError(err)
-	case SystemModeration:
+	case SystemSensitiveWords:
 		return moderation.IsAuthError(err)
 	}
 	return false
@@ -130,7 +130,7 @@ func isRefusal(system string, err error) bool {
 
 // sectionOf is the config section of each system's connection.
 var sectionOf = map[string]string{SystemKafka: "kafka", SystemRegistry: "registry", SystemClickHouse: "clickhouse",
-	SystemRedis: "redis", SystemModeration: "sensitive"}
+	SystemRedis: "redis", SystemSensitiveWords: "sensitive_words"}
 
 // settingsOf names the variables an operator checks after a refusal by system: the user and
 // SASL keys of its section, its secret (or the file holding it), and its CA file.
@@ -208,8 +208,8 @@ func checkRedis(ctx context.Context, c Conns) (string, error) {
 	return "Redis", nil
 }
 
-func checkModeration(ctx context.Context, c Conns) (string, error) {
-	cl, err := moderation.New(c.Moderation)
+func checkSensitiveWords(ctx context.Context, c Conns) (string, error) {
+	cl, err := moderation.New(c.SensitiveWords)
 	if err != nil {
 		return "", err
 	}

@@ -38,7 +38,7 @@ func TestCheckReportsDown(t *testing.T) {
 		switch k {
 		case "BACKFLOW_KAFKA_BROKERS", "BACKFLOW_CLICKHOUSE_ADDR", "BACKFLOW_REDIS_ADDR":
 			return closed
-		case "BACKFLOW_REGISTRY_URL", "BACKFLOW_SENSITIVE_URL":
+		case "BACKFLOW_REGISTRY_URL", "BACKFLOW_SENSITIVE_WORDS_URL":
 			return "http://" + closed
 		}
 		return ""

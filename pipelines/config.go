@@ -56,11 +56,11 @@ type Config struct {
 // Conns holds the connection settings of every external system: the kafka, registry,
 // clickhouse, redis and sensitive sections of Config.
 type Conns struct {
-	Kafka      kafka.Conn        `key:"kafka" doc:"the Kafka cluster every stage reads and writes"`
-	Registry   avro.RegistryConn `key:"registry" doc:"the Confluent-API schema registry"`
-	ClickHouse clickhouse.Conn   `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
-	Redis      redis.Conn        `key:"redis" doc:"Redis, the Feast online store (sink-features)"`
-	Moderation moderation.Conn   `key:"sensitive" doc:"the sensitive-word service (ingest)"`
+	Kafka          kafka.Conn        `key:"kafka" doc:"the Kafka cluster every stage reads and writes"`
+	Registry       avro.RegistryConn `key:"registry" doc:"the Confluent-API schema registry"`
+	ClickHouse     clickhouse.Conn   `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
+	Redis          redis.Conn        `key:"redis" doc:"Redis, the Feast online store (sink-features)"`
+	SensitiveWords moderation.Conn   `key:"sensitive_words" doc:"the sensitive-word service (ingest)"`
 }
 
 // LogConfig configures logging.
@@ -160,5 +160,5 @@ func (c MetricsConfig) Validate() error {
 func (c Conns) Validate() error {
 	return errors.Join(conf.Nest("Kafka", "", c.Kafka.Validate()), conf.Nest("Registry", "", c.Registry.Validate()),
 		conf.Nest("ClickHouse", "", c.ClickHouse.Validate()), conf.Nest("Redis", "", c.Redis.Validate()),
-		conf.Nest("Moderation", "", c.Moderation.Validate()))
+		conf.Nest("SensitiveWords", "", c.SensitiveWords.Validate()))
 }

@@ -27,7 +27,7 @@ func TestFromEnv(t *testing.T) {
 			name: "empty environment takes the local stack's defaults",
 			env:  map[string]string{},
 			check: func(t *testing.T, c Conns) {
-				got := []string{c.Kafka.Endpoint(), c.Registry.Endpoint(), c.ClickHouse.Endpoint(), c.Redis.Endpoint(), c.Moderation.URL}
+				got := []string{c.Kafka.Endpoint(), c.Registry.Endpoint(), c.ClickHouse.Endpoint(), c.Redis.Endpoint(), c.SensitiveWords.URL}
 				want := []string{"127.0.0.1:19092", "http://127.0.0.1:18081/apis/ccompat/v7", "127.0.0.1:19000", "127.0.0.1:16379", "http://127.0.0.1:18090"}
 				for i := range want {
 					if got[i] != want[i] {
@@ -69,7 +69,7 @@ func TestFromEnv(t *testing.T) {
 				"BACKFLOW_CLICKHOUSE_ADDR": "ch:9440", "BACKFLOW_CLICKHOUSE_USER": "backflow", "BACKFLOW_CLICKHOUSE_PASSWORD_FILE": secretFile, "BACKFLOW_CLICKHOUSE_TLS": "true",
 				"BACKFLOW_REDIS_ADDR": "r:6380", "BACKFLOW_REDIS_USERNAME": "backflow", "BACKFLOW_REDIS_PASSWORD_FILE": secretFile, "BACKFLOW_REDIS_TLS_CA_FILE": pki.CAFile,
 				"BACKFLOW_REDIS_TLS_CERT_FILE": pki.CertFile, "BACKFLOW_REDIS_TLS_KEY_FILE": pki.KeyFile,
-				"BACKFLOW_SENSITIVE_URL": "https://sw:8443", "BACKFLOW_SENSITIVE_TOKEN_FILE": secretFile, "BACKFLOW_SENSITIVE_TLS_CA_FILE": pki.CAFile,
+				"BACKFLOW_SENSITIVE_WORDS_URL": "https://sw:8443", "BACKFLOW_SENSITIVE_WORDS_TOKEN_FILE": secretFile, "BACKFLOW_SENSITIVE_WORDS_TLS_CA_FILE": pki.CAFile,
 			},
 			check: func(t *testing.T, c Conns) {
 				k := c.Kafka
@@ -86,8 +86,8 @@ func TestFromEnv(t *testing.T) {
 				if c.Redis.Username != "backflow" || c.Redis.PasswordFile != secretFile || c.Redis.TLS.CertFile != pki.CertFile || c.Redis.TLS.KeyFile != pki.KeyFile {
 					t.Errorf("redis: %+v", c.Redis)
 				}
-				if c.Moderation.TokenFile != secretFile || c.Moderation.TLS.CAFile != pki.CAFile {
-					t.Errorf("moderation: %+v", c.Moderation)
+				if c.SensitiveWords.TokenFile != secretFile || c.SensitiveWords.TLS.CAFile != pki.CAFile {
+					t.Errorf("moderation: %+v", c.SensitiveWords)
 				}
 				if c.Kafka.SASL.Password != "" || c.Redis.Password != "" {
 					t.Error("a *_FILE secret was copied inline")
@@ -99,9 +99,9 @@ func TestFromEnv(t *testing.T) {
 			env: map[string]string{
 				"BACKFLOW_KAFKA_SASL_MECHANISM": "GSSAPI", "BACKFLOW_KAFKA_TLS": "maybe",
 				"BACKFLOW_REGISTRY_USERNAME": "u", "BACKFLOW_REGISTRY_PASSWORD": "pa55word", "BACKFLOW_REGISTRY_PASSWORD_FILE": secretFile,
-				"BACKFLOW_CLICKHOUSE_PASSWORD_FILE": "/nonexistent/ch-password",
-				"BACKFLOW_REDIS_TLS_CA_FILE":        "/nonexistent/ca.crt",
-				"BACKFLOW_SENSITIVE_TLS_CA_FILE":    pki.CAFile, // with the default http:// URL
+				"BACKFLOW_CLICKHOUSE_PASSWORD_FILE":    "/nonexistent/ch-password",
+				"BACKFLOW_REDIS_TLS_CA_FILE":           "/nonexistent/ca.crt",
+				"BACKFLOW_SENSITIVE_WORDS_TLS_CA_FILE": pki.CAFile, // with the default http:// URL
 			},
 			wantErr: []string{`kafka: sasl mechanism: "GSSAPI"`, `kafka.tls (BACKFLOW_KAFKA_TLS): want true or false, got "maybe"`, "avro: registry password: set inline and as a file",
 				"clickhouse.password_file (BACKFLOW_CLICKHOUSE_PASSWORD_FILE): cannot read the secret: open /nonexistent/ch-password", "redis: tls ca file", "moderation: tls: set, but the url"},
@@ -226,13 +226,13 @@ func TestConnectionVariablesKeepTheirNames(t *testing.T) {
 		"BACKFLOW_REDIS_TLS_CERT_FILE",
 		"BACKFLOW_REDIS_TLS_KEY_FILE",
 		"BACKFLOW_REDIS_TLS_SERVER_NAME",
-		"BACKFLOW_SENSITIVE_URL",
-		"BACKFLOW_SENSITIVE_TOKEN",
-		"BACKFLOW_SENSITIVE_TOKEN_FILE",
-		"BACKFLOW_SENSITIVE_TLS_CA_FILE",
-		"BACKFLOW_SENSITIVE_TLS_CERT_FILE",
-		"BACKFLOW_SENSITIVE_TLS_KEY_FILE",
-		"BACKFLOW_SENSITIVE_TLS_SERVER_NAME",
+		"BACKFLOW_SENSITIVE_WORDS_URL",
+		"BACKFLOW_SENSITIVE_WORDS_TOKEN",
+		"BACKFLOW_SENSITIVE_WORDS_TOKEN_FILE",
+		"BACKFLOW_SENSITIVE_WORDS_TLS_CA_FILE",
+		"BACKFLOW_SENSITIVE_WORDS_TLS_CERT_FILE",
+		"BACKFLOW_SENSITIVE_WORDS_TLS_KEY_FILE",
+		"BACKFLOW_SENSITIVE_WORDS_TLS_SERVER_NAME",
 	} {
 		if !read[name] {
 			t.Errorf("%s is no longer read", name)
@@ -271,9 +271,9 @@ func TestDefaultsAreTheConstants(t *testing.T) {
 // section's user, secret and CA keys.
 func TestSettingsOfARefusal(t *testing.T) {
 	for system, want := range map[string]string{
-		SystemKafka:      "BACKFLOW_KAFKA_SASL_MECHANISM, BACKFLOW_KAFKA_SASL_USERNAME, BACKFLOW_KAFKA_SASL_PASSWORD[_FILE], BACKFLOW_KAFKA_TLS_CA_FILE",
-		SystemClickHouse: "BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD[_FILE], BACKFLOW_CLICKHOUSE_TLS_CA_FILE",
-		SystemModeration: "BACKFLOW_SENSITIVE_TOKEN[_FILE], BACKFLOW_SENSITIVE_TLS_CA_FILE",
+		SystemKafka:          "BACKFLOW_KAFKA_SASL_MECHANISM, BACKFLOW_KAFKA_SASL_USERNAME, BACKFLOW_KAFKA_SASL_PASSWORD[_FILE], BACKFLOW_KAFKA_TLS_CA_FILE",
+		SystemClickHouse:     "BACKFLOW_CLICKHOUSE_USER, BACKFLOW_CLICKHOUSE_PASSWORD[_FILE], BACKFLOW_CLICKHOUSE_TLS_CA_FILE",
+		SystemSensitiveWords: "BACKFLOW_SENSITIVE_WORDS_TOKEN[_FILE], BACKFLOW_SENSITIVE_WORDS_TLS_CA_FILE",
 	} {
 		if got := settingsOf(system); got != want {
 			t.Errorf("settingsOf(%s) = %q, want %q", system, got, want)

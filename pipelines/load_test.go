@@ -43,7 +43,7 @@ func TestLoad(t *testing.T) {
 				if !reflect.DeepEqual(l.Config, Defaults()) {
 					t.Errorf("config = %+v, want Defaults()", l.Config)
 				}
-				if l.Config.Kafka.Endpoint() != "127.0.0.1:19092" || l.Config.ClickHouse.Endpoint() != "127.0.0.1:19000" || l.Config.Moderation.URL != "http://127.0.0.1:18090" {
+				if l.Config.Kafka.Endpoint() != "127.0.0.1:19092" || l.Config.ClickHouse.Endpoint() != "127.0.0.1:19000" || l.Config.SensitiveWords.URL != "http://127.0.0.1:18090" {
 					t.Errorf("connections %+v", l.Config.Conns)
 				}
 			},
@@ -79,7 +79,7 @@ kafka:
   table_replication: 3
 clickhouse: {addr: "ch:9000", database: analytics, user: writer}
 redis: {addr: "r:6379", db: 2}
-sensitive: {url: "https://sw.example", timeout: 2s}
+sensitive_words: {url: "https://sw.example", timeout: 2s}
 ingest: {batch_size: 250, policy: pass}
 sink_clickhouse: {batch_rows: 20000, batch_interval: 2s, mirror_dlq: false}
 sink_features: {project: prod, redis_batch: 1000}
@@ -92,7 +92,7 @@ sink_features: {project: prod, redis_batch: 1000}
 				}
 				c := l.Config.Conns
 				if c.Kafka.Endpoint() != "k1:9092,k2:9092" || c.Kafka.TableReplication != 3 || c.ClickHouse.Database != "analytics" ||
-					c.ClickHouse.User != "writer" || c.Redis.DB != 2 || c.Moderation.URL != "https://sw.example" || c.Moderation.Timeout != 2*time.Second {
+					c.ClickHouse.User != "writer" || c.Redis.DB != 2 || c.SensitiveWords.URL != "https://sw.example" || c.SensitiveWords.Timeout != 2*time.Second {
 					t.Errorf("connections %+v", c)
 				}
 				if ic := f.Ingest.Config; ic.BatchSize != 250 || ic.Policy != "pass" || ic.MaxInFlight != 2000 {
@@ -151,8 +151,8 @@ sink_features: {project: prod, redis_batch: 1000}
 		},
 		{
 			name:    "inline secrets are refused with where to put them",
-			yaml:    "clickhouse:\n  password: hunter2\nsensitive:\n  token: abc\nkafka:\n  sasl_password: x\n",
-			wantErr: []string{"clickhouse.password (line 2): secrets are never read from the config file; put it in a file and set clickhouse.password_file to its path, or set BACKFLOW_CLICKHOUSE_PASSWORD", "sensitive.token (line 4): secrets are never read", "sensitive.token_file", "BACKFLOW_SENSITIVE_TOKEN", "kafka.sasl_password (line 6): secrets are never read"},
+			yaml:    "clickhouse:\n  password: hunter2\nsensitive_words:\n  token: abc\nkafka:\n  sasl_password: x\n",
+			wantErr: []string{"clickhouse.password (line 2): secrets are never read from the config file; put it in a file and set clickhouse.password_file to its path, or set BACKFLOW_CLICKHOUSE_PASSWORD", "sensitive_words.token (line 4): secrets are never read", "sensitive_words.token_file", "BACKFLOW_SENSITIVE_WORDS_TOKEN", "kafka.sasl_password (line 6): secrets are never read"},
 			nErr:    3,
 		},
 		{
@@ -165,7 +165,7 @@ metrics: {addr: nowhere}
 kafka: {brokers: [nohost], brokerz: x}
 clickhouse: {addr: ":9000"}
 redis: {db: -1, password_file: /nonexistent/secret}
-sensitive: {url: "ftp://x", max_items: 0}
+sensitive_words: {url: "ftp://x", max_items: 0}
 ingest: {batch_size: 0, policy: maybe, dedupe_window: forever}
 sink_clickhouse: {batch_rows: 2000000, topic: t, dlq_topic: t}
 sink_features: {request_ttl: -1s, redis_batch: lots}
@@ -179,7 +179,7 @@ extra: 1
 				`kafka.brokers (line 6): kafka: brokers: "nohost" is not host:port`, "kafka.brokerz (line 6): unknown key; keys here: brokers, client_id",
 				`clickhouse.addr (line 7): clickhouse: addr: ":9000" has no host; want host:port`,
 				"redis.db (line 8): redis: db: -1 is negative", "redis.password_file (line 8): cannot read the secret",
-				"sensitive.url (line 9): moderation: url", "sensitive.max_items (line 9): 0, want more than 0",
+				"sensitive_words.url (line 9): moderation: url", "sensitive_words.max_items (line 9): 0, want more than 0",
 				"ingest.batch_size (line 10): 0, want more than 0", `ingest.policy (line 10): ingest: policy: "maybe"`,
 				`ingest.dedupe_window (line 10): want a duration`,
 				"sink_clickhouse.batch_rows (line 11): clickhouse sink: batch rows: 2000000", `sink_clickhouse: clickhouse sink: dlq topic: "t" is the topic the sink reads`,
@@ -195,7 +195,7 @@ extra: 1
 			// "too many colons". Each must be refused with its key and line.
 			name: "empty values and URLs for addresses are refused",
 			yaml: "kafka: {brokers: []}\nclickhouse: {addr: \"\"}\nregistry: {url: \"\"}\nredis: {addr: \"http://127.0.0.1:16379\"}\n",
-			env:  map[string]string{"BACKFLOW_SENSITIVE_URL": ""}, // an empty variable is not set: no error for it
+			env:  map[string]string{"BACKFLOW_SENSITIVE_WORDS_URL": ""}, // an empty variable is not set: no error for it
 			wantErr: []string{
 				"kafka.brokers (line 1): empty; give a value, or leave the key out for its default (127.0.0.1:19092)",
 				"clickhouse.addr (line 2): empty; give a value",

@@ -43,15 +43,15 @@ func TestPreflight(t *testing.T) {
 	ctx := context.Background()
 
 	bad := Conns{
-		Registry:   avro.RegistryConn{URL: reg.URL(), Username: "backflow", Password: "wrong-pass"},
-		Moderation: moderation.Conn{URL: hs.URL, Token: "tok-wrong"},
+		Registry:       avro.RegistryConn{URL: reg.URL(), Username: "backflow", Password: "wrong-pass"},
+		SensitiveWords: moderation.Conn{URL: hs.URL, Token: "tok-wrong"},
 	}
 	bad.Redis.Addr = closed
-	results, err := Preflight(ctx, bad, 10*time.Second, SystemRegistry, SystemModeration, SystemRedis)
+	results, err := Preflight(ctx, bad, 10*time.Second, SystemRegistry, SystemSensitiveWords, SystemRedis)
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("Preflight = %v, want ErrRefused", err)
 	}
-	for _, want := range []string{"registry at " + reg.URL(), "BACKFLOW_REGISTRY_PASSWORD[_FILE]", "sensitive-words at " + hs.URL, "BACKFLOW_SENSITIVE_TOKEN[_FILE]"} {
+	for _, want := range []string{"registry at " + reg.URL(), "BACKFLOW_REGISTRY_PASSWORD[_FILE]", "sensitive-words at " + hs.URL, "BACKFLOW_SENSITIVE_WORDS_TOKEN[_FILE]"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -69,8 +69,8 @@ func TestPreflight(t *testing.T) {
 	}
 
 	good := bad
-	good.Registry.Password, good.Moderation.Token = "right-pass", "tok-right"
-	results, err = Preflight(ctx, good, 10*time.Second, SystemRegistry, SystemModeration, SystemRedis)
+	good.Registry.Password, good.SensitiveWords.Token = "right-pass", "tok-right"
+	results, err = Preflight(ctx, good, 10*time.Second, SystemRegistry, SystemSensitiveWords, SystemRedis)
 	if err != nil {
 		t.Fatalf("Preflight with the right secrets and Redis down: %v", err)
 	}

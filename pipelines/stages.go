@@ -81,7 +81,7 @@ var stages = []stage{
 		groups: func(f Config) []string { return []string{f.Ingest.Group} },
 		parts:  justThe(StageIngest),
 		run: func(ctx context.Context, e *stageEnv) error {
-			checker, err := moderation.New(e.conn.Moderation)
+			checker, err := moderation.New(e.conn.SensitiveWords)
 			if err != nil {
 				return err
 			}
@@ -95,7 +95,7 @@ var stages = []stage{
 			if err := e.waitForTopics(ctx, e.log.With("stage", StageIngest), cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
 				return nil // stopped while waiting
 			}
-			return ingest.Run(ctx, cfg.Config, ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Checker: checker,
+			return ingest.Run(ctx, cfg.Config, ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, SensitiveWords: checker,
 				StorageDir: cfg.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
 				OnReady: func(*ingest.Processor) { ready(true) }})
 		},
@@ -246,9 +246,9 @@ func stageByName(name string) (stage, error) {
 
 // systemChecks are the dependency checks /readyz runs, by system name (as in Check).
 var systemChecks = map[string]func(context.Context, Conns) (string, error){
-	"kafka":           checkKafka,
-	"registry":        checkRegistry,
-	"clickhouse":      checkClickHouse,
-	"redis":           checkRedis,
-	"sensitive-words": checkModeration,
+	"kafka":              checkKafka,
+	"registry":           checkRegistry,
+	"clickhouse":         checkClickHouse,
+	"redis":              checkRedis,
+	SystemSensitiveWords: checkSensitiveWords,
 }

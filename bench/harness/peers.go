@@ -133,7 +133,7 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 		env := append(chEnv,
 			"BENCH_BROKERS="+strings.Join(h.conn.Kafka.Brokers, ","),
 			"BENCH_INFERENCE_TOPIC="+bl.inference, "BENCH_GATEWAY_TOPIC="+bl.gateway, "BENCH_GROUP="+g,
-			"BENCH_REGISTRY_URL="+h.conn.Registry.URL, "BENCH_SENSITIVE_URL="+h.conn.Moderation.URL,
+			"BENCH_REGISTRY_URL="+h.conn.Registry.URL, "BENCH_SENSITIVE_URL="+h.conn.SensitiveWords.URL,
 			"BENCH_CLICKHOUSE_DSN=clickhouse://"+h.conn.ClickHouse.Addr+"/"+pr.db,
 			fmt.Sprintf("BENCH_REDIS_URL=redis://%s/%d", h.conn.Redis.Addr, h.opt.redisDB),
 			"BENCH_DLQ_TOPIC="+dlqT)

@@ -165,7 +165,7 @@ func newPipelineEnv(t *testing.T, ctx context.Context) *pipelineEnv {
 		"BACKFLOW_CLICKHOUSE_ADDR":     e.Stack.ClickHouse.Addr,
 		"BACKFLOW_CLICKHOUSE_DATABASE": e.DB, // the file names another database: the variable wins
 		"BACKFLOW_REDIS_ADDR":          e.Stack.Redis.Addr,
-		"BACKFLOW_SENSITIVE_URL":       e.Stack.Moderation.URL,
+		"BACKFLOW_SENSITIVE_WORDS_URL": e.Stack.SensitiveWords.URL,
 	}
 	return e
 }
@@ -186,7 +186,7 @@ func (e *pipelineEnv) config(t *testing.T, stages string, extra map[string]strin
 		sec("metrics", `addr: "127.0.0.1:0", lag_interval: 1s, ready_timeout: 2s`) +
 		sec("kafka", "client_id: run-it") +
 		sec("clickhouse", "database: not_this_one") +
-		sec("sensitive", "timeout: 5s") +
+		sec("sensitive_words", "timeout: 5s") +
 		sec("ingest", fmt.Sprintf("group: %s, inference_topic: %s, gateway_topic: %s, enriched_topic: %s, dlq_topic: %s, control_topic: %s, storage_dir: %q, batch_linger: 20ms",
 			e.Ingest.Group, e.Ingest.InferenceTopic, e.Ingest.GatewayTopic, e.Ingest.EnrichedTopic, e.Ingest.DLQTopic, e.Ingest.ControlTopic, filepath.Join(e.dir, "ingest"))) +
 		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, migrate: true",
@@ -280,8 +280,8 @@ func TestRunEndToEnd(t *testing.T) {
 	bin := testenv.Build(t, "cmd/backflow")
 	token := "tok-" + e.ID
 	sw, tokf := startSensitive(t, token)
-	e.vars["BACKFLOW_SENSITIVE_URL"] = sw.URL
-	cfg := e.config(t, "ingest, sink-clickhouse, sink-features", map[string]string{"sensitive": fmt.Sprintf("token_file: %q", tokf)})
+	e.vars["BACKFLOW_SENSITIVE_WORDS_URL"] = sw.URL
+	cfg := e.config(t, "ingest, sink-clickhouse, sink-features", map[string]string{"sensitive_words": fmt.Sprintf("token_file: %q", tokf)})
 
 	p := startRun(t, bin, e.vars, "run", "--config", cfg)
 	base := p.base(ctx)

@@ -70,7 +70,7 @@ func (p *pipeline) runIngest(ctx context.Context) {
 	p.t.Helper()
 	mod := p.Moderation(p.t)
 	p.run(ctx, "ingest", func(ctx context.Context) error {
-		return ingest.Run(ctx, p.Ingest, ingest.RunConfig{Kafka: p.Kafka, Registry: p.Registry, Checker: mod, StorageDir: p.ingestSt, Logger: p.log})
+		return ingest.Run(ctx, p.Ingest, ingest.RunConfig{Kafka: p.Kafka, Registry: p.Registry, SensitiveWords: mod, StorageDir: p.ingestSt, Logger: p.log})
 	}, func() { p.waitCommitted(ctx, p.Ingest.Group, p.Ingest.InferenceTopic, p.Ingest.GatewayTopic) })
 }
 

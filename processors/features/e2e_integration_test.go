@@ -173,7 +173,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	defer stopAll()
 	ingestDone := make(chan error, 1)
 	go func() {
-		ingestDone <- ingest.Run(runCtx, icfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, Checker: checker, StorageDir: t.TempDir(), Logger: log})
+		ingestDone <- ingest.Run(runCtx, icfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, SensitiveWords: checker, StorageDir: t.TempDir(), Logger: log})
 	}()
 	sinkRedis := rdb
 	var wcfg redis.Config

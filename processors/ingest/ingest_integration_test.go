@@ -49,11 +49,11 @@ func (s *stage) load(cfg loadgen.Config) *loadgen.Manifest {
 
 // run starts ingest with checker until ctx ends. The returned channel yields Run's result;
 // a Run that ends early fails the test at once instead of leaving collect to time out.
-func (s *stage) run(ctx context.Context, checker ingest.Checker) <-chan error {
+func (s *stage) run(ctx context.Context, checker ingest.SensitiveWords) <-chan error {
 	done := make(chan error, 1)
 	s.running = make(chan error, 1)
 	go func() {
-		err := ingest.Run(ctx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, Checker: checker,
+		err := ingest.Run(ctx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, SensitiveWords: checker,
 			StorageDir: s.t.TempDir(), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 		s.running <- err
 		done <- err
@@ -245,7 +245,7 @@ func (s *stage) ingestProcess(bin, sensitiveURL string) *proc.Proc {
 			"--control-topic", s.Ingest.ControlTopic, "--storage-dir", filepath.Join(s.t.TempDir(), "goka"),
 			"--metrics-addr", "127.0.0.1:0"}, // a free port: runs in parallel never collide
 		Env: map[string]string{"BACKFLOW_KAFKA_BROKERS": strings.Join(s.Kafka.Brokers, ","),
-			"BACKFLOW_REGISTRY_URL": testenv.Get(testenv.RegistryURL), "BACKFLOW_SENSITIVE_URL": sensitiveURL},
+			"BACKFLOW_REGISTRY_URL": testenv.Get(testenv.RegistryURL), "BACKFLOW_SENSITIVE_WORDS_URL": sensitiveURL},
 		OnLine: func(line string) {
 			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
 				s.t.Log("ingest: " + line)

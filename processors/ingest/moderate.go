@@ -14,12 +14,12 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 )
 
-// Checker is the sensitive-word service as ingest uses it; *moderation.Client implements it.
-type Checker interface {
+// SensitiveWords is the sensitive-word service as ingest uses it; *moderation.Client implements it.
+type SensitiveWords interface {
 	Check(ctx context.Context, items []moderation.Item) ([]moderation.Result, error)
 }
 
-var _ Checker = (*moderation.Client)(nil)
+var _ SensitiveWords = (*moderation.Client)(nil)
 
 // DLQ classes of records moderation could not screen.
 const (
@@ -37,14 +37,14 @@ type outcome struct {
 
 // moderator calls the service with retries, backoff, a circuit breaker and the outage policy.
 type moderator struct {
-	cl  Checker
+	cl  SensitiveWords
 	br  *gobreaker.CircuitBreaker[[]moderation.Result]
 	cfg Config
 	log *slog.Logger
 	m   *Metrics
 }
 
-func newModerator(cl Checker, cfg Config, log *slog.Logger, m *Metrics) *moderator {
+func newModerator(cl SensitiveWords, cfg Config, log *slog.Logger, m *Metrics) *moderator {
 	st := gobreaker.Settings{
 		Name:    "moderation",
 		Timeout: cfg.BreakerOpen,

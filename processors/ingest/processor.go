@@ -99,11 +99,11 @@ type Processor struct {
 
 // Deps are the collaborators of a Processor.
 type Deps struct {
-	Registry    avro.Registry
-	Producer    Producer
-	DeadLetters DeadLetters
-	Checker     Checker
-	Logger      *slog.Logger // default: slog.Default()
+	Registry       avro.Registry
+	Producer       Producer
+	DeadLetters    DeadLetters
+	SensitiveWords SensitiveWords
+	Logger         *slog.Logger // default: slog.Default()
 	// Fail stops the stage with err: called once a record can never be processed for a reason
 	// that is not the record's fault (our own enriched record does not encode), so the stage
 	// exits with an error instead of holding the partition's commits forever. Default: log only.
@@ -122,7 +122,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	if partitions < 1 {
 		return nil, fmt.Errorf("ingest: %d source partitions", partitions)
 	}
-	if d.Registry == nil || d.Producer == nil || d.DeadLetters == nil || d.Checker == nil {
+	if d.Registry == nil || d.Producer == nil || d.DeadLetters == nil || d.SensitiveWords == nil {
 		return nil, errors.New("ingest: registry, producer, dead letters and checker are required")
 	}
 	log := d.Logger
@@ -142,7 +142,7 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	if p.enc, err = avro.NewEncoder[avro.EnrichedRecord](d.Registry, avro.EnrichedSchema, avro.TopicName.Subject(cfg.EnrichedTopic, avro.EnrichedSchema)); err != nil {
 		return nil, err
 	}
-	p.mod = newModerator(d.Checker, cfg, p.log, d.Metrics)
+	p.mod = newModerator(d.SensitiveWords, cfg, p.log, d.Metrics)
 	return p, nil
 }
 

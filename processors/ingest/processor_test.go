@@ -157,7 +157,7 @@ func newHarness(t *testing.T, cfg Config, epoch int32, wrap ...func(goka.Produce
 		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h.p, err = NewProcessor(ctx, cfg, 1, epoch, Deps{Registry: reg, Producer: h.out, DeadLetters: h.dead, Checker: h.check,
+	h.p, err = NewProcessor(ctx, cfg, 1, epoch, Deps{Registry: reg, Producer: h.out, DeadLetters: h.dead, SensitiveWords: h.check,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Fail: func(err error) { h.fails <- err },
 		Metrics: NewMetrics(ops.NewMetrics(h.prom).Stage("ingest"), cfg.withDefaults().Group)})
 	if err != nil {

@@ -40,9 +40,9 @@ func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
 
 // RunConfig is what Run needs besides the stage's Config.
 type RunConfig struct {
-	Kafka    kafka.Conn
-	Registry avro.Registry
-	Checker  Checker
+	Kafka          kafka.Conn
+	Registry       avro.Registry
+	SensitiveWords SensitiveWords
 	// StorageDir holds goka's local table storage (rebuilt from the changelog when missing).
 	// Default: <temp dir>/backflow-goka.
 	StorageDir string
@@ -93,7 +93,7 @@ func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, par
 	life := kafka.NewGokaLife(ctx)
 	defer life.Close()
 	m := NewMetrics(rc.Metrics, cfg.Group)
-	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, Checker: rc.Checker, Logger: log, Metrics: m, Fail: life.Fail})
+	p, err := NewProcessor(life.Ctx, cfg, partitions, epoch, Deps{Registry: rc.Registry, Producer: cl, DeadLetters: dw, SensitiveWords: rc.SensitiveWords, Logger: log, Metrics: m, Fail: life.Fail})
 	if err != nil {
 		return err
 	}

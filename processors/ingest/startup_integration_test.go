@@ -196,7 +196,7 @@ func TestStartFlagsNonCompactedChangelog(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- ingest.Run(runCtx, cfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, Checker: mod, StorageDir: t.TempDir(), Logger: log,
+		done <- ingest.Run(runCtx, cfg, ingest.RunConfig{Kafka: kcfg, Registry: reg, SensitiveWords: mod, StorageDir: t.TempDir(), Logger: log,
 			Metrics: m.Stage("ingest"), OnReady: func(*ingest.Processor) { close(ready) }})
 	}()
 	select {

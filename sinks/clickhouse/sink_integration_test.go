@@ -87,7 +87,7 @@ func (s *e2e) startIngest(ctx context.Context) (waitAndStop func()) {
 	s.t.Helper()
 	mod := s.Moderation(s.t)
 	st := testenv.StartStage(s.t, ctx, "ingest", func(ctx context.Context) error {
-		return ingest.Run(ctx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, Checker: mod, StorageDir: s.t.TempDir(),
+		return ingest.Run(ctx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, SensitiveWords: mod, StorageDir: s.t.TempDir(),
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	})
 	return func() {

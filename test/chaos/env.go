@@ -237,7 +237,7 @@ func (e *Env) Vars() map[string]string {
 		v["BACKFLOW_CLICKHOUSE_ADDR"] = e.CHProxy.Addr()
 		v["BACKFLOW_REDIS_ADDR"] = e.RedisProxy.Addr()
 		v["BACKFLOW_REGISTRY_URL"] = strings.Replace(e.Stack.Get("BACKFLOW_REGISTRY_URL"), hostPort(e.Stack.Get("BACKFLOW_REGISTRY_URL")), e.RegistryProxy.Addr(), 1)
-		v["BACKFLOW_SENSITIVE_URL"] = "http://" + e.SensitiveProxy.Addr()
+		v["BACKFLOW_SENSITIVE_WORDS_URL"] = "http://" + e.SensitiveProxy.Addr()
 	}
 	return v
 }
@@ -259,7 +259,7 @@ func (e *Env) Config(name, stages string, extra map[string]string) (string, erro
 		"log: {format: json, level: info}\n" +
 		sec("metrics", `addr: "127.0.0.1:0", lag_interval: 2s, ready_timeout: 2s`) +
 		sec("kafka", fmt.Sprintf("client_id: %s, table_replication: %d", name, e.Replication)) +
-		sec("sensitive", "timeout: 5s") +
+		sec("sensitive_words", "timeout: 5s") +
 		sec("ingest", fmt.Sprintf("group: %s, inference_topic: %s, gateway_topic: %s, enriched_topic: %s, dlq_topic: %s, control_topic: %s, storage_dir: %q, batch_linger: 20ms, backoff_max: 2s, breaker_open: 3s",
 			e.IngestGroup, e.Inf, e.GW, e.Enriched, e.DLQ, e.Control, filepath.Join(dir, "ingest"))) +
 		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, migrate: true, batch_interval: 500ms, backoff_max: 2s",

@@ -48,11 +48,11 @@ type Env struct {
 // the package's loopback default).
 func Plain() pipelines.Conns {
 	return pipelines.Conns{
-		Kafka:      kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers))},
-		Registry:   avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)},
-		ClickHouse: clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)},
-		Redis:      redis.Conn{Addr: testenv.Get(testenv.RedisAddr)},
-		Moderation: moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)},
+		Kafka:          kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers))},
+		Registry:       avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)},
+		ClickHouse:     clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)},
+		Redis:          redis.Conn{Addr: testenv.Get(testenv.RedisAddr)},
+		SensitiveWords: moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)},
 	}
 }
 
@@ -164,7 +164,7 @@ func (e *Env) Redis(t testing.TB, ctx context.Context) *goredis.Client {
 // Moderation is a client of the stack's sensitive-word service.
 func (e *Env) Moderation(t testing.TB) *moderation.Client {
 	t.Helper()
-	mod, err := moderation.New(e.Stack.Moderation)
+	mod, err := moderation.New(e.Stack.SensitiveWords)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	mod := d.Moderation(t)
 	testenv.RunUntilCommitted(t, ctx, d.Admin, "ingest", d.Ingest.Group, []string{d.Ingest.InferenceTopic, d.Ingest.GatewayTopic}, func(ctx context.Context) error {
-		return ingest.Run(ctx, d.Ingest, ingest.RunConfig{Kafka: d.Kafka, Registry: d.Registry, Checker: mod, StorageDir: t.TempDir(), Logger: quiet})
+		return ingest.Run(ctx, d.Ingest, ingest.RunConfig{Kafka: d.Kafka, Registry: d.Registry, SensitiveWords: mod, StorageDir: t.TempDir(), Logger: quiet})
 	})
 	// The ClickHouse sink, then the DLQ mirror.
 	sink, err := clickhouse.New(clickhouse.Config{Group: d.SinkGroup, Topic: d.Ingest.EnrichedTopic, DLQTopic: d.SinkDLQ,

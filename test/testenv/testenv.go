@@ -29,7 +29,7 @@ const (
 	ClickHouseAddr = "BACKFLOW_CLICKHOUSE_ADDR"
 	RedisAddr      = "BACKFLOW_REDIS_ADDR"
 	KafkaTool      = "BACKFLOW_KAFKA_TOOL"
-	SensitiveURL   = "BACKFLOW_SENSITIVE_URL"
+	SensitiveURL   = "BACKFLOW_SENSITIVE_WORDS_URL"
 )
 
 // Integration skips t under `go test -short`.
