@@ -7,7 +7,6 @@ import (
 )
 
 func newIngestCmd() *cobra.Command {
-	var flags *runFlags
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Run the ingest stage: decode, dedupe, moderate and emit enriched records",
@@ -29,8 +28,7 @@ Every flag is a key of the ingest section of --config; metrics, health and exit 
 		Example: `  backflow ingest --env-file .stack/env
   backflow ingest --group backflow-ingest --batch-size 200 --policy pass --metrics-addr 127.0.0.1:9465`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return flags.run(cmd) },
 	}
-	flags = addRunFlags(cmd, pipelines.StageIngest, processKeys, "ingest")
+	cmd.RunE = addRunFlags(cmd, pipelines.StageIngest, processKeys, "ingest").run
 	return cmd
 }

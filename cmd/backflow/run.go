@@ -9,7 +9,6 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var flags *runFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run every stage, or the ones --stages names, in one process",
@@ -38,8 +37,7 @@ redelivered to the next run).`,
   backflow run --env-file .stack/env --stages ingest,sink-clickhouse --metrics-addr 127.0.0.1:9464
   BACKFLOW_SHUTDOWN_TIMEOUT=60s backflow run --config /etc/backflow/backflow.yaml --log-format json`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return flags.run(cmd) },
 	}
-	flags = addRunFlags(cmd, "", append([]string{"stages"}, processKeys...))
+	cmd.RunE = addRunFlags(cmd, "", append([]string{"stages"}, processKeys...)).run
 	return cmd
 }

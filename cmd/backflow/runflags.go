@@ -109,8 +109,9 @@ func (r *runFlags) load(cmd *cobra.Command) (pipelines.Loaded, error) {
 	return l, nil
 }
 
-// run loads the configuration and runs its stages until the command's context ends.
-func (r *runFlags) run(cmd *cobra.Command) error {
+// run is the stage commands' RunE: it loads the configuration and runs its stages until the
+// command's context ends.
+func (r *runFlags) run(cmd *cobra.Command, _ []string) error {
 	l, err := r.load(cmd)
 	if err != nil {
 		return err

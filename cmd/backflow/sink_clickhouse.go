@@ -7,7 +7,6 @@ import (
 )
 
 func newSinkClickHouseCmd() *cobra.Command {
-	var flags *runFlags
 	cmd := &cobra.Command{
 		Use:   "sink-clickhouse",
 		Short: "Run the ClickHouse sink: enriched records into inference_results, gateway_logs and moderation_hits",
@@ -35,8 +34,7 @@ are as for 'backflow run'.`,
 		Example: `  backflow sink-clickhouse --env-file .stack/env --migrate
   backflow sink-clickhouse --group backflow-sink-clickhouse --batch-rows 20000 --batch-interval 2s`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return flags.run(cmd) },
 	}
-	flags = addRunFlags(cmd, pipelines.StageSinkClickHouse, processKeys, "sink_clickhouse")
+	cmd.RunE = addRunFlags(cmd, pipelines.StageSinkClickHouse, processKeys, "sink_clickhouse").run
 	return cmd
 }

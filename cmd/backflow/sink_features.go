@@ -8,7 +8,6 @@ import (
 )
 
 func newSinkFeaturesCmd() *cobra.Command {
-	var flags *runFlags
 	cmd := &cobra.Command{
 		Use:   "sink-features",
 		Short: "Run the feature-store sink: enriched records into Redis in Feast's layout",
@@ -27,8 +26,7 @@ as for 'backflow run'.`,
 		Example: `  backflow sink-features --env-file .stack/env
   backflow sink-features --group backflow-features --request-ttl 72h --metrics-addr 127.0.0.1:9466`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return flags.run(cmd) },
 	}
-	flags = addRunFlags(cmd, pipelines.StageSinkFeatures, processKeys, "sink_features")
+	cmd.RunE = addRunFlags(cmd, pipelines.StageSinkFeatures, processKeys, "sink_features").run
 	return cmd
 }

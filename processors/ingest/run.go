@@ -73,19 +73,14 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	defer cl.Close()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	partitions, err := Prepare(sctx, cl, cfg, rc.Kafka.TableReplication)
+	var epoch int32
 	if err == nil {
-		var epoch int32
 		epoch, err = control.ReadEpoch(sctx, cl, cfg.ControlTopic, cfg.Group)
-		cancel()
-		if err == nil {
-			return runGroup(ctx, cfg, rc, cl, partitions, epoch, log)
-		}
 	}
 	cancel()
-	return err
-}
-
-func runGroup(ctx context.Context, cfg Config, rc RunConfig, cl *kgo.Client, partitions int, epoch int32, log *slog.Logger) error {
+	if err != nil {
+		return err
+	}
 	dw, err := dlq.NewWriter(cl, dlq.Config{Topic: cfg.DLQTopic, Stage: "ingest"})
 	if err != nil {
 		return err
