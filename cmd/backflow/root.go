@@ -120,14 +120,8 @@ func (o *rootOptions) applyEnvFile() error {
 	if o.envFile == "" {
 		return nil
 	}
-	vals, err := envfile.Load(o.envFile)
-	if err != nil {
+	if err := envfile.Apply(o.envFile); err != nil {
 		return fmt.Errorf("%w: --env-file: %w", errUsage, err)
-	}
-	for k, v := range vals {
-		if _, set := os.LookupEnv(k); !set {
-			os.Setenv(k, v)
-		}
 	}
 	return nil
 }

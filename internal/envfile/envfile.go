@@ -52,3 +52,20 @@ func Load(path string) (map[string]string, error) {
 	}
 	return vals, nil
 }
+
+// Apply loads the file at path into the process's environment: each variable the environment
+// does not set already (a variable set there wins over the file).
+func Apply(path string) error {
+	vals, err := Load(path)
+	if err != nil {
+		return err
+	}
+	for k, v := range vals {
+		if _, set := os.LookupEnv(k); !set {
+			if err := os.Setenv(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package envfile
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,5 +39,25 @@ func TestParse(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestApply: the file's variables reach the environment, but one set there already wins.
+func TestApply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(path, []byte("ENVFILE_TEST_A=from-file\nENVFILE_TEST_B=from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ENVFILE_TEST_B", "from-env")
+	t.Setenv("ENVFILE_TEST_A", "")
+	os.Unsetenv("ENVFILE_TEST_A")
+	if err := Apply(path); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := os.Getenv("ENVFILE_TEST_A"), os.Getenv("ENVFILE_TEST_B"); a != "from-file" || b != "from-env" {
+		t.Fatalf("A=%q B=%q, want from-file and from-env", a, b)
+	}
+	if err := Apply(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("a missing file is not an error")
 	}
 }

@@ -239,14 +239,8 @@ func applyEnvFile(path string) error {
 	if path == "" {
 		return nil
 	}
-	vals, err := envfile.Load(path)
-	if err != nil {
+	if err := envfile.Apply(path); err != nil {
 		return fmt.Errorf("%w: --env-file: %w", errUsage, err)
-	}
-	for k, v := range vals {
-		if _, set := os.LookupEnv(k); !set {
-			os.Setenv(k, v)
-		}
 	}
 	return nil
 }
