@@ -58,7 +58,7 @@ type Stats struct {
 	HitRows int64 // rows written to moderation_hits
 	DLQ     int64 // records sent to the DLQ
 	Flushes int64 // committed flushes
-	Retries int64 // retried attempts (inserts, DLQ writes, commits, registry)
+	Retries int64 // retried attempts (connecting, inserts, DLQ writes, commits, registry)
 	Dropped int64 // buffered records dropped because their partition was revoked or lost
 	// Buffered is the records the sink holds now and has not committed: those waiting in its
 	// buffer plus the batch a flush is landing (retrying through an outage included). The sink
@@ -355,6 +355,7 @@ func (s *Sink) stop(lctx context.Context) error {
 func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	var conn driver.Conn
 	err := retry.Do(ctx, s.policy(), IsRetryable, func(err error, attempt int, _ time.Duration) {
+		s.stats.retries.Add(1) // counted like every other retry (Stats.Retries, the stop summary)
 		s.log.Warn("clickhouse sink: clickhouse unavailable, retrying", "attempt", attempt, "err", err)
 	}, func() (err error) {
 		conn, err = Open(ctx, s.rc.ClickHouse)

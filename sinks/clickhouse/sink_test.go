@@ -1,9 +1,13 @@
 package clickhouse
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,3 +31,45 @@ func TestDropRevoked(t *testing.T) {
 		t.Fatalf("after revoking all: %+v", st)
 	}
 }
+
+// TestConnectRetriesAreCounted: with ClickHouse unreachable, the sink logged one line per retry
+// (nine of them in the report) and then stopped with a summary of retries=0: the retries of
+// the first connection were not counted. They are, in Stats.Retries, one per logged retry.
+func TestConnectRetriesAreCounted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var logged atomic.Int64
+	log := slog.New(countingHandler{n: &logged})
+	s := &Sink{cfg: Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond}.withDefaults(), log: log,
+		rc: RunConfig{ClickHouse: Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}}, buf: map[int32][]pending{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := s.openClickHouse(ctx); done <- err }()
+	for logged.Load() < 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	if got, want := s.Stats().Retries, logged.Load(); got != want || got < 3 {
+		t.Fatalf("Stats.Retries = %d after %d logged retries", got, want)
+	}
+}
+
+// countingHandler counts the warnings logged through it.
+type countingHandler struct{ n *atomic.Int64 }
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
