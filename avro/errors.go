@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/backflowhq/backflow/internal/dlq"
 )
 
 // Sentinels for every way a value can fail to decode. A *DecodeError wraps exactly one of
@@ -41,6 +43,19 @@ const (
 	ClassInvalid             = "invalid"
 	ClassOversized           = "oversized"
 )
+
+func init() {
+	for name, doc := range map[string]string{
+		ClassNotFramed:          "not in the Confluent wire format: a bad magic byte, or too short",
+		ClassUnknownSchema:      "the registry has no schema with the record's id",
+		ClassIncompatibleSchema: "the writer schema cannot be resolved to the reader schema",
+		ClassCorrupt:            "the Avro body does not decode with its writer schema (truncated or garbage)",
+		ClassInvalid:            "decoded, but a required field is missing or out of range (requestId, timestamps)",
+		ClassOversized:          "larger than the record size limit",
+	} {
+		dlq.RegisterClass(name, doc)
+	}
+}
 
 var classes = map[error]string{
 	ErrNotFramed:           ClassNotFramed,

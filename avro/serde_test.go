@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/backflowhq/backflow/internal/dlq"
 )
 
 var fixedNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -487,5 +490,19 @@ func TestEncoderRejectedSchemaIsPermanent(t *testing.T) {
 	_, err := enc.Encode(context.Background(), sampleInference())
 	if err == nil || IsRetryable(err) {
 		t.Fatalf("err = %v, want a permanent error", err)
+	}
+}
+
+// TestDecodeErrorsCarryTheirDLQClass: a decode error reaches the DLQ with the class of its
+// kind, and every class it can carry is registered for `backflow dlq --class`.
+func TestDecodeErrorsCarryTheirDLQClass(t *testing.T) {
+	for kind, want := range map[error]string{ErrUnknownSchemaID: ClassUnknownSchema, ErrOversized: ClassOversized} {
+		err := fmt.Errorf("decode: %w", &DecodeError{Kind: kind, SchemaID: 9})
+		if got := dlq.ClassOf(err); got != want {
+			t.Errorf("ClassOf(%v) = %q, want %q", kind, got, want)
+		}
+		if !dlq.KnownClass(want) {
+			t.Errorf("class %s is not registered", want)
+		}
 	}
 }

@@ -28,7 +28,10 @@ where the record came from and why it failed. Outages are retried, never dead-le
 
   list     print the entries present now (a snapshot), then the counts per error class
   tail     print new entries as they arrive, until Ctrl-C
-  redrive  re-produce selected entries to their origin topics; a dry run unless --execute`,
+  redrive  re-produce selected entries to their origin topics; a dry run unless --execute
+
+Error classes (--class):
+` + classHelp(),
 		Example: `  backflow dlq list --env-file .stack/env
   backflow dlq tail --class unknown_schema
   backflow dlq redrive --class unknown_schema            # dry run: what would go where
@@ -51,7 +54,7 @@ type dlqFilter struct {
 
 func (f *dlqFilter) addFlags(cmd *cobra.Command) {
 	addTopicFlag(cmd, &f.topic)
-	cmd.Flags().StringVar(&f.class, "class", "", "only entries of this error class (e.g. corrupt, unknown_schema)")
+	cmd.Flags().StringVar(&f.class, "class", "", "only entries of this error class (backflow dlq --help lists them)")
 	cmd.Flags().StringVar(&f.originTopic, "origin-topic", "", "only entries that came from this topic")
 	cmd.Flags().IntVar(&f.limit, "limit", 0, "print at most this many entries (0: no limit)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object per entry and nothing else")
@@ -61,7 +64,32 @@ func (f *dlqFilter) check() error {
 	if f.limit < 0 {
 		return fmt.Errorf("%w: --limit must be 0 or more, got %d", errUsage, f.limit)
 	}
+	if err := checkClassFlag(f.class); err != nil {
+		return err
+	}
 	return checkTopicFlag(f.topic)
+}
+
+// checkClassFlag refuses a --class no stage writes: it would match nothing, and say so only
+// as "total 0".
+func checkClassFlag(class string) error {
+	if class == "" || dlq.KnownClass(class) {
+		return nil
+	}
+	names := make([]string, 0, len(dlq.Classes()))
+	for _, c := range dlq.Classes() {
+		names = append(names, c.Name)
+	}
+	return fmt.Errorf("%w: --class %q is not an error class backflow writes; the classes: %s", errUsage, class, strings.Join(names, ", "))
+}
+
+// classHelp lists every error class with what it means, for --help.
+func classHelp() string {
+	var b strings.Builder
+	for _, c := range dlq.Classes() {
+		fmt.Fprintf(&b, "  %-22s %s\n", c.Name, c.Doc)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 func (f *dlqFilter) match(e dlq.Entry) bool {
@@ -414,6 +442,9 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 	}
 	if selectors != 1 {
 		return fmt.Errorf("%w: give exactly one of --offsets, --class or --all (got %d)", errUsage, selectors)
+	}
+	if err := checkClassFlag(o.class); err != nil {
+		return err
 	}
 	if err := checkTopicFlag(o.topic); err != nil {
 		return err

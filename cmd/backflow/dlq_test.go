@@ -26,6 +26,8 @@ func TestDLQUsageErrorsExit2(t *testing.T) {
 		{"dlq", "list", "--topic", "no spaces allowed"},
 		{"dlq", "list", "--timeout", "0s"},
 		{"dlq", "tail", "--limit", "-2"},
+		{"dlq", "list", "--class", "bad_magic"},             // a loadgen poison kind, not a class (listed total 0, exit 0)
+		{"dlq", "redrive", "--class", "bad_magic"},          // the same for redrive
 		{"dlq", "redrive"},                                  // no selector
 		{"dlq", "redrive", "--all", "--class", "corrupt"},   // conflicting
 		{"dlq", "redrive", "--offsets", "0:1", "--all"},     // conflicting
@@ -106,5 +108,23 @@ func TestParseOffsets(t *testing.T) {
 func TestOneLine(t *testing.T) {
 	if got := oneLine("a\nb\tc\rd"); got != "a b c d" {
 		t.Errorf("oneLine = %q", got)
+	}
+}
+
+// TestDLQHelpListsEveryClass: dlq --help named five classes and missed incompatible_schema;
+// it lists every class a stage writes, from the registry the classifying packages fill.
+func TestDLQHelpListsEveryClass(t *testing.T) {
+	code, out, _ := runDLQ(t, context.Background(), "dlq", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	classes := dlq.Classes()
+	if len(classes) < 10 {
+		t.Fatalf("%d classes registered, want every class of avro, ingest and the ClickHouse sink: %v", len(classes), classes)
+	}
+	for _, c := range append(classes, dlq.Class{Name: "incompatible_schema"}) {
+		if !strings.Contains(out, "  "+c.Name+" ") {
+			t.Errorf("dlq --help does not list class %s", c.Name)
+		}
 	}
 }

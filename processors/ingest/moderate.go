@@ -27,6 +27,11 @@ const (
 	ClassModerationRejected = "moderation_rejected" // the service refused the text (4xx)
 )
 
+func init() {
+	dlq.RegisterClass(ClassModerationMismatch, "the sensitive-word service's reply never matched the request")
+	dlq.RegisterClass(ClassModerationRejected, "the sensitive-word service refused the text (4xx)")
+}
+
 // outcome is moderation's word on one item: a result, "unavailable" (PolicyPass let it through
 // unscreened), or a DLQ error.
 type outcome struct {

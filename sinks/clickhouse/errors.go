@@ -10,6 +10,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
+	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
@@ -24,6 +25,10 @@ var (
 
 // ClassRejected is the DLQ class of records ClickHouse refused (ErrClickHouseRejected).
 const ClassRejected = "clickhouse_rejected"
+
+func init() {
+	dlq.RegisterClass(ClassRejected, "ClickHouse refused the record's row (a value it cannot store)")
+}
 
 // ClickHouse server error codes the sink tells apart (ErrorCodes.cpp).
 const (
