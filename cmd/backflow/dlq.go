@@ -489,6 +489,7 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 				from[i].Class, from[i].Stage, headerValue(r, dlq.HeaderRedriveCount))
 		}
 		fmt.Fprintf(out, "dry run: would re-drive %d record(s); nothing was produced, add --execute to re-drive\n", len(recs))
+		printCollapsed(out, plan)
 		if len(problems) > 0 {
 			return errFound
 		}
@@ -514,10 +515,20 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 		return errFound
 	}
 	fmt.Fprintf(out, "re-drove %d record(s)\n", done)
+	printCollapsed(out, plan)
 	if len(problems) > 0 {
 		return errFound
 	}
 	return nil
+}
+
+// printCollapsed says how many selected entries were left out because another entry holds the
+// same origin record: list counts every entry, redrive each origin record once.
+func printCollapsed(w io.Writer, plan *dlq.RedrivePlan) {
+	if plan.Collapsed > 0 {
+		fmt.Fprintf(w, "collapsed %d entr%s that repeat an origin record already selected (the same bad record dead-lettered twice): each origin record is re-driven once\n",
+			plan.Collapsed, map[bool]string{true: "y", false: "ies"}[plan.Collapsed == 1])
+	}
 }
 
 func headerValue(r *kgo.Record, key string) string {

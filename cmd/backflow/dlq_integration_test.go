@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -366,5 +367,35 @@ func TestDLQTail(t *testing.T) {
 		if j.Class != "invalid" || j.Stage != "sink-features" || j.OriginOffset < 1000 || !strings.HasPrefix(string(j.Key), "late-") {
 			t.Errorf("tail printed %+v, want only late invalid entries", j)
 		}
+	}
+}
+
+// TestDLQRedriveSaysWhatItCollapsed: list showed 209 entries and the dry run "would re-drive
+// 206" without saying why. The same bad record dead-lettered twice (a retried DLQ write) is
+// re-driven once, and redrive now says how many entries it collapsed.
+func TestDLQRedriveSaysWhatItCollapsed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := newDLQFixture(t, ctx)
+	again := f.byOriginOffset[100] // originA/0/100 written a second time
+	cl, err := f.cfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w, err := dlq.NewWriter(cl, dlq.Config{Topic: f.dlqTopic, Stage: "ingest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, again.Origin, dlq.WithClass("corrupt", errors.New("record 100 is corrupt"))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runDLQ(t, ctx, "dlq", "list", "--topic", f.dlqTopic)
+	if code != exitOK || !regexp.MustCompile(`(?m)^total\s+6$`).MatchString(out) {
+		t.Fatalf("list: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runDLQ(t, ctx, "dlq", "redrive", "--all", "--topic", f.dlqTopic)
+	if code != exitOK || !strings.Contains(out, "dry run: would re-drive 5 record(s)") || !strings.Contains(out, "collapsed 1 entry that repeat") {
+		t.Fatalf("redrive dry run: exit %d\n%s\n%s", code, out, stderr)
 	}
 }
