@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +78,11 @@ func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult
 	return out
 }
 
+// ErrMisaddressed: a system answered, but not as the system it should be: a registry URL whose
+// path is wrong answers 404 to its subject list. Waiting does not fix it, so Preflight refuses
+// to start (ErrRefused) and ping shows it as MISADDRESSED, naming the setting to check.
+var ErrMisaddressed = errors.New("pipelines: not the expected service at this address")
+
 // ErrRefused marks a Preflight failure: a system refused our credentials, or the TLS
 // handshake with it failed. No retry fixes that; the operator does.
 var ErrRefused = errors.New("pipelines: refused at start-up")
@@ -104,7 +110,10 @@ func Preflight(ctx context.Context, c Conns, timeout time.Duration, systems ...s
 	results := CheckSystems(ctx, c, systems...)
 	var errs []error
 	for _, r := range results {
-		if r.Err != nil && isRefusal(r.System, r.Err) {
+		switch {
+		case r.Err != nil && errors.Is(r.Err, ErrMisaddressed):
+			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, addressOf(r.System)))
+		case r.Err != nil && isRefusal(r.System, r.Err):
 			errs = append(errs, fmt.Errorf("%w: %s at %s: %w (check %s)", ErrRefused, r.System, r.Address, r.Err, settingsOf(r.System)))
 		}
 	}
@@ -131,6 +140,14 @@ func isRefusal(system string, err error) bool {
 // sectionOf is the config section of each system's connection.
 var sectionOf = map[string]string{SystemKafka: "kafka", SystemRegistry: "registry", SystemClickHouse: "clickhouse",
 	SystemRedis: "redis", SystemSensitiveWords: "sensitive_words"}
+
+// addressOf names the variable of the system's address (its first key: addr, brokers, url).
+func addressOf(system string) string {
+	if keys := KeysUnder(sectionOf[system]); len(keys) > 0 {
+		return keys[0].Env
+	}
+	return sectionOf[system]
+}
 
 // settingsOf names the variables an operator checks after a refusal by system: the user and
 // SASL keys of its section, its secret (or the file holding it), and its CA file.
@@ -169,6 +186,9 @@ func checkRegistry(ctx context.Context, c Conns) (string, error) {
 	subjects, err := cl.Subjects(ctx)
 	if err != nil {
 		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			return "", fmt.Errorf("%w: registry: HTTP 404 for its subject list: no Confluent-compatible API under this URL (is the path right? Apicurio serves it under /apis/ccompat/v7): %w", ErrMisaddressed, err)
+		}
 		if errors.As(err, &re) {
 			return "", fmt.Errorf("avro: registry: HTTP %d: %w", re.StatusCode, err)
 		}

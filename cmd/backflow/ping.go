@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -40,6 +41,9 @@ sensitive-word service) and prints a table of what answered. It exits 1 if any s
 				state, detail := "ok", r.Detail
 				if r.Err != nil {
 					state, detail = "DOWN", r.Err.Error()
+					if errors.Is(r.Err, pipelines.ErrMisaddressed) { // answering, but not as itself
+						state = "MISADDRESSED"
+					}
 					failed++
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.System, r.Address, state, detail, r.Took.Round(time.Millisecond))
