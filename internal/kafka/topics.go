@@ -97,27 +97,34 @@ func led(d kadm.TopicDetail) bool {
 }
 
 // WaitForTopics returns once every topic exists with at least one partition, polling the
-// metadata every 500ms and logging every 30s what it still waits for; or ctx's error. A stage
+// metadata every 500ms and logging every 30s what it still waits for and for how long
+// ("still waiting for kafka (2m10s)"); or ctx's error. A stage
 // started before its input topic (a fresh cluster, or its producer starting in the same
 // process) waits rather than fails.
 func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics ...string) error {
 	adm := kadm.NewClient(cl)
 	var (
+		start   = time.Now()
 		lastLog time.Time
 		missing []string
 	)
 	return retry.Do(ctx, retry.Policy{Min: 500 * time.Millisecond, Max: 500 * time.Millisecond}, nil, func(err error, _ int, _ time.Duration) {
-		if time.Since(lastLog) < 30*time.Second {
+		if time.Since(lastLog) < waitLogEvery {
 			return
 		}
 		lastLog = time.Now()
+		waited := time.Since(start).Round(time.Second).String()
 		if errors.Is(err, errNotListed) {
-			log.Info("waiting for topics to be created", "topics", strings.Join(missing, ","))
+			log.Info("waiting for topics to be created", "topics", strings.Join(missing, ","), "waited", waited)
 		} else {
-			log.Warn("kafka metadata unavailable; retrying", "error", err)
+			log.Warn("still waiting for kafka ("+waited+")", "error", err, "waited", waited)
 		}
 	}, func() error {
-		td, err := adm.ListTopics(ctx, topics...)
+		// One attempt is bounded, so a request stuck on a half-open connection cannot hold the
+		// wait (and its log line) until the stage stops.
+		actx, cancel := context.WithTimeout(ctx, waitAttemptTimeout)
+		defer cancel()
+		td, err := adm.ListTopics(actx, topics...)
 		if err != nil {
 			return err
 		}
@@ -133,6 +140,13 @@ func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics
 		return nil
 	})
 }
+
+// WaitForTopics' pace: one attempt may take waitAttemptTimeout, and a line is logged at most
+// every waitLogEvery (variables, so a test can shorten them).
+var (
+	waitAttemptTimeout = 10 * time.Second
+	waitLogEvery       = 30 * time.Second
+)
 
 // CheckTableChangelog looks at a goka group table's changelog topic and returns what is wrong
 // with it, or "" when it is fine or does not exist yet (goka creates it compacted). goka
