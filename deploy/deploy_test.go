@@ -460,3 +460,39 @@ func TestBuildsWithoutCgo(t *testing.T) {
 		t.Fatalf("with CGO_ENABLED=0: %v\n%s", err, out)
 	}
 }
+
+// TestConfigMapPassesOfflineCheck: the Kubernetes README's recipe, check-config on the
+// ConfigMap, always failed off-cluster on the secret files that exist only in the pod. With
+// --offline (pipelines.LoadOffline) the ConfigMap as shipped passes, and a real mistake in it
+// is still found.
+func TestConfigMapPassesOfflineCheck(t *testing.T) {
+	cm := loadK8s(t).named("ConfigMap", "backflow-config")
+	if cm == nil {
+		t.Fatal("no ConfigMap backflow-config")
+	}
+	body := str(at(cm, "data", "backflow.yaml"))
+	p := filepath.Join(t.TempDir(), "backflow.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipelines.Load(p, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "cannot read the secret") {
+		t.Fatalf("online, the pod's secret files are missing here and must be reported: %v", err)
+	}
+	l, err := pipelines.LoadOffline(p)
+	if err != nil {
+		t.Fatalf("the shipped ConfigMap fails check-config --offline:\n%v", err)
+	}
+	if l.Config.Ingest.Group == "" || len(l.Config.Stages) == 0 {
+		t.Fatalf("loaded config %+v", l.Config)
+	}
+	bad := strings.Replace(body, "sink_clickhouse:", "sink_clickhouse:\n  batch_rows: 0", 1)
+	if bad == body {
+		t.Fatal("the ConfigMap has no sink_clickhouse section to break")
+	}
+	if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipelines.LoadOffline(p); err == nil || !strings.Contains(err.Error(), "sink_clickhouse.batch_rows") {
+		t.Fatalf("--offline missed a real mistake: %v", err)
+	}
+}

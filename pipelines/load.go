@@ -17,6 +17,15 @@ func Load(path string, getenv func(string) string, overrides ...Override) (Loade
 	return l, err
 }
 
+// LoadOffline checks the config file at path alone, as check-config --offline does: no
+// variable is read and no secret file is opened (conf.Schema.LoadOffline).
+func LoadOffline(path string) (Loaded, error) {
+	var l Loaded
+	src, err := schema.LoadOffline(&l.Config, path)
+	l.Sources = src
+	return l, err
+}
+
 // Loaded is a checked configuration.
 type Loaded struct {
 	// Config holds every key's value after the file, environment and overrides, secrets given

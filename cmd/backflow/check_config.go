@@ -12,7 +12,7 @@ import (
 )
 
 func newCheckConfigCmd() *cobra.Command {
-	var example, reference bool
+	var example, reference, offline bool
 	cmd := &cobra.Command{
 		Use:   "check-config",
 		Short: "Check a config file (and the BACKFLOW_* variables) without starting anything",
@@ -22,11 +22,16 @@ it came from, or its line in the file): unknown keys, values of the wrong form, 
 refuses, secrets written inline, secret files it cannot read. It contacts no service; backflow ping
 does that.
 
+--offline checks the file alone, as it would be checked where it is deployed: no BACKFLOW_*
+variable is read and the secret files it names are not opened (they exist in the pod, not on
+the machine that checks a ConfigMap). Everything else is checked.
+
 Exit codes: 0 the configuration is valid; 2 it is not (or bad usage).
 
 --print-example prints every key with its default and meaning as a YAML file (what
 deploy/config.example.yaml holds); --print-reference prints the same as a Markdown table.`,
 		Example: `  backflow check-config --config /etc/backflow/backflow.yaml
+  backflow check-config --offline --config <(kubectl get cm backflow-config -o jsonpath='{.data.backflow\.yaml}')
   backflow check-config --print-example > backflow.yaml`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,7 +44,14 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 				_, err := fmt.Fprint(out, pipelines.ReferenceMarkdown())
 				return err
 			}
-			l, err := pipelines.Load(configPath, nil)
+			load := func() (pipelines.Loaded, error) { return pipelines.Load(configPath, nil) }
+			if offline {
+				if configPath == "" {
+					return fmt.Errorf("%w: --offline checks a file: give --config", errUsage)
+				}
+				load = func() (pipelines.Loaded, error) { return pipelines.LoadOffline(configPath) }
+			}
+			l, err := load()
 			if err != nil {
 				var ce conf.Errors
 				if errors.As(err, &ce) {
@@ -66,6 +78,7 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&offline, "offline", false, "check the file alone, as where it is deployed: no BACKFLOW_* variable is read and no secret file opened (e.g. a Kubernetes ConfigMap checked off-cluster)")
 	cmd.Flags().BoolVar(&example, "print-example", false, "print every key with its default as YAML, and exit")
 	cmd.Flags().BoolVar(&reference, "print-reference", false, "print every key with its default as a Markdown table, and exit")
 	return cmd

@@ -35,6 +35,18 @@ type Validator interface{ Validate() error }
 // problem at once as Errors, in key order, each at its key path with where its value came
 // from; Validate's errors are placed by their FieldError's field.
 func (s *Schema) Load(dst any, path string, getenv func(string) string, overrides ...Override) (Sources, error) {
+	return s.load(dst, path, getenv, false, overrides)
+}
+
+// LoadOffline checks the file at path alone, as it would be checked where it is deployed:
+// no variable is read, and the secret files it names are not opened (they exist where it
+// runs, not where it is checked). Everything else is checked as Load checks it; dst holds a
+// placeholder, not a secret, for each secret file.
+func (s *Schema) LoadOffline(dst any, path string) (Sources, error) {
+	return s.load(dst, path, func(string) string { return "" }, true, nil)
+}
+
+func (s *Schema) load(dst any, path string, getenv func(string) string, offline bool, overrides []Override) (Sources, error) {
 	root := reflect.ValueOf(dst)
 	if root.Kind() != reflect.Pointer || root.Elem().Type() != s.typ {
 		panic(fmt.Sprintf("conf: Load into %T, want *%s", dst, s.typ))
@@ -43,7 +55,7 @@ func (s *Schema) Load(dst any, path string, getenv func(string) string, override
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	l := &loader{s: s, root: root, sources: Sources{}, lines: map[string]int{}, bad: map[string]bool{}}
+	l := &loader{s: s, root: root, sources: Sources{}, lines: map[string]int{}, bad: map[string]bool{}, offline: offline}
 	root.Set(reflect.New(s.typ).Elem())
 	setDefaults(root, false)
 	for _, k := range s.keys {
@@ -97,6 +109,7 @@ type loader struct {
 	lines   map[string]int
 	bad     map[string]bool // keys already reported: not checked again
 	errs    Errors
+	offline bool // LoadOffline: secret files are not opened
 }
 
 func (l *loader) field(k Key) reflect.Value { return l.root.FieldByIndex(k.index) }
@@ -235,6 +248,13 @@ func (l *loader) secrets(getenv func(string) string) {
 		}
 		path := file.String()
 		if path == "" || l.bad[k.Path] {
+			continue
+		}
+		if l.offline {
+			// The file is where the config is deployed; stand in for its secret so the
+			// rules between keys (a user needs a password) still hold.
+			file.SetString("")
+			l.root.FieldByIndex(k.secretIndex).SetString("(offline: " + path + " not read)")
 			continue
 		}
 		data, err := os.ReadFile(path)
