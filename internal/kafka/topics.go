@@ -58,13 +58,14 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 // appear, and a caller that reads its metadata at once (a producer counting partitions) would
 // otherwise find it missing; goka's consumer, asking a partition's leader for its offsets right
 // after, failed on a 3-broker cluster with NOT_LEADER_FOR_PARTITION (fault suite #17). A topic
-// that existed before is not held to its leaders (a broker may be down). It gives up after 10 s.
+// that existed before is not held to its leaders (a broker may be down). It gives up after 30 s
+// (a loaded single broker has taken more than 10 s to list a topic it had just created).
 func waitListed(ctx context.Context, adm *kadm.Client, specs []TopicSpec, created map[string]bool) error {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	missing := ""
 	err := retry.Do(ctx, retry.Policy{Min: 100 * time.Millisecond, Max: 100 * time.Millisecond}, nil, nil, func() error {
