@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -118,6 +119,22 @@ func Preflight(ctx context.Context, c Conns, timeout time.Duration, systems ...s
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// StartUp is how a process meets its systems: Preflight, then one warning for each system that
+// is only down, which the caller then waits for as it does mid-run. It returns Preflight's
+// refusal, if any.
+func StartUp(ctx context.Context, c Conns, log *slog.Logger, systems ...string) error {
+	checked, err := Preflight(ctx, c, 0, systems...)
+	if err != nil {
+		return err
+	}
+	for _, r := range checked {
+		if r.Err != nil {
+			log.Warn("not answering at start-up; waiting for it", "system", r.System, "address", r.Address, "error", r.Err)
+		}
+	}
+	return nil
 }
 
 // isRefusal asks the system's own package whether err is an authentication or TLS failure.

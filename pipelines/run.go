@@ -84,14 +84,8 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 
 	// Fail fast when a system refuses our credentials or the TLS handshake; a system that is
 	// only down is logged, and the stages wait for it as they do mid-run (Preflight).
-	checked, err := Preflight(ctx, l.Config.Conns, 0, needs...)
-	if err != nil {
+	if err := StartUp(ctx, l.Config.Conns, log, needs...); err != nil {
 		return err
-	}
-	for _, r := range checked {
-		if r.Err != nil {
-			log.Warn("not answering at start-up; the stages wait for it", "system", r.System, "address", r.Address, "error", r.Err)
-		}
 	}
 
 	if addr := f.Metrics.Addr; addr != "" && addr != "off" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -122,22 +121,6 @@ func (o *rootOptions) applyEnvFile() error {
 	}
 	if err := envfile.Apply(o.envFile); err != nil {
 		return fmt.Errorf("%w: --env-file: %w", errUsage, err)
-	}
-	return nil
-}
-
-// preflight asks the systems a stage needs once before it starts, and stops it (exit 1) when
-// one refuses our credentials or the TLS handshake (pipelines.Preflight). A system that is
-// only down is logged, and the stage waits for it as it does mid-run.
-func preflight(ctx context.Context, conn pipelines.Conns, log *slog.Logger, systems ...string) error {
-	results, err := pipelines.Preflight(ctx, conn, 0, systems...)
-	if err != nil {
-		return err
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			log.Warn("not answering at start-up; the stage waits for it", "system", r.System, "address", r.Address, "error", r.Err)
-		}
 	}
 	return nil
 }

@@ -122,7 +122,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			if runID == "" {
 				runID = time.Now().UTC().Format("20060102T150405")
 			}
-			if err := preflight(cmd.Context(), conn, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))); err != nil {
+			if err := pipelines.StartUp(cmd.Context(), conn, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), pipelines.SystemKafka, pipelines.SystemRegistry); err != nil {
 				return err
 			}
 			reg, err := avro.NewRegistryClient(conn.Registry)
@@ -241,21 +241,6 @@ func applyEnvFile(path string) error {
 	}
 	if err := envfile.Apply(path); err != nil {
 		return fmt.Errorf("%w: --env-file: %w", errUsage, err)
-	}
-	return nil
-}
-
-// preflight asks Kafka and the registry once before sending: a refused credential or TLS
-// handshake stops it (exit 1); a system that is only down is logged and waited for.
-func preflight(ctx context.Context, conn pipelines.Conns, log *slog.Logger) error {
-	results, err := pipelines.Preflight(ctx, conn, 0, pipelines.SystemKafka, pipelines.SystemRegistry)
-	if err != nil {
-		return err
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			log.Warn("not answering at start-up; waiting for it", "system", r.System, "address", r.Address, "error", r.Err)
-		}
 	}
 	return nil
 }
