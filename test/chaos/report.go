@@ -52,7 +52,7 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// WriteTable prints one line per scenario: the columns of the README's table.
+// WriteTable prints one line per scenario: the columns of docs/reliability.md's table.
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tSCENARIO\tRECORDS\tLOST\tDUP (DEDUP/RAW)\tMISROUTED\tPEAK RSS\tRECOVER\tRESULT")
@@ -105,7 +105,7 @@ func ReadReport(path string) (*Report, error) {
 	return &r, json.Unmarshal(b, &r)
 }
 
-// WriteMarkdown prints the table as the README quotes it, with each scenario's first note.
+// WriteMarkdown prints the table as docs/reliability.md quotes it, with each scenario's first note.
 func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| # | scenario | records | lost | dup (dedup / raw) | misrouted | peak RSS | recover | result | observed |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")

@@ -1,4 +1,4 @@
-// Package sensitive is the sensitive-word service (binary cmd/sensitive-words): a dictionary of
+// Package sensitivewords is the sensitive-word service (binary tools/sensitive-words/cmd/sensitive-words): a dictionary of
 // words with categories and weights, searched in batches of texts over HTTP. The pipeline's
 // ingest stage calls it through package moderation, its only client. Start with Server (New,
 // Handler, Reload, Watch); Matcher is the search on its own.
