@@ -49,8 +49,11 @@ func TestConnectRetriesAreCounted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := s.openClickHouse(ctx); done <- err }()
-	for logged.Load() < 3 {
-		time.Sleep(10 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); logged.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("%d retries logged in 30 s with ClickHouse unreachable, want 3", logged.Load())
+		}
 	}
 	cancel()
 	if err := <-done; err == nil {
