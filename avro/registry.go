@@ -21,9 +21,9 @@ import (
 // RegistryConn says how to reach the schema registry. Each field's default is its default tag
 // (none: the zero value); the tags declare the keys of the config file's registry section.
 type RegistryConn struct {
-	// URL is the base of the Confluent-compatible API; the local stack's registry (Apicurio's
-	// Confluent-compatible API) by default.
-	URL string `key:"url" default:"http://127.0.0.1:18081/apis/ccompat/v7" doc:"base URL of the Confluent-compatible API"`
+	// URL is the base of the Confluent-compatible API. No default: the local stack's
+	// (Apicurio's Confluent-compatible API) is in the env file it writes.
+	URL string `key:"url" example:"http://schema-registry:8081" doc:"base URL of the Confluent-compatible API"`
 	// Username and Password enable HTTP basic auth. Password comes from the environment or
 	// PasswordFile, never a flag or a config file.
 	Username string `key:"username" doc:"basic-auth user; empty: no auth"`
@@ -49,7 +49,9 @@ func (c RegistryConn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if c.URL == "" {
+		errs = append(errs, conf.Errorf("URL", "url: %w", conf.ErrNotSet))
+	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, conf.Errorf("URL", "url: %q is not an http(s) URL", c.URL))
 	} else if c.TLS.On() && u.Scheme != "https" {
 		errs = append(errs, conf.Errorf("TLS", "tls: set, but the url %q is not https", c.URL))

@@ -85,7 +85,8 @@ func TestRegistryConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
 	conftest.Validate(t, []conftest.Case[RegistryConn]{
 		{Name: "https with ca", Config: RegistryConn{URL: "https://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}},
-		{Name: "password file", Config: RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "p")}},
+		{Name: "no url", Config: RegistryConn{}, WantErr: "avro: registry url: not set", Field: "URL"},
+		{Name: "password file", Config: RegistryConn{URL: "http://registry:8081", Username: "u", PasswordFile: securetest.SecretFile(t, "p")}},
 		{Name: "tls on http", Config: RegistryConn{URL: "http://sr:8081", TLS: secure.TLS{CAFile: pki.CAFile}}, WantErr: "avro: registry tls: set, but the url", Field: "TLS"},
 		{Name: "password file without user", Config: RegistryConn{PasswordFile: securetest.SecretFile(t, "p")}, WantErr: "avro: registry username: empty", Field: "PasswordFile"},
 		{Name: "password without user", Config: RegistryConn{Password: "pa55"}, WantErr: "avro: registry username: empty", Field: "Password"},

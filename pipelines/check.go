@@ -46,7 +46,8 @@ func Check(ctx context.Context, c Conns) []CheckResult {
 }
 
 // CheckSystems is Check for the named systems only, in the order given. An unknown name gets a
-// result with an error.
+// result with an error, and a system whose address is not given one matching ErrConfig (see
+// Conns.Require), without being asked.
 func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult {
 	type check struct {
 		addr string
@@ -65,6 +66,10 @@ func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult
 		ch, ok := all[name]
 		if !ok {
 			out[i] = CheckResult{System: name, Err: fmt.Errorf("pipelines: unknown system %q", name)}
+			continue
+		}
+		if !c.IsSet(name) {
+			out[i] = CheckResult{System: name, Err: c.Require(name)}
 			continue
 		}
 		wg.Add(1)

@@ -28,7 +28,8 @@ import (
 // `backflow check-config` checks. Its sections are the packages' own Conn and Config structs,
 // whose tagged fields declare each key once, with its default and doc (package conf): the
 // YAML keys, the variables, the flags, the reference and the key paths of errors all come
-// from those declarations. Every key is optional; deploy/config.example.yaml lists them all
+// from those declarations. Every key is optional but the addresses of the systems the stages need (which have no
+// default: see Conns.Require); deploy/config.example.yaml lists them all
 // with their defaults (ExampleYAML writes it, and a test keeps it in sync).
 //
 // Precedence, lowest first: the defaults, the file, environment variables, then command-line
@@ -101,15 +102,15 @@ const (
 // schema is Config's keys, read once from the declarations.
 var schema = conf.New[Config]("BACKFLOW_")
 
-// Defaults returns the configuration every key falls back to: the local stack's addresses,
-// every stage, and each package's declared defaults.
+// Defaults returns the configuration every key falls back to: every stage, and each
+// package's declared defaults. The services' addresses have none.
 func Defaults() Config { return conf.Defaults[Config]() }
 
 // Validate checks every section with its package's rules, and the process's keys, reporting
 // all errors at once; each is a conf.FieldError naming its field, so that Load reports it at
 // its key.
 func (c Config) Validate() error {
-	return errors.Join(c.validateStages(), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
+	return errors.Join(c.validateStages(), c.Conns.missing(NeedsOf(c.Stages...)...), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
 		c.Conns.Validate(), conf.Nest("Ingest", "", c.Ingest.Validate()), conf.Nest("SinkClickHouse", "", c.SinkClickHouse.Validate()),
 		conf.Nest("SinkFeatures", "", c.SinkFeatures.Validate()))
 }
@@ -156,9 +157,18 @@ func (c MetricsConfig) Validate() error {
 	return nil
 }
 
-// Validate checks every connection, reporting all errors at once.
+// Validate checks every connection, reporting all errors at once. An address not given is
+// not an error here: it is one for the stages (Config.Validate) and commands (Require) that
+// need the system.
 func (c Conns) Validate() error {
-	return errors.Join(conf.Nest("Kafka", "", c.Kafka.Validate()), conf.Nest("Registry", "", c.Registry.Validate()),
+	all := errors.Join(conf.Nest("Kafka", "", c.Kafka.Validate()), conf.Nest("Registry", "", c.Registry.Validate()),
 		conf.Nest("ClickHouse", "", c.ClickHouse.Validate()), conf.Nest("Redis", "", c.Redis.Validate()),
 		conf.Nest("SensitiveWords", "", c.SensitiveWords.Validate()))
+	var errs []error
+	for _, fe := range conf.Fields(all) {
+		if !errors.Is(fe, conf.ErrNotSet) {
+			errs = append(errs, fe)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"slices"
@@ -24,15 +25,19 @@ func TestFromEnv(t *testing.T) {
 		wantErr []string // every substring must appear: all errors are reported at once
 	}{
 		{
-			name: "empty environment takes the local stack's defaults",
+			// Regression: an empty environment gave the local stack's loopback addresses.
+			name: "empty environment: no address, and each system Required names its variable",
 			env:  map[string]string{},
 			check: func(t *testing.T, c Conns) {
-				got := []string{c.Kafka.Endpoint(), c.Registry.Endpoint(), c.ClickHouse.Endpoint(), c.Redis.Endpoint(), c.SensitiveWords.URL}
-				want := []string{"127.0.0.1:19092", "http://127.0.0.1:18081/apis/ccompat/v7", "127.0.0.1:19000", "127.0.0.1:16379", "http://127.0.0.1:18090"}
-				for i := range want {
-					if got[i] != want[i] {
-						t.Errorf("endpoint %d = %q, want %q", i, got[i], want[i])
+				for _, sys := range []string{SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemSensitiveWords} {
+					if c.IsSet(sys) {
+						t.Errorf("%s has an address: %+v", sys, c)
 					}
+				}
+				err := c.Require(SystemKafka, SystemRedis)
+				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "kafka.brokers: not set: give BACKFLOW_KAFKA_BROKERS") ||
+					!strings.Contains(err.Error(), "redis.addr: not set: give BACKFLOW_REDIS_ADDR") || strings.Contains(err.Error(), "clickhouse") {
+					t.Errorf("Require(kafka, redis) = %v", err)
 				}
 			},
 		},
@@ -101,7 +106,8 @@ func TestFromEnv(t *testing.T) {
 				"BACKFLOW_REGISTRY_USERNAME": "u", "BACKFLOW_REGISTRY_PASSWORD": "pa55word", "BACKFLOW_REGISTRY_PASSWORD_FILE": secretFile,
 				"BACKFLOW_CLICKHOUSE_PASSWORD_FILE":    "/nonexistent/ch-password",
 				"BACKFLOW_REDIS_TLS_CA_FILE":           "/nonexistent/ca.crt",
-				"BACKFLOW_SENSITIVE_WORDS_TLS_CA_FILE": pki.CAFile, // with the default http:// URL
+				"BACKFLOW_SENSITIVE_WORDS_TLS_CA_FILE": pki.CAFile, // with an http:// URL
+				"BACKFLOW_SENSITIVE_WORDS_URL":         "http://sensitive-words:8090",
 			},
 			wantErr: []string{`kafka: sasl mechanism: "GSSAPI"`, `kafka.tls (BACKFLOW_KAFKA_TLS): want true or false, got "maybe"`, "avro: registry password: set inline and as a file",
 				"clickhouse.password_file (BACKFLOW_CLICKHOUSE_PASSWORD_FILE): cannot read the secret: open /nonexistent/ch-password", "redis: tls ca file", "moderation: tls: set, but the url"},
@@ -262,7 +268,7 @@ func TestDefaultsAreTheConstants(t *testing.T) {
 			t.Errorf("%s defaults to %v, the code's constant is %v", c.key, c.got, c.want)
 		}
 	}
-	if d.Ingest.InferenceTopic == "" || d.Kafka.Endpoint() != "127.0.0.1:19092" {
+	if d.Ingest.InferenceTopic == "" || d.Kafka.Endpoint() != "" {
 		t.Fatalf("defaults %+v", d)
 	}
 }

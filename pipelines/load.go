@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -15,6 +16,27 @@ func Load(path string, getenv func(string) string, overrides ...Override) (Loade
 	src, err := schema.Load(&l.Config, path, getenv, overrides...)
 	l.Sources = src
 	return l, err
+}
+
+// LoadConns is Load for a command that is not a stage: the connection settings of the file
+// and the variables, where an address not given is no error (the command Requires the
+// systems it talks to).
+func LoadConns(path string, getenv func(string) string) (Conns, error) {
+	l, err := Load(path, getenv)
+	var es conf.Errors
+	if !errors.As(err, &es) {
+		return l.Config.Conns, err
+	}
+	var kept conf.Errors
+	for _, e := range es {
+		if !errors.Is(e, conf.ErrNotSet) {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == 0 {
+		return l.Config.Conns, nil
+	}
+	return l.Config.Conns, kept
 }
 
 // LoadOffline checks the config file at path alone, as check-config --offline does: no
@@ -41,13 +63,18 @@ var ErrConfig = conf.ErrInvalid
 // Override is a value given on the command line for a key.
 type Override = conf.Override
 
-// FromEnv is Load with no file and no flags, for the connection settings: the defaults, then
-// the BACKFLOW_* variables getenv returns (os.Getenv in production). All problems are reported
-// at once as conf.Errors, each naming its key and variable; no error shows a secret.
+// FromEnv reads the connection settings alone: the defaults, then the BACKFLOW_* variables
+// getenv returns (os.Getenv in production). All problems are reported at once as conf.Errors,
+// each naming its key and variable; no error shows a secret. An address not given is no error
+// here: the caller Requires the systems it talks to.
 func FromEnv(getenv func(string) string) (Conns, error) {
-	l, err := Load("", getenv)
-	return l.Config.Conns, err
+	var c Conns
+	_, err := connSchema.Load(&c, "", getenv)
+	return c, err
 }
+
+// connSchema is Conns' keys: the same paths and variables as in Config, where Conns is squashed.
+var connSchema = conf.New[Conns]("BACKFLOW_")
 
 // EnvVar documents one variable of a connection key; `backflow --help` lists them.
 type EnvVar struct {
@@ -70,7 +97,10 @@ func EnvVars() []EnvVar {
 			out = append(out, EnvVar{Name: k.Secret, Default: "none", Doc: k.SecretDoc, Secret: true})
 		}
 		d := k.Default
-		if d == "" {
+		switch {
+		case k.Example != "":
+			d = "none; required where used, e.g. " + k.Example
+		case d == "":
 			d = "none"
 		}
 		out = append(out, EnvVar{Name: k.Env, Default: d, Doc: k.Doc})
@@ -81,7 +111,7 @@ func EnvVars() []EnvVar {
 // connSections are the sections of Conns.
 var connSections = func() []string {
 	var out []string
-	for _, k := range conf.New[Conns]("").Keys() {
+	for _, k := range connSchema.Keys() {
 		if s, _, _ := strings.Cut(k.Path, "."); !slices.Contains(out, s) {
 			out = append(out, s)
 		}

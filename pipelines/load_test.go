@@ -2,12 +2,15 @@ package pipelines
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
@@ -24,6 +27,38 @@ func writeFile(t *testing.T, name, content string) string {
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+// stackAddrs are addresses for every system, which have no default.
+var stackAddrs = map[string]string{"BACKFLOW_KAFKA_BROKERS": "kafka-1:9092", "BACKFLOW_REGISTRY_URL": "http://registry:8081",
+	"BACKFLOW_CLICKHOUSE_ADDR": "clickhouse:9000", "BACKFLOW_REDIS_ADDR": "redis:6379", "BACKFLOW_SENSITIVE_WORDS_URL": "http://sensitive-words:8090"}
+
+// withAddrs is m with stackAddrs' variables added where neither m nor the file (yaml) gives
+// the key.
+func withAddrs(m map[string]string, file string) map[string]string {
+	var doc map[string]any
+	_ = yaml.Unmarshal([]byte(file), &doc) // a case with a broken file gets every address
+	out := map[string]string{}
+	for v, val := range stackAddrs {
+		k, _ := schema.Key(map[string]string{"BACKFLOW_KAFKA_BROKERS": "kafka.brokers", "BACKFLOW_REGISTRY_URL": "registry.url",
+			"BACKFLOW_CLICKHOUSE_ADDR": "clickhouse.addr", "BACKFLOW_REDIS_ADDR": "redis.addr", "BACKFLOW_SENSITIVE_WORDS_URL": "sensitive_words.url"}[v])
+		section, key, _ := strings.Cut(k.Path, ".")
+		if sec, ok := doc[section].(map[string]any); ok {
+			if _, inFile := sec[key]; inFile {
+				continue
+			}
+		}
+		out[v] = val
+	}
+	maps.Copy(out, m)
+	return out
+}
+
+// withStackAddrs is c with stackAddrs' addresses.
+func withStackAddrs(c Config) Config {
+	c.Kafka.Brokers, c.Registry.URL, c.ClickHouse.Addr = []string{"kafka-1:9092"}, "http://registry:8081", "clickhouse:9000"
+	c.Redis.Addr, c.SensitiveWords.URL = "redis:6379", "http://sensitive-words:8090"
+	return c
+}
+
 // TestLoad is the check-config table: each case is a file (and variables), and either the
 // values it must produce or every error it must report, each with its key path.
 func TestLoad(t *testing.T) {
@@ -36,17 +71,32 @@ func TestLoad(t *testing.T) {
 		check   func(t *testing.T, l Loaded)
 		wantErr []string // each must appear, prefixed by its key path
 		nErr    int      // exact number of errors, when > 0
+		bare    bool     // no stackAddrs added
 	}{
 		{
-			name: "no file: the defaults",
+			name: "no file: the defaults, and the addresses given",
 			check: func(t *testing.T, l Loaded) {
-				if !reflect.DeepEqual(l.Config, Defaults()) {
-					t.Errorf("config = %+v, want Defaults()", l.Config)
-				}
-				if l.Config.Kafka.Endpoint() != "127.0.0.1:19092" || l.Config.ClickHouse.Endpoint() != "127.0.0.1:19000" || l.Config.SensitiveWords.URL != "http://127.0.0.1:18090" {
-					t.Errorf("connections %+v", l.Config.Conns)
+				if !reflect.DeepEqual(l.Config, withStackAddrs(Defaults())) {
+					t.Errorf("config = %+v, want Defaults() with the addresses", l.Config)
 				}
 			},
+		},
+		{
+			// Regression: with nothing given, every stage used the local stack's loopback
+			// addresses, and check-config called that valid.
+			name: "no addresses: each one the stages need is named, with where to give it",
+			bare: true,
+			wantErr: []string{"kafka.brokers: not set: give BACKFLOW_KAFKA_BROKERS or kafka.brokers in --config (the local stack's addresses: --env-file .stack/env)",
+				"registry.url: not set", "clickhouse.addr: not set", "redis.addr: not set", "sensitive_words.url: not set"},
+			nErr: 5,
+		},
+		{
+			name:    "a sink-clickhouse process needs no Redis and no sensitive-word service",
+			yaml:    "stages: [sink-clickhouse]\n",
+			bare:    true,
+			env:     map[string]string{"BACKFLOW_KAFKA_BROKERS": "k:9092", "BACKFLOW_REGISTRY_URL": "http://r:8081"},
+			wantErr: []string{"clickhouse.addr: not set"},
+			nErr:    1,
 		},
 		{
 			// Regression: a SASL mechanism and its user are each invalid alone, and every
@@ -144,7 +194,7 @@ sink_features: {project: prod, redis_batch: 1000}
 			name: "an empty file is the defaults",
 			yaml: "# nothing here\n",
 			check: func(t *testing.T, l Loaded) {
-				if !reflect.DeepEqual(l.Config, Defaults()) {
+				if !reflect.DeepEqual(l.Config, withStackAddrs(Defaults())) {
 					t.Errorf("config = %+v", l.Config)
 				}
 			},
@@ -195,11 +245,11 @@ extra: 1
 			// "too many colons". Each must be refused with its key and line.
 			name: "empty values and URLs for addresses are refused",
 			yaml: "kafka: {brokers: []}\nclickhouse: {addr: \"\"}\nregistry: {url: \"\"}\nredis: {addr: \"http://127.0.0.1:16379\"}\n",
-			env:  map[string]string{"BACKFLOW_SENSITIVE_WORDS_URL": ""}, // an empty variable is not set: no error for it
+			env:  map[string]string{"BACKFLOW_SENSITIVE_WORDS_URL": "http://sw:8090"},
 			wantErr: []string{
-				"kafka.brokers (line 1): empty; give a value, or leave the key out for its default (127.0.0.1:19092)",
-				"clickhouse.addr (line 2): empty; give a value",
-				"registry.url (line 3): empty; give a value",
+				"kafka.brokers (line 1): not set: give BACKFLOW_KAFKA_BROKERS or kafka.brokers in --config",
+				"clickhouse.addr (line 2): not set",
+				"registry.url (line 3): not set",
 				`redis.addr (line 4): redis: addr: "http://127.0.0.1:16379" is a URL; want host:port (no scheme)`,
 			},
 			nErr: 4,
@@ -259,7 +309,11 @@ extra: 1
 			if tt.yaml != "" {
 				path = writeFile(t, "backflow.yaml", tt.yaml)
 			}
-			l, err := Load(path, env(tt.env))
+			vars := tt.env
+			if !tt.bare {
+				vars = withAddrs(tt.env, tt.yaml)
+			}
+			l, err := Load(path, env(vars))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatal(err)
@@ -292,7 +346,7 @@ extra: 1
 // is reported under the flag's name.
 func TestOverridesWinAndNameTheFlag(t *testing.T) {
 	path := writeFile(t, "c.yaml", "sink_clickhouse: {batch_rows: 5}\n")
-	l, err := Load(path, env(map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "6"}),
+	l, err := Load(path, env(withAddrs(map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "6"}, "")),
 		Override{Path: "sink_clickhouse.batch_rows", Value: "8", Source: "--batch-rows"})
 	if err != nil || l.Config.SinkClickHouse.BatchRows != 8 || l.Sources["sink_clickhouse.batch_rows"] != "--batch-rows" {
 		t.Fatalf("batch rows %d from %s, err %v; want 8 from --batch-rows", l.Config.SinkClickHouse.BatchRows, l.Sources["sink_clickhouse.batch_rows"], err)
@@ -314,16 +368,19 @@ func TestExampleFileInSync(t *testing.T) {
 	if string(got) != string(ExampleYAML()) {
 		t.Fatalf("%s is stale: regenerate it with\n  go run ./cmd/backflow check-config --print-example > deploy/config.example.yaml", path)
 	}
-	l, err := Load(path, env(nil))
+	l, err := Load(path, env(stackAddrs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(l.Config, Defaults()) {
-		t.Fatalf("loading the example gives %+v, want Defaults()", l.Config)
+	if !reflect.DeepEqual(l.Config, withStackAddrs(Defaults())) {
+		t.Fatalf("loading the example gives %+v, want Defaults() with the addresses given", l.Config)
 	}
-	for _, k := range Keys() {
-		if l.Sources[k] != "file" {
-			t.Errorf("key %s is not in the example file", k)
+	for _, k := range schema.Keys() {
+		if k.Example != "" { // no default: shown commented out
+			continue
+		}
+		if l.Sources[k.Path] != "file" {
+			t.Errorf("key %s is not in the example file", k.Path)
 		}
 	}
 }

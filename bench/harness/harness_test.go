@@ -91,7 +91,9 @@ func TestRunConfigLoads(t *testing.T) {
 	for p := range pr.files {
 		path = p
 	}
-	l, err := pipelines.Load(path, func(string) string { return "" })
+	addrs := map[string]string{"BACKFLOW_KAFKA_BROKERS": "k:9092", "BACKFLOW_REGISTRY_URL": "http://r:8081", "BACKFLOW_CLICKHOUSE_ADDR": "ch:9000",
+		"BACKFLOW_REDIS_ADDR": "r:6379", "BACKFLOW_SENSITIVE_WORDS_URL": "http://sw:8090"} // the stack's, from the environment
+	l, err := pipelines.Load(path, func(k string) string { return addrs[k] })
 	if err != nil {
 		t.Fatalf("backflow run would refuse %s: %v", path, err)
 	}

@@ -23,6 +23,10 @@ func runCLIErr(t *testing.T, args ...string) (int, string, string) {
 	return classify(root.ExecuteContext(context.Background())), out.String(), errOut.String()
 }
 
+// addressVars give every system an address (they have no default).
+var addressVars = map[string]string{"BACKFLOW_KAFKA_BROKERS": "kafka-1:9092", "BACKFLOW_REGISTRY_URL": "http://registry:8081",
+	"BACKFLOW_CLICKHOUSE_ADDR": "clickhouse:9000", "BACKFLOW_REDIS_ADDR": "redis:6379", "BACKFLOW_SENSITIVE_WORDS_URL": "http://sensitive-words:8090"}
+
 // TestCheckConfig is the check-config table: exit 0 on a valid file (listing where the
 // non-default keys came from, never a secret), exit 2 with every problem on stderr, each with
 // its key path.
@@ -44,8 +48,20 @@ func TestCheckConfig(t *testing.T) {
 		stdout   []string
 		stderr   []string
 		problems int
+		bare     bool // no address variables
 	}{
-		{name: "defaults", args: nil, code: exitOK, stdout: []string{"configuration is valid (no file); stages: ingest, sink-clickhouse, sink-features"}},
+		{name: "defaults, with the addresses", args: nil, code: exitOK, stdout: []string{"configuration is valid (no file); stages: ingest, sink-clickhouse, sink-features"}},
+		{
+			// Regression: with no address given anywhere, check-config said valid and the
+			// stages then quietly used the local stack's loopback addresses.
+			name: "no addresses", bare: true, code: exitUsage, problems: 5,
+			stderr: []string{"kafka.brokers: not set: give BACKFLOW_KAFKA_BROKERS or kafka.brokers in --config (the local stack's addresses: --env-file .stack/env)",
+				"registry.url: not set", "clickhouse.addr: not set", "redis.addr: not set", "sensitive_words.url: not set"},
+		},
+		{
+			name: "only what its stages need", bare: true, args: []string{"--config", write("ch.yaml", "stages: [sink-clickhouse]\nkafka: {brokers: [k:9092]}\nregistry: {url: \"http://r:8081\"}\nclickhouse: {addr: \"ch:9000\"}\n")},
+			code: exitOK, stdout: []string{"stages: sink-clickhouse", "clickhouse.addr", "from file"},
+		},
 		{name: "the example file", args: []string{"--config", "../../deploy/config.example.yaml"}, code: exitOK, stdout: []string{"configuration is valid", "sink_features.storage_dir", "from file"}},
 		{
 			name: "a valid file with a secret file and a variable",
@@ -66,6 +82,12 @@ func TestCheckConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range addressVars {
+				if tt.bare {
+					v = "" // empty is not set
+				}
+				t.Setenv(k, v)
+			}
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}

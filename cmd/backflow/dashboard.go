@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/internal/dashboard"
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 )
 
@@ -42,7 +43,7 @@ It runs until SIGINT or SIGTERM.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
-			conn, err := loadConfig()
+			conn, err := loadConfig(pipelines.SystemClickHouse, pipelines.SystemKafka)
 			if err != nil {
 				return err
 			}

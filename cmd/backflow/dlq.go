@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/pipelines"
 )
 
 func newDLQCmd() *cobra.Command {
@@ -50,6 +51,7 @@ type dlqFilter struct {
 	originTopic string
 	limit       int
 	json        bool
+	format      string
 }
 
 func (f *dlqFilter) addFlags(cmd *cobra.Command) {
@@ -57,12 +59,20 @@ func (f *dlqFilter) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.class, "class", "", "only entries of this error class (backflow dlq --help lists them)")
 	cmd.Flags().StringVar(&f.originTopic, "origin-topic", "", "only entries that came from this topic")
 	cmd.Flags().IntVar(&f.limit, "limit", 0, "print at most this many entries (0: no limit)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object per entry and nothing else")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object per entry and nothing else (the same as -o json)")
+	cmd.Flags().StringVarP(&f.format, "output", "o", formatTable, "output format: table, or json (one JSON object per entry and nothing else)")
 }
 
 func (f *dlqFilter) check() error {
 	if f.limit < 0 {
 		return fmt.Errorf("%w: --limit must be 0 or more, got %d", errUsage, f.limit)
+	}
+	switch f.format {
+	case formatTable:
+	case formatJSON:
+		f.json = true
+	default:
+		return fmt.Errorf("%w: -o %q: dlq prints a stream of entries: want table or json (one object per line)", errUsage, f.format)
 	}
 	if err := checkClassFlag(f.class); err != nil {
 		return err
@@ -119,14 +129,14 @@ prints one line per entry: its DLQ partition/offset, the origin topic/partition/
 class, stage, time and message. Then it prints how many entries each class has, and the total.
 
 --class and --origin-topic narrow the entries (and the counts); --limit caps the lines printed,
-not the counts. With --json it prints one JSON object per entry and nothing else (the key
+not the counts. With -o json (or --json) it prints one JSON object per entry and nothing else (the key
 base64-encoded, null for a null key; the value as its length, value_bytes).
 
 A record in the topic that does not follow the DLQ conventions is reported on stderr and counted
 as undecodable. A topic that does not exist is an error (exit 1).`,
 		Example: `  backflow dlq list
   backflow dlq list --class unknown_schema --origin-topic model-inference-result --limit 20
-  backflow dlq list --json | jq -r .message`,
+  backflow dlq list -o json | jq -r .message`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
@@ -135,7 +145,7 @@ as undecodable. A topic that does not exist is an error (exit 1).`,
 			if timeout <= 0 {
 				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
 			}
-			cfg, err := loadConfig()
+			cfg, err := loadConfig(pipelines.SystemKafka)
 			if err != nil {
 				return err
 			}
@@ -221,17 +231,17 @@ func newDLQTailCmd() *cobra.Command {
 		Use:   "tail",
 		Short: "Print new dead-letter entries as they arrive, until Ctrl-C",
 		Long: `tail starts at the current end of every partition of the dead-letter topic and prints each
-entry written after that, in the same columns as list (or as JSON lines with --json), until
+entry written after that, in the same columns as list (or as JSON lines with -o json), until
 Ctrl-C (or SIGTERM) or, with --limit N, until it has printed N entries. Partitions added while it runs are not
 followed. A topic that does not exist is an error (exit 1).`,
 		Example: `  backflow dlq tail
-  backflow dlq tail --class corrupt --json`,
+  backflow dlq tail --class corrupt -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
 				return err
 			}
-			cfg, err := loadConfig()
+			cfg, err := loadConfig(pipelines.SystemKafka)
 			if err != nil {
 				return err
 			}
@@ -287,7 +297,7 @@ func newEntryPrinter(w io.Writer, asJSON bool) *entryPrinter {
 	return p
 }
 
-// entryJSON is one line of --json output.
+// entryJSON is one line of -o json output.
 type entryJSON struct {
 	DLQTopic        string `json:"dlq_topic"`
 	DLQPartition    int32  `json:"dlq_partition"`
@@ -459,7 +469,7 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	cfg, err := loadConfig()
+	cfg, err := loadConfig(pipelines.SystemKafka)
 	if err != nil {
 		return err
 	}

@@ -3,17 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
 func newGroupsCmd() *cobra.Command {
 	var partitions bool
+	var format string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "groups [GROUP...]",
@@ -22,14 +23,19 @@ func newGroupsCmd() *cobra.Command {
 --describe does: for each group its state (Stable, Empty, PreparingRebalance...), its live members,
 and per topic the partitions, the sum of committed offsets, the sum of log ends and the lag.
 --partitions prints one row per partition instead, with the client consuming it. Then the
-members of each live group: client id, member id and host.`,
+members of each live group: consumer id, client id and host. -o json or -o yaml prints every
+group with its members, topics and partitions, under the same names as the table's columns.`,
 		Example: `  backflow groups
-  backflow groups backflow-ingest --partitions`,
+  backflow groups backflow-ingest --partitions
+  backflow groups -o json backflow-ingest`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(format); err != nil {
+				return err
+			}
 			if timeout <= 0 {
 				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
 			}
-			conn, err := loadConfig()
+			conn, err := loadConfig(pipelines.SystemKafka)
 			if err != nil {
 				return err
 			}
@@ -45,44 +51,54 @@ members of each live group: client id, member id and host.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if format != formatTable {
+				docs := []groupDoc{}
+				for _, st := range sts {
+					docs = append(docs, newGroupDoc(st))
+				}
+				return writeDoc(out, format, docs)
+			}
 			if len(sts) == 0 {
 				fmt.Fprintln(out, "no consumer groups")
 				return nil
 			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			if partitions {
-				fmt.Fprintln(tw, "GROUP\tSTATE\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER")
-			} else {
-				fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS\tTOPIC\tPARTITIONS\tCOMMITTED\tLOG-END\tLAG")
-			}
-			for _, st := range sts {
-				if partitions {
-					for _, p := range st.Partitions {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", st.Group, st.State, p.Topic, p.Partition, offsetOrDash(p.Committed), p.End, p.Lag, dash(p.Member))
-					}
+				rows := []partitionRow{}
+				for _, st := range sts {
+					rows = append(rows, partitionRows(st)...)
 					if len(st.Partitions) == 0 {
-						fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\n", st.Group, st.State)
+						rows = append(rows, partitionRow{Group: st.Group, State: st.State, Partition: -1, CurrentOffset: -1, LogEndOffset: -1, Lag: -1})
 					}
-					continue
 				}
-				topics := st.Topics()
-				for _, t := range topics {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", st.Group, st.State, len(st.Members), t.Topic, t.Partitions, t.Committed, t.End, t.Lag)
+				if err := writeTable(out, rows); err != nil {
+					return err
 				}
-				if len(topics) == 0 {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t-\t-\n", st.Group, st.State, len(st.Members))
+			} else {
+				rows := []topicRow{}
+				for _, st := range sts {
+					d := newGroupDoc(st)
+					rows = append(rows, d.Topics...)
+					if len(d.Topics) == 0 {
+						rows = append(rows, topicRow{Group: st.Group, State: st.State, Members: len(st.Members), CurrentOffset: -1, LogEndOffset: -1, Lag: -1})
+					}
+				}
+				if err := writeTable(out, rows); err != nil {
+					return err
 				}
 			}
-			tw.Flush()
+			var members []memberRow
 			for _, st := range sts {
-				for _, m := range st.Members {
-					fmt.Fprintf(out, "member of %s: %s\n", st.Group, m)
-				}
+				members = append(members, memberRows(st)...)
+			}
+			if len(members) > 0 {
+				fmt.Fprintln(out)
+				return writeTable(out, members)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&partitions, "partitions", false, "one row per partition")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	addOutputFlag(cmd, &format)
 	return cmd
 }

@@ -21,7 +21,7 @@ with backoff; they never send records to the DLQ. With --policy block (default) 
 outage pauses consumption; with --policy pass records go through flagged moderation=UNAVAILABLE.
 On SIGTERM, records in flight stay uncommitted and are redelivered to the next run.
 
-The sensitive-word service is at BACKFLOW_SENSITIVE_WORDS_URL (default http://127.0.0.1:18090); its bearer
+The sensitive-word service is at BACKFLOW_SENSITIVE_WORDS_URL (no default; .stack/env has the local one); its bearer
 token, if any, comes from BACKFLOW_SENSITIVE_WORDS_TOKEN or the file sensitive_words.token_file names.
 Every flag is a key of the ingest section of --config; metrics, health and exit codes are as for
 'backflow run'.`,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 )
 
@@ -38,7 +39,7 @@ The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.
 			if timeout <= 0 {
 				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
 			}
-			cfg, err := loadConfig()
+			cfg, err := loadConfig(pipelines.SystemClickHouse)
 			if err != nil {
 				return err
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,16 +13,25 @@ import (
 
 func newPingCmd() *cobra.Command {
 	var timeout time.Duration
+	var format string
 	cmd := &cobra.Command{
 		Use:   "ping",
 		Short: "Ask Kafka, the registry, ClickHouse, Redis and the sensitive-word service for a real answer",
 		Long: `ping makes one real request to each system backflow depends on (Kafka metadata, the
 registry's subject list, ClickHouse's server version, Redis INFO, one text checked by the
-sensitive-word service) and prints a table of what answered. It exits 1 if any system did not answer within --timeout.`,
+sensitive-word service) and prints a table of what answered (-o json or -o yaml: the same rows
+for scripts). A system whose address is given nowhere shows as NOT-SET and is not asked.
+
+Exit codes: 0 every system answered; 1 one did not answer within --timeout; 2 an address is not
+set (for the local stack: --env-file .stack/env).`,
 		Example: `  backflow ping --env-file .stack/env
+  backflow ping --env-file .stack/env -o json
   BACKFLOW_KAFKA_BROKERS=kafka-1:9092 backflow ping --timeout 5s`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(format); err != nil {
+				return err
+			}
 			if timeout <= 0 {
 				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
 			}
@@ -34,28 +42,52 @@ sensitive-word service) and prints a table of what answered. It exits 1 if any s
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			results := pipelines.Check(ctx, cfg)
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SYSTEM\tADDRESS\tSTATE\tDETAIL\tTOOK")
-			failed := 0
-			for _, r := range results {
-				state, detail := "ok", r.Detail
-				if r.Err != nil {
-					state, detail = "DOWN", r.Err.Error()
-					if errors.Is(r.Err, pipelines.ErrMisaddressed) { // answering, but not as itself
-						state = "MISADDRESSED"
-					}
-					failed++
+			rows := make([]pingRow, len(results))
+			failed, unset := 0, 0
+			for i, r := range results {
+				rows[i] = pingRow{System: r.System, Address: r.Address, State: "ok", Detail: r.Detail, TookMS: r.Took.Milliseconds()}
+				switch {
+				case r.Err == nil:
+					continue
+				case errors.Is(r.Err, pipelines.ErrConfig): // no address given
+					rows[i].State, unset = "NOT-SET", unset+1
+				case errors.Is(r.Err, pipelines.ErrMisaddressed): // answering, but not as itself
+					rows[i].State = "MISADDRESSED"
+				default:
+					rows[i].State = "DOWN"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.System, r.Address, state, detail, r.Took.Round(time.Millisecond))
+				rows[i].Detail = r.Err.Error()
+				failed++
 			}
-			tw.Flush()
+			out := cmd.OutOrStdout()
+			if format == formatTable {
+				err = writeTable(out, rows)
+			} else {
+				err = writeDoc(out, format, rows)
+			}
+			if err != nil {
+				return err
+			}
 			if failed > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "backflow: %d of %d systems did not answer\n", failed, len(results))
+				if unset > 0 {
+					return fmt.Errorf("%w: %w", errUsage, errFound)
+				}
 				return errFound
 			}
 			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for all answers")
+	addOutputFlag(cmd, &format)
 	return cmd
+}
+
+// pingRow is one system's answer.
+type pingRow struct {
+	System  string `json:"system" yaml:"system"`
+	Address string `json:"address" yaml:"address"`
+	State   string `json:"state" yaml:"state"` // ok, DOWN, MISADDRESSED or NOT-SET
+	Detail  string `json:"detail" yaml:"detail"`
+	TookMS  int64  `json:"took_ms" yaml:"took_ms"`
 }

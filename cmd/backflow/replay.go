@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
@@ -29,9 +30,11 @@ Spec (one of), computed as Kafka's kafka-consumer-groups --reset-offsets does:
   --from-file F      the offsets in F, CSV topic,partition,offset (what --export writes)
 A point outside the retained log is clamped to its start or end, with a warning.
 
-The plan shows CURRENT (committed) and TARGET offsets, RE-READ (records read again; "skip N"
+The plan shows CURRENT-OFFSET (committed) and NEW-OFFSET, RE-READ (records read again; "skip N"
 when moving forward), LAG-AFTER, and the timestamps of the last record consumed (CURRENT-TIME)
-and of the first record to be read (TARGET-TIME). --export prints the plan as Kafka's CSV instead.
+and of the first record to be read (NEW-TIME). --export prints the plan as Kafka's CSV instead;
+-o json or -o yaml as one document, under the same names (current_offset, new_offset, ...),
+with what follows the plan on stderr.
 
 --execute refuses while the group has live members (it names them): stop the stage first. A
 group that does not exist is an error unless --create. Every executed replay is recorded (who,
@@ -97,6 +100,7 @@ type replayOptions struct {
 	newEpoch, resetState               bool
 	storageDir, project, enrichedTopic string
 	timeout                            time.Duration
+	format                             string
 }
 
 func (o *replayOptions) addFlags(cmd *cobra.Command) {
@@ -113,6 +117,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.enrichedTopic, "enriched-topic", "backflow.enriched", "--reset-state: the aggregator's input topic")
 	f.StringVar(&o.reason, "reason", "", "why, kept with the record")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	addOutputFlag(cmd, &o.format)
 }
 
 // request turns the flags into a replay request and its options; every problem is a usage
@@ -123,6 +128,12 @@ func (o *replayOptions) request(cmd *cobra.Command) (replay.Request, replay.Opti
 	req, err := o.Flags.Request(cmd.Flags())
 	if err != nil {
 		return req, opts, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := checkOutput(o.format); err != nil {
+		return req, opts, err
+	}
+	if o.export && o.format != formatTable {
+		return req, opts, fmt.Errorf("%w: --export and -o %s: choose one", errUsage, o.format)
 	}
 	if o.execute && o.dryRun {
 		return req, opts, fmt.Errorf("%w: --execute and --dry-run contradict each other", errUsage)
@@ -141,7 +152,14 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	conn, err := loadConfig()
+	systems := []string{pipelines.SystemKafka}
+	if o.execute { // the executed replay is recorded in ClickHouse's replay_log
+		systems = append(systems, pipelines.SystemClickHouse)
+	}
+	if o.resetState {
+		systems = append(systems, pipelines.SystemRedis)
+	}
+	conn, err := loadConfig(systems...)
 	if err != nil {
 		return err
 	}
@@ -170,11 +188,15 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 		for _, w := range plan.Warnings {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
-	} else if err := replay.WritePlan(out, plan); err != nil {
+	} else if o.format != formatTable {
+		if err := writeDoc(out, o.format, newPlanDoc(p)); err != nil {
+			return err
+		}
+	} else if err := writePlan(out, plan); err != nil {
 		return err
 	}
 	info := out
-	if o.export {
+	if o.export || o.format != formatTable { // stdout holds the CSV or the document alone
 		info = stderr
 	}
 	for _, a := range p.Actions {

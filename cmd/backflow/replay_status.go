@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
@@ -20,6 +20,7 @@ func newReplayStatusCmd() *cobra.Command {
 		group, controlTopic string
 		watch, noProgress   bool
 		interval            time.Duration
+		format              string
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -29,18 +30,26 @@ it has caught up since its last executed replay (read from the control topic; wi
 this command started): records done of the total, records per second and the time left at that rate.
 
 With --watch it polls every --interval until the lag is 0, drawing a progress bar on a terminal
-and printing one plain line per poll otherwise (logs stay readable), then prints the table again.`,
+and printing one plain line per poll otherwise (logs stay readable), then prints the table again.
+
+-o json or -o yaml prints the same as one document (the group, its partitions under the table's
+column names, and the progress); with --watch, the poll lines go to stderr and the document is
+printed once the lag is 0.`,
 		Example: `  backflow replay status --group backflow-ingest
-  backflow replay status --group backflow-ingest --watch --interval 1s`,
+  backflow replay status --group backflow-ingest --watch --interval 1s
+  backflow replay status --group backflow-ingest -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(format); err != nil {
+				return err
+			}
 			if group == "" {
 				return fmt.Errorf("%w: --group is required", errUsage)
 			}
 			if interval <= 0 {
 				return fmt.Errorf("%w: --interval must be positive, got %v", errUsage, interval)
 			}
-			conn, err := loadConfig()
+			conn, err := loadConfig(pipelines.SystemKafka)
 			if err != nil {
 				return err
 			}
@@ -51,7 +60,10 @@ and printing one plain line per poll otherwise (logs stay readable), then prints
 			defer cl.Close()
 			ctx := cmd.Context()
 			adm := kadm.NewClient(cl)
-			out := cmd.OutOrStdout()
+			out, lines := cmd.OutOrStdout(), cmd.OutOrStdout()
+			if format != formatTable {
+				lines = cmd.ErrOrStderr() // stdout holds the document alone
+			}
 			snap := func() (replay.GroupStatus, error) {
 				c, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
@@ -78,11 +90,13 @@ and printing one plain line per poll otherwise (logs stay readable), then prints
 				last := recs[len(recs)-1]
 				base, since = replay.BaseFromRecord(last), fmt.Sprintf("since replay %s (%s, %s)", last.ID, last.Spec, last.Time.Format(time.RFC3339))
 			}
-			writeLagTable(out, first)
 			pr := replay.Measure(base, nil, first)
-			fmt.Fprintf(out, "%s: %s\n", since, progressLine(pr))
 			if !watch || pr.Lag == 0 {
-				return nil
+				return writeStatus(out, format, first, since, pr)
+			}
+			if format == formatTable {
+				writeLagTable(out, first)
+				fmt.Fprintf(out, "%s: %s\n", since, progressLine(pr))
 			}
 			bar := newCatchUpBar(cmd.ErrOrStderr(), pr.Total, noProgress)
 			prev := first
@@ -108,12 +122,15 @@ and printing one plain line per poll otherwise (logs stay readable), then prints
 					bar.Describe(progressLine(pr))
 					_ = bar.Set64(pr.Done)
 				} else {
-					fmt.Fprintf(out, "%s %s\n", cur.Time.UTC().Format(time.RFC3339), progressLine(pr))
+					fmt.Fprintf(lines, "%s %s\n", cur.Time.UTC().Format(time.RFC3339), progressLine(pr))
 				}
 				if pr.Lag == 0 {
 					if bar != nil {
 						_ = bar.Finish()
 						fmt.Fprintln(cmd.ErrOrStderr())
+					}
+					if format != formatTable {
+						return writeStatus(out, format, cur, since, pr)
 					}
 					writeLagTable(out, cur)
 					fmt.Fprintf(out, "caught up: %d record(s) consumed %s\n", pr.Done, since)
@@ -128,6 +145,7 @@ and printing one plain line per poll otherwise (logs stay readable), then prints
 	f.DurationVar(&interval, "interval", 2*time.Second, "how often --watch polls")
 	f.StringVar(&controlTopic, "control-topic", "backflow.control", "where replay records are kept")
 	f.BoolVar(&noProgress, "no-progress", false, "plain lines even on a terminal")
+	addOutputFlag(cmd, &format)
 	return cmd
 }
 
@@ -157,26 +175,33 @@ func newCatchUpBar(w io.Writer, total int64, disabled bool) *progressbar.Progres
 
 func writeLagTable(w io.Writer, st replay.GroupStatus) {
 	fmt.Fprintf(w, "group %s: %s, %d member(s)\n", st.Group, st.State, len(st.Members))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tCONSUMER")
-	for _, p := range st.Partitions {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", p.Topic, p.Partition, offsetOrDash(p.Committed), p.End, p.Lag, dash(p.Member))
-	}
-	tw.Flush()
+	_ = writeTable(w, partitionRows(st), "group", "state")
 }
 
-func offsetOrDash(o int64) string {
-	if o < 0 {
-		return "-"
-	}
-	return fmt.Sprint(o)
+// statusDoc is what replay status -o json|yaml prints.
+type statusDoc struct {
+	groupDoc `yaml:",inline"`
+	Since    string      `json:"since" yaml:"since"`
+	Progress progressDoc `json:"progress" yaml:"progress"`
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
+type progressDoc struct {
+	Done       int64   `json:"done" yaml:"done"`
+	Total      int64   `json:"total" yaml:"total"`
+	Lag        int64   `json:"lag" yaml:"lag"`
+	Rate       float64 `json:"records_per_second" yaml:"records_per_second"`
+	ETASeconds float64 `json:"eta_seconds" yaml:"eta_seconds"`
+}
+
+// writeStatus prints the group's lag table and progress, or the document in format.
+func writeStatus(w io.Writer, format string, st replay.GroupStatus, since string, pr replay.Progress) error {
+	if format == formatTable {
+		writeLagTable(w, st)
+		_, err := fmt.Fprintf(w, "%s: %s\n", since, progressLine(pr))
+		return err
 	}
-	return s
+	return writeDoc(w, format, statusDoc{groupDoc: newGroupDoc(st), Since: since,
+		Progress: progressDoc{Done: pr.Done, Total: pr.Total, Lag: pr.Lag, Rate: pr.Rate, ETASeconds: pr.ETA.Seconds()}})
 }
 
 func isTerminal(f *os.File) bool {

@@ -49,17 +49,17 @@ Confluent wire format), dedupes by requestId, screens text with the sensitive-wo
 sinks the results to ClickHouse and to Redis in Feast's online-store layout. Bad records go to a
 dead-letter topic; outages of a dependency are retried, never dropped.
 
-Connection settings come from environment variables. Secrets (marked *) come only from there
-or from the file the *_FILE twin names, never from flags, so they do not show in ps.
-` + envHelp() + `
-The defaults are the local stack started by deploy/local/stack; --env-file .stack/env reads the
-file that stack writes. 'backflow run' and the stage commands also read a YAML config file
-(--config); 'backflow check-config --print-example' lists every key with its default.
+Where to start:
+  backflow ping --env-file .stack/env          is every system answering? (the local stack's addresses)
+  backflow migrate --env-file .stack/env       create or update the ClickHouse tables
+  backflow run --env-file .stack/env           every stage in one process, until SIGTERM
+  backflow groups --env-file .stack/env        consumer groups and their lag
+  backflow dlq list --env-file .stack/env      what was dead-lettered, and why
 
-Every stage first asks each system it needs for one answer. If one refuses our credentials or
-the TLS handshake fails, the stage exits 1 at once, naming the system and the variables to check;
-a system that is only down is waited for. Once running, a refused request is retried like an
-outage: credentials may be rotated, and records are never dead-lettered for it.
+The services' addresses have no default: give them as BACKFLOW_* variables, in --config, or
+with --env-file (deploy/local/stack up writes .stack/env for the local stack). Secrets come only
+from variables or the files they name. 'backflow help environment' lists every variable;
+'backflow check-config --print-example' every config key.
 
 Exit codes: 0 success, 1 the command found a problem, 2 bad usage or configuration, 3 a stage
 command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
@@ -84,7 +84,7 @@ command's stages did not stop within shutdown_timeout after SIGTERM/SIGINT.`,
 	opts.profiles.flags(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	root.AddCommand(newVersionCmd(), newPingCmd(), newDLQCmd(), newIngestCmd(), newMigrateCmd(), newSinkClickHouseCmd(), newSinkFeaturesCmd(),
-		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd(), newRunCmd(), newCheckConfigCmd())
+		newReplayCmd(), newOffsetsCmd(), newGroupsCmd(), newDashboardCmd(), newRunCmd(), newCheckConfigCmd(), newEnvironmentTopic())
 	return root, opts
 }
 
@@ -99,6 +99,28 @@ func unknownVariable(u conf.UnknownVar) string {
 		msg += "; did you mean " + u.Nearest + "?"
 	}
 	return msg
+}
+
+// newEnvironmentTopic is `backflow help environment`: the connection variables.
+func newEnvironmentTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "environment",
+		Short: "The BACKFLOW_* variables: each system's address, credentials and TLS",
+		Long: `Connection settings come from environment variables (or --config, or --env-file FILE, whose
+KEY=VALUE lines fill in the variables not already set). The services' addresses have no
+default: 'deploy/local/stack up' writes the local stack's to .stack/env, so --env-file
+.stack/env reaches it. Secrets (marked *) come only from variables or from the file the *_FILE
+twin names, never from flags, so they do not show in ps.
+
+` + envHelp() + `
+Every other config key has a variable too (sink_clickhouse.batch_rows is
+BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS): 'backflow check-config --print-example' lists them.
+
+Every stage first asks each system it needs for one answer. If one refuses our credentials or
+the TLS handshake fails, the stage exits 1 at once, naming the system and the variables to check;
+a system that is only down is waited for. Once running, a refused request is retried like an
+outage: credentials may be rotated, and records are never dead-lettered for it.`,
+	}
 }
 
 // envHelp lists the connection variables with their defaults, from pipelines.EnvVars.
@@ -125,14 +147,17 @@ func (o *rootOptions) applyEnvFile() error {
 	return nil
 }
 
-// loadConfig reads the connection settings from --config and the environment; a bad setting
-// is a usage error.
-func loadConfig() (pipelines.Conns, error) {
-	l, err := pipelines.Load(configPath, os.Getenv)
-	if err != nil {
-		return l.Config.Conns, fmt.Errorf("%w: configuration: %w", errUsage, err)
+// loadConfig reads the connection settings from --config and the environment; a bad setting,
+// or no address for one of the systems the command talks to, is a usage error.
+func loadConfig(systems ...string) (pipelines.Conns, error) {
+	c, err := pipelines.LoadConns(configPath, os.Getenv)
+	if err == nil {
+		err = c.Require(systems...)
 	}
-	return l.Config.Conns, nil
+	if err != nil {
+		return c, fmt.Errorf("%w: configuration: %w", errUsage, err)
+	}
+	return c, nil
 }
 
 func execute(ctx context.Context, args []string) int {

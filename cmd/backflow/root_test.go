@@ -34,9 +34,18 @@ func TestHelpListsSubcommands(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"ping", "version", "BACKFLOW_KAFKA_BROKERS", "--env-file", "Exit codes"} {
+	for _, want := range []string{"ping", "version", "Where to start", "backflow run --env-file .stack/env", "backflow help environment", "--env-file", "Exit codes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help does not mention %q", want)
+		}
+	}
+	if strings.Contains(out, "BACKFLOW_KAFKA_SASL_USERNAME") {
+		t.Errorf("--help lists the variables; they belong to 'backflow help environment'")
+	}
+	code, out = runCLI(t, "help", "environment")
+	for _, want := range []string{"BACKFLOW_KAFKA_BROKERS", "BACKFLOW_KAFKA_SASL_PASSWORD *", "none; required where used, e.g. kafka-1:9092,kafka-2:9092", "--env-file"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("help environment: exit %d, does not mention %q", code, want)
 		}
 	}
 }

@@ -11,23 +11,47 @@ import (
 var version = "dev"
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var format string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print backflow's version and the Go toolchain it was built with",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: `  backflow version
+  backflow version -o json`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rev := ""
+			if err := checkOutput(format); err != nil {
+				return err
+			}
+			v := versionDoc{Version: version}
 			if bi, ok := debug.ReadBuildInfo(); ok {
+				v.Go = bi.GoVersion
 				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-						rev = " (" + s.Value[:12] + ")"
+					if s.Key == "vcs.revision" {
+						v.Revision = s.Value
 					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "backflow %s%s %s\n", version, rev, bi.GoVersion)
-				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backflow %s\n", version)
-			return nil
+			if format != formatTable {
+				return writeDoc(cmd.OutOrStdout(), format, v)
+			}
+			line := "backflow " + v.Version
+			if len(v.Revision) >= 12 {
+				line += " (" + v.Revision[:12] + ")"
+			}
+			if v.Go != "" {
+				line += " " + v.Go
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), line)
+			return err
 		},
 	}
+	addOutputFlag(cmd, &format)
+	return cmd
+}
+
+// versionDoc is what version -o json|yaml prints.
+type versionDoc struct {
+	Version  string `json:"version" yaml:"version"`
+	Revision string `json:"revision,omitempty" yaml:"revision,omitempty"` // the commit, when built from a checkout
+	Go       string `json:"go" yaml:"go"`
 }

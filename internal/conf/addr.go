@@ -12,7 +12,12 @@ import (
 // empty when emptyHost is set, to listen on every interface) and a port from 1 to 65535 (0
 // too when zeroPort is set, for a listener that picks a free one). A URL is named as such, as
 // it is the usual slip (a ClickHouse HTTP address where the native one is wanted).
+//
+// An empty addr is ErrNotSet.
 func CheckHostPort(addr string, emptyHost, zeroPort bool) error {
+	if addr == "" {
+		return ErrNotSet
+	}
 	if strings.Contains(addr, "://") {
 		return fmt.Errorf("%q is a URL; want host:port (no scheme)", addr)
 	}

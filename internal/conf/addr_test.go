@@ -24,7 +24,7 @@ func TestCheckHostPort(t *testing.T) {
 		{"h:0", false, true, ""},
 		{"h:http", false, false, "not a number"},
 		{"h:70000", false, false, "not a number"},
-		{"", false, false, "is not host:port"},
+		{"", false, false, "not set"},
 	} {
 		err := CheckHostPort(tt.addr, tt.emptyHost, tt.zeroPort)
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {

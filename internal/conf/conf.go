@@ -20,6 +20,9 @@ type Key struct {
 	Secret  string // for a key naming a secret's file: the variable of the secret itself
 	Type    string // duration, int, bool, string or strings
 	Default string // as a variable or a flag takes it; "" for none
+	// Example is a value to show for a key that has no default but must be given where it is
+	// used (a service's address), as a variable takes it; "" for other keys.
+	Example string
 	Doc     string
 	// SecretDoc is the doc of the field holding the secret itself, for a Secret key.
 	SecretDoc string
@@ -82,6 +85,8 @@ type level struct {
 //	key:"-"             no key (as is a field without a key tag): the loader leaves it alone.
 //	default:"value"     the default, written as a variable or a flag gives it (a list
 //	                    comma-separated). Without it the default is the zero value.
+//	example:"value"     for a key with no default that must be given where it is used (a
+//	                    service's address): a value to show in the reference, never applied.
 //	doc:"text"          what the key means, for the reference; on a section, its heading.
 //	env:"NAME"          the variable, where it is not the one derived from the path.
 //	secret:"Field"      on a key naming a file: the file holds a secret. Field is the sibling
@@ -214,6 +219,7 @@ func (s *Schema) addKey(parent reflect.Type, sf reflect.StructField, name string
 		}
 	}
 	k.Default = stringOf(k.def)
+	k.Example = sf.Tag.Get("example")
 	if f := sf.Tag.Get("secret"); f != "" {
 		inl, ok := parent.FieldByName(f)
 		if !ok || inl.Type.Kind() != reflect.String || sf.Type.Kind() != reflect.String {

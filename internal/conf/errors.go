@@ -9,6 +9,10 @@ import (
 // ErrInvalid is what every Errors matches (errors.Is): a configuration the caller must fix.
 var ErrInvalid = errors.New("conf: invalid configuration")
 
+// ErrNotSet is what a Validate error matches when a required value, such as a service's
+// address, which has no default, was given nowhere.
+var ErrNotSet = errors.New("not set")
+
 // FieldError is a Validate error about one field: what a loader needs to report it at the
 // field's key path without reading the message.
 //
@@ -95,7 +99,10 @@ type Error struct {
 	Source string // where the bad value came from: "" (the file or the default), a variable or a flag
 	Line   int    // its line in the file, when it came from there
 	Msg    string
+	Err    error // the Validate error Msg says, when there is one (errors.Is on the Error reaches it)
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	where := e.Path

@@ -322,6 +322,7 @@ func (l *loader) validate() {
 		}
 		seen[path+"\x00"+msg] = true
 		l.add(path, msg)
+		l.errs[len(l.errs)-1].Err = fe
 	}
 }
 

@@ -31,8 +31,9 @@ var SaramaVersion = sarama.V2_3_0_0
 // Conn says how to reach the Kafka cluster. Each field's default is its default tag (none:
 // the zero value); the tags declare the keys of the config file's kafka section.
 type Conn struct {
-	// Brokers are the bootstrap addresses, host:port; the local stack's broker by default.
-	Brokers []string `key:"brokers" default:"127.0.0.1:19092" doc:"bootstrap brokers, host:port"`
+	// Brokers are the bootstrap addresses, host:port. No default: the local stack's are in
+	// the env file it writes (.stack/env).
+	Brokers []string `key:"brokers" example:"kafka-1:9092,kafka-2:9092" doc:"bootstrap brokers, host:port"`
 	// ClientID names this process in broker logs and quotas.
 	ClientID string `key:"client_id" default:"backflow" doc:"client id in broker logs and quotas"`
 	// DialTimeout bounds one connection attempt.
@@ -125,9 +126,12 @@ func (c Conn) withDefaults() Conn {
 func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, conf.Errorf("Brokers", "brokers: %w", conf.ErrNotSet))
+	}
 	for _, b := range c.Brokers {
 		if err := conf.CheckHostPort(b, false, false); err != nil {
-			errs = append(errs, conf.Errorf("Brokers", "brokers: %v", err))
+			errs = append(errs, conf.Errorf("Brokers", "brokers: %w", err))
 		}
 	}
 	if c.DialTimeout < 0 {

@@ -193,21 +193,23 @@ func TestTLSNeverFallsBackToPlaintext(t *testing.T) {
 
 func TestConnValidateSecurity(t *testing.T) {
 	pki := securetest.New(t)
+	b := []string{"kafka-1:9092"}
 	conftest.Validate(t, []conftest.Case[Conn]{
-		{Name: "no security", Config: Conn{}},
-		{Name: "scram with file", Config: Conn{SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "pa55")}}},
-		{Name: "tls only", Config: Conn{TLS: secure.TLS{CAFile: pki.CAFile}}},
-		{Name: "mutual tls", Config: Conn{TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}},
-		{Name: "unknown mechanism", Config: Conn{SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "pa55"}}, WantErr: `kafka: sasl mechanism: "GSSAPI"`, Field: "SASL.Mechanism"},
-		{Name: "lower-case mechanism", Config: Conn{SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "pa55"}}},
-		{Name: "user without mechanism", Config: Conn{SASL: SASL{Username: "u"}}, WantErr: "kafka: sasl mechanism: empty", Field: "SASL.Username"},
-		{Name: "no username", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Password: "pa55"}}, WantErr: "kafka: sasl username: empty", Field: "SASL.Mechanism"},
-		{Name: "no password", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, WantErr: "kafka: sasl password: empty", Field: "SASL.Mechanism"},
-		{Name: "password twice", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "pa55", PasswordFile: "/x"}}, WantErr: "kafka: sasl password: set inline and as a file", Field: "SASL.PasswordFile"},
-		{Name: "missing password file", Config: Conn{SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, WantErr: "kafka: sasl password file: open /nonexistent/pw", Field: "SASL.PasswordFile"},
-		{Name: "missing ca", Config: Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, WantErr: "kafka: tls ca file: open /nonexistent/ca.crt", Field: "TLS.CAFile"},
-		{Name: "ca not pem", Config: Conn{TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, WantErr: "holds no PEM certificate", Field: "TLS.CAFile"},
-		{Name: "cert without key", Config: Conn{TLS: secure.TLS{CertFile: pki.CertFile}}, WantErr: "kafka: tls key file: empty while cert file is set", Field: "TLS.CertFile"},
+		{Name: "no security", Config: Conn{Brokers: b}},
+		{Name: "no brokers", Config: Conn{}, WantErr: "kafka: brokers: not set", Field: "Brokers"},
+		{Name: "scram with file", Config: Conn{Brokers: b, SASL: SASL{Mechanism: MechanismSCRAMSHA256, Username: "u", PasswordFile: securetest.SecretFile(t, "pa55")}}},
+		{Name: "tls only", Config: Conn{Brokers: b, TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "mutual tls", Config: Conn{Brokers: b, TLS: secure.TLS{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}}},
+		{Name: "unknown mechanism", Config: Conn{Brokers: b, SASL: SASL{Mechanism: "GSSAPI", Username: "u", Password: "pa55"}}, WantErr: `kafka: sasl mechanism: "GSSAPI"`, Field: "SASL.Mechanism"},
+		{Name: "lower-case mechanism", Config: Conn{Brokers: b, SASL: SASL{Mechanism: "scram-sha-256", Username: "u", Password: "pa55"}}},
+		{Name: "user without mechanism", Config: Conn{Brokers: b, SASL: SASL{Username: "u"}}, WantErr: "kafka: sasl mechanism: empty", Field: "SASL.Username"},
+		{Name: "no username", Config: Conn{Brokers: b, SASL: SASL{Mechanism: MechanismPlain, Password: "pa55"}}, WantErr: "kafka: sasl username: empty", Field: "SASL.Mechanism"},
+		{Name: "no password", Config: Conn{Brokers: b, SASL: SASL{Mechanism: MechanismPlain, Username: "u"}}, WantErr: "kafka: sasl password: empty", Field: "SASL.Mechanism"},
+		{Name: "password twice", Config: Conn{Brokers: b, SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "pa55", PasswordFile: "/x"}}, WantErr: "kafka: sasl password: set inline and as a file", Field: "SASL.PasswordFile"},
+		{Name: "missing password file", Config: Conn{Brokers: b, SASL: SASL{Mechanism: MechanismPlain, Username: "u", PasswordFile: "/nonexistent/pw"}}, WantErr: "kafka: sasl password file: open /nonexistent/pw", Field: "SASL.PasswordFile"},
+		{Name: "missing ca", Config: Conn{Brokers: b, TLS: secure.TLS{CAFile: "/nonexistent/ca.crt"}}, WantErr: "kafka: tls ca file: open /nonexistent/ca.crt", Field: "TLS.CAFile"},
+		{Name: "ca not pem", Config: Conn{Brokers: b, TLS: secure.TLS{CAFile: securetest.SecretFile(t, "not a cert")}}, WantErr: "holds no PEM certificate", Field: "TLS.CAFile"},
+		{Name: "cert without key", Config: Conn{Brokers: b, TLS: secure.TLS{CertFile: pki.CertFile}}, WantErr: "kafka: tls key file: empty while cert file is set", Field: "TLS.CertFile"},
 		{Name: "bad broker", Config: Conn{Brokers: []string{"k1:9092", "nohost"}}, WantErr: `kafka: brokers: "nohost" is not host:port`, Field: "Brokers"},
 	}, "pa55")
 }

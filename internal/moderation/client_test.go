@@ -408,7 +408,7 @@ func TestConnValidate(t *testing.T) {
 	cases := []conftest.Case[Conn]{
 		{Name: "ok", Config: Conn{URL: "http://127.0.0.1:18090"}},
 		{Name: "ok https with path", Config: Conn{URL: "https://mod.example/sensitive/"}},
-		{Name: "no url", Config: Conn{}, WantErr: "moderation: url: empty", Field: "URL"},
+		{Name: "no url", Config: Conn{}, WantErr: "moderation: url: not set", Field: "URL"},
 		{Name: "no scheme", Config: Conn{URL: "127.0.0.1:18090"}, WantErr: "moderation: url", Field: "URL"},
 		{Name: "ftp", Config: Conn{URL: "ftp://host"}, WantErr: "http:// or https://", Field: "URL"},
 		{Name: "no host", Config: Conn{URL: "http://"}, WantErr: "no host", Field: "URL"},

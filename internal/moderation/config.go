@@ -15,9 +15,8 @@ import (
 // sensitive section.
 type Conn struct {
 	// URL is the service's base URL; Check posts to URL + "/v1/check". It must not carry
-	// credentials: use Token. Required here; a loaded configuration defaults it to the local
-	// stack's service.
-	URL string `key:"url,required" default:"http://127.0.0.1:18090" doc:"base URL of the sensitive-word service"`
+	// credentials: use Token. No default: the local stack's is in the env file it writes.
+	URL string `key:"url" example:"http://sensitive-words:8090" doc:"base URL of the sensitive-word service"`
 	// Token is the bearer token the service was started with (--token-file), or "" when it
 	// runs without one. Take it from the environment or TokenFile, never from a flag (flags
 	// show in ps) or a config file.
@@ -49,7 +48,7 @@ func (c Conn) Validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) { errs = append(errs, conf.Errorf(field, format, a...)) }
 	if u, err := url.Parse(c.URL); c.URL == "" {
-		bad("URL", "url: empty, want the service's base URL (e.g. http://127.0.0.1:18090)")
+		errs = append(errs, conf.Errorf("URL", "url: %w; want the service's base URL (e.g. http://sensitive-words:8090)", conf.ErrNotSet))
 	} else if err != nil {
 		errs = append(errs, conf.Field("URL", fmt.Errorf("url: %w", err)))
 	} else {

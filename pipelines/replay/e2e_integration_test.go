@@ -1,7 +1,6 @@
 package replay_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -123,9 +122,7 @@ func (p *pipeline) replay(ctx context.Context, group string, args []string, toEn
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	var b bytes.Buffer
-	replay.WritePlan(&b, plan)
-	p.t.Logf("plan for %s:\n%s", group, b.String())
+	p.t.Logf("plan for %s: %d partition(s), %d record(s) to re-read, rows %+v", group, len(plan.Rows), plan.Reread(), plan.Rows)
 	rec, err := replay.Apply(ctx, p.Admin, plan, replay.Config{Actions: actions, By: "e2e-test", Reason: "test",
 		Recorders: []replay.Recorder{replay.ControlTopic{Client: p.Admin, Topic: p.Ingest.ControlTopic}, replay.ClickHouseLog{Conn: p.ch}}})
 	if err != nil {

@@ -3,47 +3,12 @@ package replay
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
 // timeLayout is how plans and status print record timestamps.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
-
-// WritePlan prints the plan as a table, one row per partition, then its totals and warnings.
-func WritePlan(w io.Writer, p *Plan) error {
-	state := p.State
-	if !p.Exists {
-		state = "does not exist (created with --create)"
-	}
-	fmt.Fprintf(w, "group %s (%s, %d live member(s)), spec %s\n", p.Group, state, len(p.Members), p.Spec)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT\tTARGET\tRE-READ\tLAG-AFTER\tCURRENT-TIME\tTARGET-TIME\tNOTE")
-	for _, r := range p.Rows {
-		cur, reread := "-", "-"
-		if r.Current >= 0 {
-			cur = strconv.FormatInt(r.Current, 10)
-			switch n := r.Reread(); {
-			case n < 0:
-				reread = fmt.Sprintf("skip %d", -n)
-			default:
-				reread = strconv.FormatInt(n, 10)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", r.Topic, r.Partition, cur, r.Target, reread, r.LagAfter(),
-			stamp(r.CurrentTime), stamp(r.TargetTime), r.Note)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "%d partition(s), %d record(s) to re-read\n", len(p.Rows), p.Reread())
-	for _, s := range p.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", s)
-	}
-	return nil
-}
 
 func stamp(t time.Time) string {
 	if t.IsZero() {

@@ -27,9 +27,9 @@ import (
 // Conn says how to reach ClickHouse. Each field's default is its default tag (none: the zero
 // value); the tags declare the keys of the config file's clickhouse section.
 type Conn struct {
-	// Addr is host:port of the native protocol (9000 on a stock server); the local stack's by
-	// default.
-	Addr string `key:"addr" default:"127.0.0.1:19000" doc:"host:port of the native protocol"`
+	// Addr is host:port of the native protocol (9000 on a stock server). No default: the
+	// local stack's is in the env file it writes.
+	Addr string `key:"addr" example:"clickhouse:9000" doc:"host:port of the native protocol"`
 	// Database is the database backflow's tables live in.
 	Database string `key:"database" default:"default" doc:"database of backflow's tables"`
 	// User and Password authenticate. Password comes from the environment or PasswordFile,
@@ -56,7 +56,7 @@ func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	if err := conf.CheckHostPort(c.Addr, false, false); err != nil {
-		errs = append(errs, conf.Errorf("Addr", "addr: %v", err))
+		errs = append(errs, conf.Errorf("Addr", "addr: %w", err))
 	}
 	if c.DialTimeout < 0 {
 		errs = append(errs, conf.Errorf("DialTimeout", "dial timeout: %v is negative", c.DialTimeout))

@@ -44,12 +44,13 @@ func TestConfigValidate(t *testing.T) {
 func TestConnValidate(t *testing.T) {
 	pki := securetest.New(t)
 	conftest.Validate(t, []conftest.Case[Conn]{
-		{Name: "zero is the defaults", Config: Conn{}},
+		{Name: "zero is the defaults, but for the address", Config: Conn{Addr: "ch:9000"}},
+		{Name: "no address", Config: Conn{}, WantErr: "clickhouse: addr: not set", Field: "Addr"},
 		{Name: "explicit", Config: Conn{Addr: "ch:9000", Database: "x"}},
 		{Name: "no port", Config: Conn{Addr: "no-port"}, WantErr: `clickhouse: addr: "no-port" is not host:port`, Field: "Addr"},
 		{Name: "negative dial timeout", Config: Conn{DialTimeout: -1}, WantErr: "clickhouse: dial timeout:", Field: "DialTimeout"},
 		{Name: "tls with ca", Config: Conn{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}},
-		{Name: "password file", Config: Conn{User: "backflow", PasswordFile: securetest.SecretFile(t, "pa55")}},
+		{Name: "password file", Config: Conn{Addr: "ch:9000", User: "backflow", PasswordFile: securetest.SecretFile(t, "pa55")}},
 		{Name: "password twice", Config: Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "clickhouse: password: set inline and as a file", Field: "PasswordFile"},
 		{Name: "missing password file", Config: Conn{PasswordFile: "/nonexistent/pw"}, WantErr: "clickhouse: password file: open /nonexistent/pw", Field: "PasswordFile"},
 		{Name: "missing ca", Config: Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, WantErr: "clickhouse: tls ca file", Field: "TLS.CAFile"},

@@ -18,8 +18,8 @@ import (
 // Conn says how to reach Redis. Each field's default is its default tag (none: the zero
 // value); the tags declare the keys of the config file's redis section.
 type Conn struct {
-	// Addr is host:port; the local stack's Redis by default.
-	Addr string `key:"addr" default:"127.0.0.1:16379" doc:"host:port"`
+	// Addr is host:port. No default: the local stack's is in the env file it writes.
+	Addr string `key:"addr" example:"redis:6379" doc:"host:port"`
 	// DB is the Redis database number.
 	DB int `key:"db,zero" doc:"database number"`
 	// Username and Password authenticate (Redis 6+ ACL user; a password alone authenticates
@@ -46,7 +46,7 @@ func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	if err := conf.CheckHostPort(c.Addr, false, false); err != nil {
-		errs = append(errs, conf.Errorf("Addr", "addr: %v", err))
+		errs = append(errs, conf.Errorf("Addr", "addr: %w", err))
 	}
 	if c.DB < 0 {
 		errs = append(errs, conf.Errorf("DB", "db: %d is negative", c.DB))

@@ -14,8 +14,9 @@ import (
 func TestConnValidate(t *testing.T) {
 	pki := securetest.New(t)
 	conftest.Validate(t, []conftest.Case[Conn]{
-		{Name: "zero is the defaults", Config: Conn{}},
-		{Name: "acl user over tls", Config: Conn{Username: "backflow", PasswordFile: securetest.SecretFile(t, "pa55"), TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "zero is the defaults, but for the address", Config: Conn{Addr: "redis:6379"}},
+		{Name: "no address", Config: Conn{}, WantErr: "redis: addr: not set", Field: "Addr"},
+		{Name: "acl user over tls", Config: Conn{Addr: "redis:6379", Username: "backflow", PasswordFile: securetest.SecretFile(t, "pa55"), TLS: secure.TLS{CAFile: pki.CAFile}}},
 		{Name: "no port", Config: Conn{Addr: "r"}, WantErr: `redis: addr: "r" is not host:port`, Field: "Addr"},
 		{Name: "negative db", Config: Conn{DB: -1}, WantErr: "redis: db: -1 is negative", Field: "DB"},
 		{Name: "password twice", Config: Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "redis: password: set inline and as a file", Field: "PasswordFile"},
@@ -28,7 +29,7 @@ func TestConnValidate(t *testing.T) {
 // file is picked up without a restart.
 func TestOptionsReadPasswordFile(t *testing.T) {
 	path := securetest.SecretFile(t, "first")
-	opts, err := Conn{Username: "backflow", PasswordFile: path}.Options()
+	opts, err := Conn{Addr: "redis:6379", Username: "backflow", PasswordFile: path}.Options()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,10 @@
 //
 // Values come from the process environment first, then from the env file that
 // `deploy/local/stack up` writes (<repo>/.stack/env, or $BACKFLOW_STACK_DIR/env). A key found in
-// neither returns "", and the package under test applies its own default (the local stack's
-// loopback ports). Integration tests call Integration first: under `go test -short` they skip;
-// otherwise they run and fail when the service does not answer.
+// neither returns "" (the services' addresses have no default). Integration tests call
+// Integration first: under `go test -short` they skip; otherwise they copy the env file's
+// values into the environment where not set (so that a backflow child process reaches the same
+// stack, as with --env-file), and then fail when a service does not answer.
 //
 // A test leaves nothing on the shared stack: it names what it makes with ID, and registers its
 // removal when the test ends (Topics, RemoveTopics, Groups, Subjects, RedisKeys, Database;
@@ -38,11 +39,23 @@ func Integration(t testing.TB) {
 	if testing.Short() {
 		t.Skip("integration test: needs the local stack (deploy/local/stack up); skipped with -short")
 	}
-	fileValues()
+	vals := fileValues()
 	if loadErr != nil {
 		t.Fatalf("testenv: reading the stack's env file: %v", loadErr)
 	}
+	if len(vals) == 0 {
+		t.Fatalf("testenv: no env file at %s: start the stack (deploy/local/stack up) or set BACKFLOW_STACK_DIR", envFilePath())
+	}
+	exportOnce.Do(func() {
+		for k, v := range vals {
+			if _, set := os.LookupEnv(k); !set {
+				os.Setenv(k, v)
+			}
+		}
+	})
 }
+
+var exportOnce sync.Once
 
 // Get returns the value of key from the environment or the stack's env file, or "".
 func Get(key string) string {
