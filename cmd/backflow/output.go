@@ -214,7 +214,7 @@ type planRow struct {
 	Partition     int32      `json:"partition" yaml:"partition"`
 	CurrentOffset int64      `json:"current_offset" yaml:"current_offset"`
 	NewOffset     int64      `json:"new_offset" yaml:"new_offset"`
-	Reread        *rereadNum `json:"reread" yaml:"reread"` // none without a committed offset
+	Reread        *rereadNum `json:"re_read" yaml:"re_read"` // none without a committed offset
 	LagAfter      int64      `json:"lag_after" yaml:"lag_after"`
 	CurrentTime   time.Time  `json:"current_time" yaml:"current_time"` // of the last record consumed
 	NewTime       time.Time  `json:"new_time" yaml:"new_time"`         // of the first record to be read
@@ -240,7 +240,7 @@ type planDoc struct {
 	Members    []memberRow `json:"members" yaml:"members"`
 	Spec       string      `json:"spec" yaml:"spec"`
 	Partitions []planRow   `json:"partitions" yaml:"partitions"`
-	Reread     int64       `json:"reread" yaml:"reread"` // records to read again, over all partitions
+	Reread     int64       `json:"re_read" yaml:"re_read"` // records to read again, over all partitions
 	Warnings   []string    `json:"warnings" yaml:"warnings"`
 	Stage      []string    `json:"stage_actions" yaml:"stage_actions"` // what the stage's own steps do
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/backflowhq/backflow/test/testenv"
+)
+
+// TestOutputFormatsOnTheStack: groups, replay status and the replay plan print the same group
+// as tables and as json/yaml documents, with the same names and the same offsets: a group that
+// committed 3 of 10 records on each of two partitions.
+func TestOutputFormatsOnTheStack(t *testing.T) {
+	testenv.Integration(t)
+	kcfg := testenv.Kafka(t, "output-test")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
+	topic := testenv.CreateTopic(t, ctx, kcfg, "output", 2)
+	group := testenv.ID("output-g-")
+	cl, err := kcfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	testenv.Groups(t, kcfg, group)
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 3, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: topic, Partition: 1, At: 3, LeaderEpoch: -1})
+	if resp, err := kadm.NewClient(cl).CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runDLQ(t, ctx, args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
+		}
+		return out
+	}
+	checkPartitions := func(what string, ps []partitionRow) {
+		t.Helper()
+		if len(ps) != 2 {
+			t.Fatalf("%s: %d partitions, want 2: %+v", what, len(ps), ps)
+		}
+		for i, p := range ps {
+			if p.Topic != topic || p.Partition != int32(i) || p.CurrentOffset != 3 || p.LogEndOffset != 10 || p.Lag != 7 {
+				t.Errorf("%s: partition %d = %+v, want current 3, log end 10, lag 7", what, i, p)
+			}
+		}
+	}
+
+	var groups []groupDoc
+	if err := json.Unmarshal([]byte(run("groups", "-o", "json", group)), &groups); err != nil || len(groups) != 1 {
+		t.Fatalf("groups -o json: %v, %+v", err, groups)
+	}
+	g := groups[0]
+	if g.Group != group || g.State != "Empty" || g.Lag != 14 || len(g.Topics) != 1 || g.Topics[0].CurrentOffset != 6 || g.Topics[0].LogEndOffset != 20 {
+		t.Errorf("groups -o json: %+v", g)
+	}
+	checkPartitions("groups -o json", g.Partitions)
+
+	var st statusDoc
+	if err := yaml.Unmarshal([]byte(run("replay", "status", "--group", group, "--control-topic", testenv.ID("output-control-"), "-o", "yaml")), &st); err != nil {
+		t.Fatalf("replay status -o yaml: %v", err)
+	}
+	checkPartitions("replay status -o yaml", st.Partitions)
+	if st.Progress.Lag != 14 || st.Progress.Total != 14 || st.Since != "since now" {
+		t.Errorf("replay status -o yaml: %+v", st)
+	}
+
+	var plan planDoc
+	if err := json.Unmarshal([]byte(run("replay", "--group", group, "--topic", topic, "--to-earliest", "-o", "json")), &plan); err != nil {
+		t.Fatalf("replay -o json: %v", err)
+	}
+	if plan.Group != group || !plan.Exists || plan.Reread != 6 || len(plan.Partitions) != 2 {
+		t.Fatalf("replay -o json: %+v", plan)
+	}
+	for _, p := range plan.Partitions {
+		if p.CurrentOffset != 3 || p.NewOffset != 0 || p.Reread == nil || *p.Reread != 3 || p.LagAfter != 10 {
+			t.Errorf("plan partition %+v", p)
+		}
+	}
+
+	// The tables say the same under the same names.
+	for _, out := range []string{run("groups", group, "--partitions"), run("replay", "status", "--group", group, "--control-topic", testenv.ID("output-control-"))} {
+		if !strings.Contains(out, "CURRENT-OFFSET") || !strings.Contains(out, "LOG-END-OFFSET") || strings.Contains(out, "COMMITTED") {
+			t.Errorf("table headers:\n%s", out)
+		}
+	}
+	if out := run("replay", "--group", group, "--topic", topic, "--to-earliest"); !strings.Contains(out, "NEW-OFFSET") || !strings.Contains(out, "6 record(s) to re-read") {
+		t.Errorf("plan table:\n%s", out)
+	}
+}
