@@ -73,6 +73,7 @@ type LogConfig struct {
 type MetricsConfig struct {
 	Addr         string        `key:"addr" default:"127.0.0.1:9464" doc:"host:port of /metrics, /healthz and /readyz; port 0 picks a free port (logged); off disables them"`
 	LagInterval  time.Duration `key:"lag_interval" default:"10s" doc:"how often consumer lag and consume rate are polled from Kafka"`
+	LagGroups    []string      `key:"lag_groups" doc:"more consumer groups whose lag this process polls and exports, besides its stages' own: a group's lag stays watched while its consumers are down"`
 	ReadyTimeout time.Duration `key:"ready_timeout" default:"3s" doc:"bound on each dependency check /readyz makes"`
 	Pprof        bool          `key:"pprof" doc:"also serve Go's runtime profiles under /debug/pprof/ (live heap, goroutines, CPU on request)"`
 }
@@ -144,16 +145,18 @@ func (c LogConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate checks the address.
+// Validate checks the address and the lag groups.
 func (c MetricsConfig) Validate() error {
-	a := c.Addr
-	if a == "" || a == "off" {
-		return nil
+	var errs []error
+	if a := c.Addr; a != "" && a != "off" {
+		if err := conf.CheckHostPort(a, true, true); err != nil {
+			errs = append(errs, conf.Errorf("Addr", "%v (or off)", err))
+		}
 	}
-	if err := conf.CheckHostPort(a, true, true); err != nil {
-		return conf.Errorf("Addr", "%v (or off)", err)
+	if slices.ContainsFunc(c.LagGroups, func(g string) bool { return strings.TrimSpace(g) == "" }) {
+		errs = append(errs, conf.Errorf("LagGroups", "%q holds an empty group name", c.LagGroups))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Validate checks every connection, reporting all errors at once.
