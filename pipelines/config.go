@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
@@ -54,13 +55,14 @@ type Config struct {
 }
 
 // Conns holds the connection settings of every external system: the kafka, registry,
-// clickhouse, redis and sensitive sections of Config.
+// clickhouse, redis, sensitive and prometheus sections of Config.
 type Conns struct {
 	Kafka          kafka.Conn        `key:"kafka" doc:"the Kafka cluster every stage reads and writes"`
 	Registry       avro.RegistryConn `key:"registry" doc:"the Confluent-API schema registry"`
 	ClickHouse     clickhouse.Conn   `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
 	Redis          redis.Conn        `key:"redis" doc:"Redis, the Feast online store (sink-features)"`
 	SensitiveWords moderation.Conn   `key:"sensitive_words" doc:"the sensitive-word service (ingest)"`
+	Prometheus     alerts.Conn       `key:"prometheus" doc:"Prometheus, whose firing alerts backflow dashboard shows (optional)"`
 }
 
 // LogConfig configures logging.
@@ -163,5 +165,5 @@ func (c MetricsConfig) Validate() error {
 func (c Conns) Validate() error {
 	return errors.Join(conf.Nest("Kafka", "", c.Kafka.Validate()), conf.Nest("Registry", "", c.Registry.Validate()),
 		conf.Nest("ClickHouse", "", c.ClickHouse.Validate()), conf.Nest("Redis", "", c.Redis.Validate()),
-		conf.Nest("SensitiveWords", "", c.SensitiveWords.Validate()))
+		conf.Nest("SensitiveWords", "", c.SensitiveWords.Validate()), conf.Nest("Prometheus", "", c.Prometheus.Validate()))
 }
