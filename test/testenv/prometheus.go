@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/tools/proc"
 )
 
@@ -126,37 +126,12 @@ func StartPrometheus(t testing.TB, o PrometheusOptions) *Prometheus {
 	}
 }
 
-// Alert is one alert of Prometheus's /api/v1/alerts.
-type Alert struct {
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-	State       string            `json:"state"` // pending or firing
-	ActiveAt    time.Time         `json:"activeAt"`
-	Value       string            `json:"value"`
-}
-
-// Alerts returns the active (pending and firing) alerts.
-func (p *Prometheus) Alerts(ctx context.Context) ([]Alert, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/api/v1/alerts", nil)
+// Alerts is a client of its /api/v1/alerts.
+func (p *Prometheus) Alerts(t testing.TB) *alerts.Client {
+	t.Helper()
+	c, err := alerts.New(alerts.Conn{URL: p.URL})
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Data   struct {
-			Alerts []Alert `json:"alerts"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("prometheus alerts: %w", err)
-	}
-	if body.Status != "success" {
-		return nil, fmt.Errorf("prometheus alerts: status %q", body.Status)
-	}
-	return body.Data.Alerts, nil
+	return c
 }
