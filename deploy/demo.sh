@@ -4,7 +4,8 @@
 # Run by `make demo` once the stack is up and bin/backflow is built. DEMO_SECONDS and DEMO_RATE
 # (requests/s) change the traffic; DEMO_BACKFILL (default 20m) dates its event times back so
 # the dashboard shows a history. `backflow run` (metrics on BACKFLOW_METRICS_PORT, default
-# 19464) and `backflow dashboard` (BACKFLOW_DASHBOARD_PORT, default 18400) keep running in the
+# 19464, scraped by the stack's Prometheus) and `backflow dashboard` (BACKFLOW_DASHBOARD_PORT,
+# default 18400, with Prometheus's firing alerts) keep running in the
 # background afterwards, so the places it points to are live; `deploy/local/stack down` stops
 # them gracefully before the services.
 set -euo pipefail
@@ -23,6 +24,7 @@ METRICS="127.0.0.1:${BACKFLOW_METRICS_PORT:-19464}"
 RUN_PID=.stack/run/demo-run.pid
 DASH_ADDR=127.0.0.1:${BACKFLOW_DASHBOARD_PORT:-18400}
 DASH_PID=.stack/run/demo-dashboard.pid
+PROM=${BACKFLOW_PROMETHEUS_URL:-}
 GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-features)"'
 
 say() { printf '\n== %s ==\n' "$*"; }
@@ -69,6 +71,7 @@ start_bg "$DASH_PID" "$LOGS/demo-dashboard.log" bin/backflow --env-file "$PWD/$E
 for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/${DASH_ADDR%:*}/${DASH_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
 alive "$DASH_PID" || { tail -n 5 "$LOGS/demo-dashboard.log"; echo "the dashboard did not start" >&2; exit 1; }
 echo "   dashboard on http://$DASH_ADDR/ (pid $(cat "$DASH_PID"))"
+[ -n "$PROM" ] && echo "   Prometheus on $PROM/ scrapes http://$METRICS/metrics and evaluates deploy/prometheus/rules.yaml (alerts: $PROM/alerts)"
 
 say "4. loadgen: ${SECS}s at $RATE requests/s, with duplicates and poison, event times from $BACKFILL ago → .stack/demo-manifest.jsonl"
 bin/loadgen --env-file "$ENV" --duration "${SECS}s" --rate "$RATE" --backfill "$BACKFILL" --manifest .stack/demo-manifest.jsonl
@@ -90,7 +93,14 @@ printf '   %-28s %10s %10s\n' stage in out
 metric 'backflow_stage_records_(in|out)_total' | sed -E 's/backflow_stage_records_(in|out)_total\{stage="([^"]+)"\} /\2 \1 /' |
   awk '{ v[$1" "$2] = $3; s[$1] = 1 } END { for (x in s) printf "   %-28s %10d %10d\n", x, v[x" in"], v[x" out"] }' | sort
 echo "   dead letters by stage and class: $(metric backflow_stage_records_dlq_total | sed -E 's/.*class="([^"]+)",stage="([^"]+)"\} /\2:\1=/' | tr '\n' ' ')"
-echo "   moderation breaker: $(metric backflow_moderation_breaker_state | awk '{print $NF}') (0 closed, 1 half-open, 2 open)"
+breaker=$(metric 'backflow_moderation_breaker_state\{' | awk '{
+  s = $NF == 0 ? "closed" : $NF == 1 ? "half-open" : $NF == 2 ? "open" : "unknown (" $NF ")"; printf "%s%s", sep, s; sep = ", " }')
+echo "   moderation breaker: ${breaker:-unknown (no backflow_moderation_breaker_state on /metrics)}"
+if [ -n "$PROM" ]; then
+  firing=$(curl -sf "$PROM/api/v1/alerts" | python3 -c 'import json, sys
+print(" ".join(sorted({a["labels"]["alertname"] for a in json.load(sys.stdin)["data"]["alerts"] if a["state"] == "firing"})))' || true)
+  echo "   Prometheus ($PROM) alerts firing: ${firing:-none}"
+fi
 
 say "6. what landed"
 m=.stack/demo-manifest.jsonl
@@ -129,6 +139,7 @@ cat <<TXT
    backflow's metrics:       curl -s http://$METRICS/metrics | grep ^backflow_   (health /healthz, readiness /readyz)
    ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries; sink_ledger;
                              per-minute v_model_minute, v_tenant_minute, v_moderation_minute, v_dlq_minute, v_sink_minute, v_freshness)
+   Prometheus:               ${PROM:-not running: deploy/local/stack up prometheus}   (alerts ${PROM:+$PROM/alerts}; rules deploy/prometheus/rules.yaml, runbooks docs/operations.md#alerts)
    Grafana:                  deploy/grafana/README.md (the same panels)
    dead letters:             bin/backflow dlq list --env-file $ENV --class unknown_schema
    the manifest (oracle):    head .stack/demo-manifest.jsonl
@@ -141,5 +152,5 @@ cat <<TXT
    stop everything:          deploy/local/stack down   (SIGTERM to backflow run and the dashboard first)
 TXT
 
-say "dashboard: http://$DASH_ADDR/   metrics: http://$METRICS/metrics"
+say "dashboard: http://$DASH_ADDR/   metrics: http://$METRICS/metrics${PROM:+   Prometheus: $PROM/}"
 echo "   backflow run (pid $(cat "$RUN_PID")) and the dashboard (pid $(cat "$DASH_PID")) keep running in the background"

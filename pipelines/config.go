@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
@@ -55,13 +56,14 @@ type Config struct {
 }
 
 // Conns holds the connection settings of every external system: the kafka, registry,
-// clickhouse, redis and sensitive sections of Config.
+// clickhouse, redis, sensitive and prometheus sections of Config.
 type Conns struct {
 	Kafka          kafka.Conn        `key:"kafka" doc:"the Kafka cluster every stage reads and writes"`
 	Registry       avro.RegistryConn `key:"registry" doc:"the Confluent-API schema registry"`
 	ClickHouse     clickhouse.Conn   `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
 	Redis          redis.Conn        `key:"redis" doc:"Redis, the Feast online store (sink-features)"`
 	SensitiveWords moderation.Conn   `key:"sensitive_words" doc:"the sensitive-word service (ingest)"`
+	Prometheus     alerts.Conn       `key:"prometheus" doc:"Prometheus, whose firing alerts backflow dashboard shows (optional)"`
 }
 
 // LogConfig configures logging.
@@ -74,6 +76,7 @@ type LogConfig struct {
 type MetricsConfig struct {
 	Addr         string        `key:"addr" default:"127.0.0.1:9464" doc:"host:port of /metrics, /healthz and /readyz; port 0 picks a free port (logged); off disables them"`
 	LagInterval  time.Duration `key:"lag_interval" default:"10s" doc:"how often consumer lag and consume rate are polled from Kafka"`
+	LagGroups    []string      `key:"lag_groups" doc:"more consumer groups whose lag this process polls and exports, besides its stages' own: a group's lag stays watched while its consumers are down"`
 	ReadyTimeout time.Duration `key:"ready_timeout" default:"3s" doc:"bound on each dependency check /readyz makes"`
 	Pprof        bool          `key:"pprof" doc:"also serve Go's runtime profiles under /debug/pprof/ (live heap, goroutines, CPU on request)"`
 }
@@ -145,16 +148,18 @@ func (c LogConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate checks the address.
+// Validate checks the address and the lag groups.
 func (c MetricsConfig) Validate() error {
-	a := c.Addr
-	if a == "" || a == "off" {
-		return nil
+	var errs []error
+	if a := c.Addr; a != "" && a != "off" {
+		if err := conf.CheckHostPort(a, true, true); err != nil {
+			errs = append(errs, conf.Errorf("Addr", "%v (or off)", err))
+		}
 	}
-	if err := conf.CheckHostPort(a, true, true); err != nil {
-		return conf.Errorf("Addr", "%v (or off)", err)
+	if slices.ContainsFunc(c.LagGroups, func(g string) bool { return strings.TrimSpace(g) == "" }) {
+		errs = append(errs, conf.Errorf("LagGroups", "%q holds an empty group name", c.LagGroups))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Validate checks every connection, reporting all errors at once. An address not given is
@@ -163,7 +168,7 @@ func (c MetricsConfig) Validate() error {
 func (c Conns) Validate() error {
 	all := errors.Join(conf.Nest("Kafka", "", c.Kafka.Validate()), conf.Nest("Registry", "", c.Registry.Validate()),
 		conf.Nest("ClickHouse", "", c.ClickHouse.Validate()), conf.Nest("Redis", "", c.Redis.Validate()),
-		conf.Nest("SensitiveWords", "", c.SensitiveWords.Validate()))
+		conf.Nest("SensitiveWords", "", c.SensitiveWords.Validate()), conf.Nest("Prometheus", "", c.Prometheus.Validate()))
 	var errs []error
 	for _, fe := range conf.Fields(all) {
 		if !errors.Is(fe, conf.ErrNotSet) {

@@ -35,7 +35,7 @@ type RunOptions struct {
 
 // Run runs the configured stages in this process until ctx ends or one of them fails, with
 // /metrics, /healthz and /readyz served on metrics.addr and consumer lag polled every
-// metrics.lag_interval.
+// metrics.lag_interval, for the stages' groups and those of metrics.lag_groups.
 //
 // Shutdown: when ctx ends (SIGTERM or SIGINT), every stage stops consuming, flushes what it
 // holds and commits it, or leaves it uncommitted for redelivery; Run waits for them at most
@@ -108,6 +108,11 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 		}
 	}
 
+	for _, g := range f.Metrics.LagGroups {
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
 	monCtx, stopMon := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMon()
 	if cl, err := l.Config.Conns.Kafka.NewClient(); err == nil {

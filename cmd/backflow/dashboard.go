@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/dashboard"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -30,7 +31,9 @@ A health strip on top shows the lag of each consumer group in --groups (asked of
 dead letters in the range (from ClickHouse), and the moderation circuit breaker, scraped from
 the ingest stage's Prometheus endpoint at --breaker-metrics-url (gauge
 backflow_moderation_breaker_state); without that URL, or when it does not answer, the breaker
-shows as unknown.
+shows as unknown. With prometheus.url (BACKFLOW_PROMETHEUS_URL; the local stack's env file
+sets it) it also shows the alerts that Prometheus has firing, from deploy/prometheus/rules.yaml,
+each with its severity and summary.
 
 The page polls JSON endpoints that scripts can use too: /api/panels lists the panels,
 /api/panels/<id>?range=30m (or ?from=&to= in Unix seconds) returns one panel's rows, and
@@ -60,11 +63,18 @@ It runs until SIGINT or SIGTERM.`,
 				return fmt.Errorf("%w: kafka: %w", errUsage, err)
 			}
 			defer kc.Close()
-			srv, err := dashboard.New(cfg, dashboard.Deps{ClickHouse: db, Kafka: kadm.NewClient(kc), Logger: log})
+			var prom *alerts.Client
+			if conn.Prometheus.URL != "" {
+				if prom, err = alerts.New(conn.Prometheus); err != nil {
+					return fmt.Errorf("%w: %w", errUsage, err)
+				}
+			}
+			srv, err := dashboard.New(cfg, dashboard.Deps{ClickHouse: db, Kafka: kadm.NewClient(kc), Alerts: prom, Logger: log})
 			if err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
-			log.Info("dashboard serving", "url", srv.URL(), "clickhouse", conn.ClickHouse.Endpoint(), "groups", cfg.Groups, "breaker_metrics_url", cfg.BreakerURL)
+			log.Info("dashboard serving", "url", srv.URL(), "clickhouse", conn.ClickHouse.Endpoint(), "groups", cfg.Groups, "breaker_metrics_url", cfg.BreakerURL,
+				"prometheus", conn.Prometheus.URL)
 			fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s\n", srv.URL())
 			return srv.Run(cmd.Context())
 		},

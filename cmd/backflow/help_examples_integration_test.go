@@ -108,10 +108,10 @@ func TestHelpExamplesRun(t *testing.T) {
 		"backflow-features", d.Features.Group,
 		"model-inference-result", d.Ingest.InferenceTopic,
 		"gateway-log", d.Ingest.GatewayTopic,
-		"--group g ", "--group "+d.Ingest.Group+" ",
-		"--topic t:0,2", "--topic "+d.Ingest.InferenceTopic+":0,2",
+		"--group g ", "--group " + d.Ingest.Group + " ",
+		"--topic t:0,2", "--topic " + d.Ingest.InferenceTopic + ":0,2",
 		"/etc/backflow/backflow.yaml", conf,
-		"kubectl get cm backflow-config -o jsonpath='{.data.backflow\\.yaml}'", "cat "+cm,
+		"kubectl get cm backflow-config -o jsonpath='{.data.backflow\\.yaml}'", "cat " + cm,
 		"kafka-1:9092", d.Stack.Kafka.Endpoint(),
 		"0.0.0.0:18400", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		"127.0.0.1:9464", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
@@ -181,9 +181,9 @@ func TestHelpExamplesRun(t *testing.T) {
 type stop int
 
 const (
-	byItself   stop = iota // exits when done
-	bySignal               // runs until SIGTERM
-	byCatchUp              // replay status --watch: until the lag is 0, or SIGTERM
+	byItself  stop = iota // exits when done
+	bySignal              // runs until SIGTERM
+	byCatchUp             // replay status --watch: until the lag is 0, or SIGTERM
 )
 
 func stopOf(e example) stop {

@@ -23,7 +23,9 @@ Scope (one of):
   --all-topics       every partition the group has committed (but its goka loopback <group>-loop)
 Spec (one of), computed as Kafka's kafka-consumer-groups --reset-offsets does:
   --to-earliest      the log start          --to-latest       the log end
-  --to-datetime TS   the first record at or after TS (RFC 3339); the log end if none
+  --to-datetime TS   the first record at or after TS; the log end if none. TS as Kafka's tool
+                     takes it, YYYY-MM-DDTHH:mm:SS.sss (no zone: UTC) with an optional zone
+                     (Z, +02:00, +0200, +02), or RFC 3339
   --by-duration D    --to-datetime now-D; D like 6h, 7d, 1d12h or ISO-8601 P1DT6H
   --shift-by N       the committed offset + N (negative: back)
   --to-offset N      offset N
@@ -32,9 +34,9 @@ A point outside the retained log is clamped to its start or end, with a warning.
 
 The plan shows CURRENT-OFFSET (committed) and NEW-OFFSET, RE-READ (records read again; "skip N"
 when moving forward), LAG-AFTER, and the timestamps of the last record consumed (CURRENT-TIME)
-and of the first record to be read (NEW-TIME). --export prints the plan as Kafka's CSV instead;
--o json or -o yaml as one document, under the same names (current_offset, new_offset, ...),
-with what follows the plan on stderr.
+and of the first record to be read (NEW-TIME). --export prints the plan as Kafka's CSV instead,
+byte for byte as kafka-consumer-groups --export prints it; -o json or -o yaml as one document,
+under the same names (current_offset, new_offset, ...), with what follows the plan on stderr.
 
 --execute refuses while the group has live members (it names them): stop the stage first. A
 group that does not exist is an error unless --create. Every executed replay is recorded (who,

@@ -221,6 +221,9 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 			}
 			list = reflect.Append(list, reflect.ValueOf(item.Value).Convert(v.Type().Elem()))
 		}
+		if list.Len() == 0 {
+			list = reflect.Zero(v.Type()) // [] is no list, as an empty variable is
+		}
 		v.Set(list)
 		return nil
 	case n.Kind == yaml.ScalarNode:

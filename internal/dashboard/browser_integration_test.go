@@ -21,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/dashboard"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // chromiumPath is Debian's Chromium, which deploy/local/chromium installs (make test runs it).
@@ -55,12 +57,14 @@ type pageState struct {
 	Refreshed string
 	Panels    []struct{ ID, Kind, State, Points string }
 	Health    []struct{ Kind, Key, Value, Raw string }
+	Alerts    []string // the firing alerts' lines of the alerts card
 }
 
 const readPage = `({
   refreshed: document.body.dataset.refreshed || "",
   panels: [...document.querySelectorAll(".panel[data-panel]")].map(p => ({id: p.dataset.panel, kind: p.dataset.kind, state: p.dataset.state, points: p.dataset.points || ""})),
   health: [...document.querySelectorAll("#health .card")].map(c => ({kind: c.dataset.health, key: c.querySelector(".k").textContent, value: c.querySelector(".v").textContent, raw: c.dataset.value || ""})),
+  alerts: [...document.querySelectorAll("#health .card .alert")].map(a => a.textContent),
 })`
 
 // checkBrowser serves the dashboard on the demo data, loads it in headless Chromium, checks that
@@ -75,9 +79,35 @@ func (d *demo) checkBrowser(t *testing.T) {
 	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer metrics.Close()
 
+	// A real Prometheus with one alert firing and one pending: the page shows the firing one.
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`groups:
+  - name: test
+    rules:
+      - alert: BackflowConsumerLagHigh
+        expr: label_replace(vector(25000), "group", "`+d.SinkGroup+`", "", "")
+        labels: {severity: critical}
+        annotations: {summary: "Consumer group {{ $labels.group }} is {{ $value }} records behind", runbook: docs/operations.md#backflowconsumerlaghigh}
+      - alert: BackflowStageNotReady
+        expr: vector(0)
+        for: 1h
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{Rules: rules})
+	promAlerts := prom.Alerts(t)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if f, err := promAlerts.Firing(context.Background()); err == nil && len(f) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the test's Prometheus has no alert firing after a minute")
+		}
+	}
+
 	groups := []string{d.Ingest.Group, d.SinkGroup, d.MirrorGroup}
 	srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: metrics.URL + "/metrics", Range: 30 * time.Minute},
-		dashboard.Deps{ClickHouse: d.Conn, Kafka: kadm.NewClient(d.Admin)})
+		dashboard.Deps{ClickHouse: d.Conn, Kafka: kadm.NewClient(d.Admin), Alerts: promAlerts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +188,7 @@ func (d *demo) checkBrowser(t *testing.T) {
 	for _, n := range d.poison {
 		poison += n
 	}
-	lags, sawDLQ, sawBreaker := 0, false, false
+	lags, sawDLQ, sawBreaker, sawAlerts := 0, false, false, false
 	for _, h := range ps.Health {
 		t.Logf("health %-8s %-48s %s", h.Kind, h.Key, h.Value)
 		switch h.Kind {
@@ -177,10 +207,18 @@ func (d *demo) checkBrowser(t *testing.T) {
 			if h.Value != "closed" {
 				t.Errorf("breaker shows %q, the gauge says closed", h.Value)
 			}
+		case "alerts":
+			sawAlerts = true
+			if h.Raw != "1" {
+				t.Errorf("alerts card shows %q (raw %q), Prometheus has 1 firing", h.Value, h.Raw)
+			}
 		}
 	}
-	if lags != len(groups) || !sawDLQ || !sawBreaker {
-		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v", lags, len(groups), sawDLQ, sawBreaker)
+	if lags != len(groups) || !sawDLQ || !sawBreaker || !sawAlerts {
+		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v, alerts %v", lags, len(groups), sawDLQ, sawBreaker, sawAlerts)
+	}
+	if want := "critical · BackflowConsumerLagHigh: Consumer group " + d.SinkGroup + " is 25000 records behind"; len(ps.Alerts) != 1 || ps.Alerts[0] != want {
+		t.Errorf("the alerts card lists %q, want [%q]", ps.Alerts, want)
 	}
 
 	// The range selector: choosing the last hour refreshes every panel with range=1h.
@@ -235,5 +273,23 @@ func (d *demo) checkBrowser(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil || h.Breaker.State != "unknown" || h.Breaker.Error == "" {
 			t.Fatalf("%s breaker: %s (%v), want state unknown with a reason", name, rec.Body.String(), err)
 		}
+		if h.Alerts.Source != "" || len(h.Alerts.Firing) != 0 {
+			t.Fatalf("no Prometheus configured, yet alerts %+v", h.Alerts)
+		}
+	}
+	// A Prometheus that does not answer: no alerts, and the reason.
+	down, err := alerts.New(alerts.Conn{URL: strings.TrimSuffix(closed, "/metrics"), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noProm, err := dashboard.New(dashboard.Config{Groups: groups}, dashboard.Deps{ClickHouse: d.Conn, Alerts: down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	noProm.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/health?range=30m", nil))
+	var h dashboard.Health
+	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil || h.Alerts.Source == "" || h.Alerts.Error == "" || len(h.Alerts.Firing) != 0 {
+		t.Fatalf("unreachable Prometheus: alerts %s (%v), want its URL, an error and none firing", rec.Body.String(), err)
 	}
 }

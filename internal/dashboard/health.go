@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/internal/alerts"
 )
 
 // GroupLag is one consumer group's lag, summed over its partitions.
@@ -164,10 +166,38 @@ func ScrapeBreaker(ctx context.Context, hc *http.Client, url string) Breaker {
 	return b
 }
 
-// Health is the page's health strip: lag per group, dead letters in the range, the breaker.
+// Health is the page's health strip: lag per group, dead letters in the range, the breaker,
+// and the alerts Prometheus has firing.
 type Health struct {
 	Lag     []GroupLag `json:"lag"`
 	DLQ     *uint64    `json:"dlq"` // entries in the range; null when ClickHouse did not answer
 	DLQErr  string     `json:"dlq_error,omitempty"`
 	Breaker Breaker    `json:"breaker"`
+	Alerts  Alerts     `json:"alerts"`
+}
+
+// Alerts are the alerts firing in Prometheus (deploy/prometheus/rules.yaml evaluated there).
+type Alerts struct {
+	// Source is Prometheus's URL; "" when none is configured (prometheus.url), and the page
+	// shows no alerts card.
+	Source string         `json:"source"`
+	Firing []alerts.Alert `json:"firing"`
+	Error  string         `json:"error,omitempty"` // Prometheus did not answer; Firing is empty
+}
+
+// ReadAlerts asks Prometheus for its firing alerts. It never fails: an error is in Error. A
+// nil client gives an empty Source.
+func ReadAlerts(ctx context.Context, c *alerts.Client) Alerts {
+	a := Alerts{Firing: []alerts.Alert{}}
+	if c == nil {
+		return a
+	}
+	a.Source = c.URL()
+	firing, err := c.Firing(ctx)
+	if err != nil {
+		a.Error = err.Error()
+		return a
+	}
+	a.Firing = firing
+	return a
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/backflowhq/backflow/internal/alerts"
 )
 
 //go:embed assets
@@ -28,6 +30,9 @@ type Deps struct {
 	ClickHouse driver.Conn
 	// Kafka reads consumer-group lag for the health strip; nil shows the lag as unknown.
 	Kafka *kadm.Client
+	// Alerts reads Prometheus's firing alerts for the health strip; nil (no prometheus.url)
+	// shows none.
+	Alerts *alerts.Client
 	// HTTP scrapes the breaker gauge. Default: a client with Config.QueryTimeout.
 	HTTP *http.Client
 	// Logger receives one line per failed query. Default: slog.Default().
@@ -38,7 +43,7 @@ type Deps struct {
 
 // Server serves the built-in dashboard: the page and its assets (embedded in the binary, no
 // CDN) at /, the panel list at /api/panels, one panel's rows at /api/panels/<id>, the health
-// strip at /api/health, and /healthz. Handler may be served by any number of goroutines; Run
+// strip (lag, dead letters, breaker, Prometheus's firing alerts) at /api/health, and /healthz. Handler may be served by any number of goroutines; Run
 // listens on Config.Addr until its context ends.
 type Server struct {
 	cfg  Config
@@ -212,8 +217,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var h Health
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); h.Lag = ReadLag(ctx, s.deps.Kafka, s.cfg.Groups) }()
+	go func() { defer wg.Done(); h.Alerts = ReadAlerts(ctx, s.deps.Alerts) }()
 	go func() { defer wg.Done(); h.Breaker = ScrapeBreaker(ctx, s.deps.HTTP, s.cfg.BreakerURL) }()
 	go func() {
 		defer wg.Done()

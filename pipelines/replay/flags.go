@@ -24,7 +24,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.AllTopics, "all-topics", false, "every partition the group has committed offsets on (but its loopback topic)")
 	fs.BoolVar(&f.Earliest, "to-earliest", false, "spec: the log start")
 	fs.BoolVar(&f.Latest, "to-latest", false, "spec: the log end")
-	fs.StringVar(&f.Datetime, "to-datetime", "", "spec: the first record at or after this RFC 3339 time")
+	fs.StringVar(&f.Datetime, "to-datetime", "", "spec: the first record at or after this time: YYYY-MM-DDTHH:mm:SS.sss (no zone: UTC) with an optional zone, as Kafka's tool takes it, or RFC 3339")
 	fs.StringVar(&f.Duration, "by-duration", "", "spec: the first record at or after now minus this (6h, 7d, P1DT6H)")
 	fs.Int64Var(&f.ShiftBy, "shift-by", 0, "spec: the committed offset plus this (negative: back)")
 	fs.Int64Var(&f.ToOffset, "to-offset", 0, "spec: this offset")

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,26 +115,24 @@ func parseCSV(s string) map[replay.TopicPartition]int64 {
 	return out
 }
 
-// planCSV is our --export of p, which must be byte for byte what Kafka's tool printed (in
-// Kafka's partition order, which is not sorted: compared line by line as a set).
+// planCSV is our --export of p, which must be byte for byte what Kafka's tool printed from its
+// first CSV line on (before it, Kafka's tool prints its warnings to stdout; ours go to stderr):
+// the same quoting, the same order of partitions, the same empty line at the end.
 func planCSV(t *testing.T, p *replay.Plan, kafkaOut string) map[replay.TopicPartition]int64 {
 	t.Helper()
 	var b bytes.Buffer
 	if err := replay.WriteCSV(&b, p); err != nil {
 		t.Fatal(err)
 	}
-	lines := func(s string) []string {
-		var out []string
-		for _, l := range strings.Split(s, "\n") {
-			if csvLine.MatchString(l) {
-				out = append(out, l)
-			}
+	theirs := kafkaOut
+	for i, l := range strings.SplitAfter(kafkaOut, "\n") {
+		if csvLine.MatchString(strings.TrimSuffix(l, "\n")) {
+			theirs = strings.Join(strings.SplitAfter(kafkaOut, "\n")[i:], "")
+			break
 		}
-		sort.Strings(out)
-		return out
 	}
-	if a, k := lines(b.String()), lines(kafkaOut); strings.Join(a, "\n") != strings.Join(k, "\n") {
-		t.Fatalf("export lines differ:\nours:   %q\nKafka's: %q", a, k)
+	if b.String() != theirs {
+		t.Fatalf("--export differs from Kafka's:\nours:    %q\nKafka's: %q", b.String(), theirs)
 	}
 	return parseCSV(b.String())
 }
@@ -187,6 +184,7 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 	}
 	clamp := func(p int32, o int64) int64 { return min(max(o, tt.logStart[p]), int64(tt.perPart)) }
 	now := time.Now()
+	t.Setenv("TZ", "Asia/Kolkata") // Kafka's tool (a JVM) and ours run in a zone that is not UTC
 	cases := []struct {
 		name    string
 		ours    []string // our flags, parsed into a Request by the same code as the command
@@ -201,6 +199,23 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 			func(int32) int64 { return int64(tt.perPart) }, ""},
 		{"to-datetime some partitions", []string{"--to-datetime", at100.UTC().Format(time.RFC3339), "--topic", tt.topic + ":0,2"},
 			[]string{"--to-datetime", kafkaTime(at100), "--topic", tt.topic + ":0,2"}, []int32{0, 2},
+			func(p int32) int64 { return firstAt(p, at100) }, ""},
+		// Kafka's own forms, the same string to both tools. Without a zone Kafka's tool reads UTC
+		// whatever the machine's zone: TZ is set for both processes.
+		{"to-datetime zone-less", []string{"--to-datetime", at100.UTC().Format("2006-01-02T15:04:05.000"), "--all-topics"},
+			[]string{"--to-datetime", at100.UTC().Format("2006-01-02T15:04:05.000"), "--all-topics"}, all,
+			func(p int32) int64 { return firstAt(p, at100) }, ""},
+		{"to-datetime +02:00", []string{"--to-datetime", at100.In(time.FixedZone("", 7200)).Format("2006-01-02T15:04:05.000-07:00"), "--all-topics"},
+			[]string{"--to-datetime", at100.In(time.FixedZone("", 7200)).Format("2006-01-02T15:04:05.000-07:00"), "--all-topics"}, all,
+			func(p int32) int64 { return firstAt(p, at100) }, ""},
+		{"to-datetime -0500", []string{"--to-datetime", at100.In(time.FixedZone("", -5*3600)).Format("2006-01-02T15:04:05.000-0700"), "--all-topics"},
+			[]string{"--to-datetime", at100.In(time.FixedZone("", -5*3600)).Format("2006-01-02T15:04:05.000-0700"), "--all-topics"}, all,
+			func(p int32) int64 { return firstAt(p, at100) }, ""},
+		{"to-datetime +05", []string{"--to-datetime", at100.In(time.FixedZone("", 5*3600)).Format("2006-01-02T15:04:05.000-07"), "--all-topics"},
+			[]string{"--to-datetime", at100.In(time.FixedZone("", 5*3600)).Format("2006-01-02T15:04:05.000-07"), "--all-topics"}, all,
+			func(p int32) int64 { return firstAt(p, at100) }, ""},
+		{"to-datetime -03:30", []string{"--to-datetime", at100.In(time.FixedZone("", -(3*3600 + 1800))).Format("2006-01-02T15:04:05.000-07:00"), "--all-topics"},
+			[]string{"--to-datetime", at100.In(time.FixedZone("", -(3*3600 + 1800))).Format("2006-01-02T15:04:05.000-07:00"), "--all-topics"}, all,
 			func(p int32) int64 { return firstAt(p, at100) }, ""},
 		{"to-datetime before retention", []string{"--to-datetime", tt.base.Add(-time.Hour).Format(time.RFC3339), "--all-topics"},
 			[]string{"--to-datetime", kafkaTime(tt.base.Add(-time.Hour)), "--all-topics"}, all,

@@ -146,12 +146,54 @@ func FormatDuration(d time.Duration) string {
 	return b.String()
 }
 
-// ParseDatetime reads a --to-datetime: RFC 3339 ("2026-11-02T10:00:00Z",
-// "2026-11-02T12:00:00+02:00", fractions allowed).
+// datetime is every form of --to-datetime: Kafka's tool's YYYY-MM-DDTHH:mm:SS.sss with an
+// optional zone (Z, ±HH:MM, ±HHMM, ±HH), one-digit fields as it allows them, and RFC 3339 (the
+// fraction optional).
+var datetime = regexp.MustCompile(`^(\d{4})-(\d{1,2})-(\d{1,2})T(\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}(?::?\d{2})?)?$`)
+
+// ParseDatetime reads a --to-datetime in every form Apache Kafka's kafka-consumer-groups
+// accepts, and RFC 3339: "2026-11-02T10:00:00.000" (no zone: UTC, as Kafka's tool reads it,
+// whatever the machine's zone), "2026-11-02T10:00:00.000Z", "...+02:00", "...+0200", "...+02",
+// and "2026-11-02T10:00:00Z" without a fraction. The fraction is a decimal fraction of a second,
+// as in RFC 3339; with three digits, Kafka's format, that is Kafka's reading too.
 func ParseDatetime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
-	if err != nil {
-		return time.Time{}, badRequest("--to-datetime %q: want RFC 3339, e.g. 2026-11-02T10:00:00Z", s)
+	s = strings.TrimSpace(s)
+	bad := func(why string) (time.Time, error) {
+		return time.Time{}, badRequest("--to-datetime %q: %s; want YYYY-MM-DDTHH:mm:SS.sss, with an optional zone (Z, +02:00, +0200, +02), e.g. 2026-11-02T10:00:00.000Z", s, why)
+	}
+	m := datetime.FindStringSubmatch(s)
+	if m == nil {
+		return bad("not a date and time")
+	}
+	n := make([]int, 7)
+	for i := range 6 {
+		n[i], _ = strconv.Atoi(m[i+1])
+	}
+	if m[7] != "" {
+		frac, _ := strconv.Atoi((m[7] + "00000000")[:9])
+		n[6] = frac
+	}
+	loc := time.UTC
+	if z := m[8]; z != "" && z != "Z" {
+		digits := strings.ReplaceAll(z[1:], ":", "")
+		hh, _ := strconv.Atoi(digits[:2])
+		mm := 0
+		if len(digits) == 4 {
+			mm, _ = strconv.Atoi(digits[2:])
+		}
+		if hh > 18 || mm > 59 {
+			return bad("zone offset out of range")
+		}
+		off := hh*3600 + mm*60
+		if z[0] == '-' {
+			off = -off
+		}
+		loc = time.FixedZone(z, off)
+	}
+	t := time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6], loc)
+	// time.Date normalizes 2026-02-30 into March: a field out of range comes back different.
+	if t.Year() != n[0] || int(t.Month()) != n[1] || t.Day() != n[2] || t.Hour() != n[3] || t.Minute() != n[4] || t.Second() != n[5] {
+		return bad("a field is out of range")
 	}
 	return t, nil
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,77 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
+// TestKafkaOrder: the order of partitions in Kafka's --export is a java.util.HashMap's. The
+// wanted orders were printed by Java 17 iterating a HashMap of keys with TopicPartition's
+// hashCode, filled in (topic, partition) order.
+func TestKafkaOrder(t *testing.T) {
+	for _, tt := range []struct {
+		topics []string
+		parts  int32
+		want   string
+	}{
+		{[]string{"replay-times-1796184616434596441"}, 3, "replay-times-1796184616434596441:2 replay-times-1796184616434596441:1 replay-times-1796184616434596441:0"},
+		{[]string{"gateway-log", "model-inference-result"}, 3, "gateway-log:1 gateway-log:2 gateway-log:0 model-inference-result:0 model-inference-result:2 model-inference-result:1"},
+		{[]string{"backflow.enriched"}, 12, "backflow.enriched:3 backflow.enriched:4 backflow.enriched:5 backflow.enriched:6 backflow.enriched:0 backflow.enriched:1 " +
+			"backflow.enriched:2 backflow.enriched:11 backflow.enriched:7 backflow.enriched:8 backflow.enriched:9 backflow.enriched:10"},
+		{[]string{"backflow.dlq", "backflow.enriched", "gateway-log", "model-inference-result"}, 6, "backflow.dlq:1 backflow.enriched:3 gateway-log:1 backflow.dlq:0 " +
+			"backflow.enriched:4 gateway-log:2 backflow.enriched:5 gateway-log:3 gateway-log:4 backflow.enriched:0 backflow.enriched:1 backflow.enriched:2 gateway-log:0 " +
+			"model-inference-result:0 model-inference-result:2 model-inference-result:1 gateway-log:5 model-inference-result:4 model-inference-result:3 " +
+			"model-inference-result:5 backflow.dlq:5 backflow.dlq:4 backflow.dlq:3 backflow.dlq:2"},
+	} {
+		var rows []Row
+		for _, topic := range tt.topics {
+			for p := range tt.parts {
+				rows = append(rows, Row{Topic: topic, Partition: p})
+			}
+		}
+		var got []string
+		for _, r := range KafkaOrder(rows) {
+			got = append(got, fmt.Sprintf("%s:%d", r.Topic, r.Partition))
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("%v × %d partitions:\ngot  %s\nwant %s", tt.topics, tt.parts, strings.Join(got, " "), tt.want)
+		}
+	}
+}
+
+// TestParseDatetime: every form Kafka's kafka-consumer-groups --to-datetime accepts (its
+// YYYY-MM-DDTHH:mm:SS.sss, zone-less meaning UTC, with Z, ±HH:MM, ±HHMM or ±HH, one-digit
+// fields), and RFC 3339; a bad field is refused.
+func TestParseDatetime(t *testing.T) {
+	want := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-11-02T10:00:00.000", want},
+		{"2026-11-02T10:00:00.000Z", want},
+		{"2026-11-02T12:00:00.000+02:00", want},
+		{"2026-11-02T12:00:00.000+0200", want},
+		{"2026-11-02T12:00:00.000+02", want},
+		{"2026-11-02T04:30:00.000-05:30", want},
+		{"2026-11-02T15:30:00.000+0530", want},
+		{"2026-11-2T10:0:0.000Z", want},
+		{" 2026-11-02T10:00:00Z ", want},
+		{"2026-11-02T10:00:00", want},
+		{"2026-11-02T10:00:00.250Z", want.Add(250 * time.Millisecond)},
+		{"2026-11-02T10:00:00.5Z", want.Add(500 * time.Millisecond)},
+		{"2026-11-02T10:00:00.123456789Z", want.Add(123456789)},
+	} {
+		got, err := ParseDatetime(tt.in)
+		if err != nil || !got.Equal(tt.want) {
+			t.Errorf("ParseDatetime(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "2026-11-02", "2026-11-02 10:00:00", "2026-11-02t10:00:00.000Z", "2026-11-02T10:00:00.000z",
+		"2026-13-02T10:00:00.000", "2026-02-30T10:00:00.000", "2026-11-02T24:00:00.000", "2026-11-02T10:60:00.000", "2026-11-02T10:00:00.000+19:00",
+		"2026-11-02T10:00:00.000Z junk", "26-11-02T10:00:00.000Z", "2026-11-02T10:00:00.000+2"} {
+		if _, err := ParseDatetime(bad); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ParseDatetime(%q): %v, want ErrBadRequest", bad, err)
+		}
+	}
+}
+
 func TestParseTopic(t *testing.T) {
 	ts, err := ParseTopic("gateway-log:0,2")
 	if err != nil || ts.Topic != "gateway-log" || len(ts.Partitions) != 2 || ts.Partitions[1] != 2 {
@@ -54,8 +126,9 @@ func TestPlanFileRoundTrip(t *testing.T) {
 	if err := WriteCSV(&b, p); err != nil {
 		t.Fatal(err)
 	}
-	// Kafka's exporter quotes names holding '-', and so do we.
-	if b.String() != "\"gateway-log\",0,12\nbackflow.enriched,2,7\n" {
+	// Kafka's exporter quotes names holding '-', and so do we; its order is its HashMap's, and it
+	// ends with an empty line.
+	if b.String() != "\"gateway-log\",0,12\nbackflow.enriched,2,7\n\n" {
 		t.Fatalf("export %q", b.String())
 	}
 	got, err := ParsePlanFile(&b, "g")

@@ -208,6 +208,18 @@ async function loadHealth(seq) {
     const b = h.breaker, bcls = { closed: "ok", "half-open": "warn", open: "bad" }[b.state] || "warn";
     const bdetail = b.error ? b.error : b.groups.map(g => `${g.group || "(no group)"}: ${g.state}`).join(", ");
     cards.push(card(bcls, "moderation breaker", b.state, bdetail, "breaker", b.state));
+    const a = h.alerts;
+    if (a && a.source) { // shown only when prometheus.url is set
+      const firing = a.firing || [];
+      const acls = a.error ? "warn" : firing.length === 0 ? "ok" : firing.some(x => x.labels.severity === "critical") ? "bad" : "warn";
+      const c = card(acls, "alerts firing · Prometheus", a.error ? "unknown" : nf.format(firing.length), a.error || "",
+        "alerts", a.error ? null : firing.length);
+      for (const x of firing) {
+        c.append(el("div", { class: "d alert", "data-alert": x.name, title: x.annotations.runbook || "" },
+          `${x.labels.severity || "?"} · ${x.name}: ${x.annotations.summary || ""}`));
+      }
+      cards.push(c);
+    }
     strip.replaceChildren(...cards);
     strip.dataset.state = "ok";
   } catch (err) {
