@@ -68,11 +68,14 @@ set (for the local stack: --env-file .stack/env).`,
 			if err != nil {
 				return err
 			}
+			if down := failed - unset; down > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "backflow: %d of %d systems did not answer\n", down, len(results)-unset)
+			}
+			if unset > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "backflow: %d of %d systems have no address (%s)\n", unset, len(results), pipelines.LocalStackHint)
+				return fmt.Errorf("%w: %w", errUsage, errFound)
+			}
 			if failed > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "backflow: %d of %d systems did not answer\n", failed, len(results))
-				if unset > 0 {
-					return fmt.Errorf("%w: %w", errUsage, errFound)
-				}
 				return errFound
 			}
 			return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -169,6 +170,9 @@ func execute(ctx context.Context, args []string) int {
 	}
 	if err != nil && !errors.Is(err, errFound) {
 		fmt.Fprintln(os.Stderr, "backflow:", err)
+		if hint := hintFor(err); hint != "" {
+			fmt.Fprintln(os.Stderr, "backflow:", hint)
+		}
 	}
 	return classify(err)
 }
@@ -198,4 +202,14 @@ func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// hintFor says what to do about an error whose own words do not: a refused or unanswered
+// connection names no setting.
+func hintFor(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return "nothing answered at " + op.Addr.String() + ": is the service up, and its address variable right? 'backflow ping' checks every system"
+	}
+	return ""
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +110,18 @@ func TestProfilesWritten(t *testing.T) {
 	}
 	if code := execute(context.Background(), []string{"--cpu-profile", filepath.Join(dir, "no", "such", "dir"), "version"}); code != exitUsage {
 		t.Fatalf("unwritable --cpu-profile: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestHintForARefusedConnection: an error that ends in a refused dial (franz-go's "unable to
+// dial", clickhouse-go's ping) named no setting; the command now says what to check.
+func TestHintForARefusedConnection(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, Err: errors.New("connect: connection refused")}
+	got := hintFor(fmt.Errorf("replay: list groups: %w", dial))
+	if !strings.Contains(got, "nothing answered at 127.0.0.1:1") || !strings.Contains(got, "backflow ping") {
+		t.Errorf("hint %q", got)
+	}
+	if h := hintFor(errors.New("group x has no committed offsets")); h != "" {
+		t.Errorf("a hint for an error that says enough: %q", h)
 	}
 }
