@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -86,6 +87,18 @@ func TestHelpExamplesRun(t *testing.T) {
 	defer cancel()
 	d := pipelinetest.Run(t, ctx, loadgen.Config{Requests: 400, Seed: 7, PoisonRate: 0.2})
 	bin := testenv.Build(t, "cmd/backflow")
+	// The feature sink's group, as if it had consumed everything: replay --reset-state's
+	// example needs a group that exists.
+	adm := kadm.NewClient(d.Admin)
+	ends, err := adm.ListEndOffsets(ctx, d.Features.EnrichedTopic)
+	must(t, err)
+	var offs kadm.Offsets
+	ends.Each(func(o kadm.ListedOffset) {
+		offs.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	})
+	if resp, err := adm.CommitOffsets(ctx, d.Features.Group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit %s: %v %v", d.Features.Group, err, resp.Error())
+	}
 
 	// A folder to paste the examples in: backflow on PATH, the stack's env file at .stack/env,
 	// the file /etc/backflow/backflow.yaml stands for, and the configmap's backflow.yaml.
