@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/backflowhq/backflow/test/testenv"
@@ -23,27 +21,7 @@ func TestOutputFormatsOnTheStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
-	topic := testenv.CreateTopic(t, ctx, kcfg, "output", 2)
-	group := testenv.ID("output-g-")
-	cl, err := kcfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	testenv.Groups(t, kcfg, group)
-	var recs []*kgo.Record
-	for i := range 20 {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	var offs kadm.Offsets
-	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 3, LeaderEpoch: -1})
-	offs.Add(kadm.Offset{Topic: topic, Partition: 1, At: 3, LeaderEpoch: -1})
-	if resp, err := kadm.NewClient(cl).CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
-		t.Fatalf("commit: %v %v", err, resp.Error())
-	}
+	topic, group := laggingGroup(t, ctx, kcfg, "output")
 	run := func(args ...string) string {
 		t.Helper()
 		code, out, errOut := runDLQ(t, ctx, args...)

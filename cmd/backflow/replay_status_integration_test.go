@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -21,34 +22,7 @@ func TestReplayStatusWatchStopsCleanlyWithoutATerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
-	topic := testenv.CreateTopic(t, ctx, kcfg, "replay-status", 2)
-	group := testenv.ID("replay-status-g-")
-	cl, err := kcfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	testenv.Groups(t, kcfg, group) // removed when the test ends, after the deferred closes
-	var recs []*kgo.Record
-	for i := 0; i < 20; i++ {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})
-	}
-	pcl, err := kcfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pcl.Close()
-	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	// A group with no members that committed offset 3 on each partition: lag 7 + 7.
-	var offs kadm.Offsets
-	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 3, LeaderEpoch: -1})
-	offs.Add(kadm.Offset{Topic: topic, Partition: 1, At: 3, LeaderEpoch: -1})
-	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
-		t.Fatalf("commit: %v %v", err, resp.Error())
-	}
+	topic, group := laggingGroup(t, ctx, kcfg, "replay-status")
 	// A control topic that does not exist holds no replay records: "since now", no warning
 	// (the reader retried the missing topic for about ten seconds, then warned).
 	code, out, errOut := runDLQ(t, ctx, "replay", "status", "--group", group, "--control-topic", "replay-status-control-none")
@@ -74,4 +48,32 @@ func TestReplayStatusWatchStopsCleanlyWithoutATerminal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// laggingGroup makes a topic of two partitions holding 10 records each, and a group with no
+// members that committed offset 3 on each: lag 7 + 7. Both are removed when the test ends.
+func laggingGroup(t *testing.T, ctx context.Context, kcfg kafka.Conn, tag string) (topic, group string) {
+	t.Helper()
+	topic = testenv.CreateTopic(t, ctx, kcfg, tag, 2)
+	group = testenv.ID(tag + "-g-")
+	testenv.Groups(t, kcfg, group) // removed when the test ends
+	cl, err := kcfg.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 3, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: topic, Partition: 1, At: 3, LeaderEpoch: -1})
+	if resp, err := kadm.NewClient(cl).CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	return topic, group
 }
