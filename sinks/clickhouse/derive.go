@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,6 +37,10 @@ type Column struct {
 	// HasDefault says whether the Avro field (or an enclosing one) has a default: a column
 	// added by a newer schema needs one, so that older records have a value for it.
 	HasDefault bool
+	// Branches has, for each part of Field, the full name of the named type (record, enum,
+	// fixed) a nullable union there holds, or "": decoded into an any, hamba/avro keys such a
+	// union's value by that name. Nil when there is none.
+	Branches []string
 }
 
 // ErrUnsupportedField is what DeriveColumns returns (errors.Is) for a field no column can hold;
@@ -50,7 +55,7 @@ func DeriveColumns(s avro.Schema, caps Capabilities) ([]Column, error) {
 		return nil, fmt.Errorf("%w: the schema is a %s, not a record", ErrUnsupportedField, s.Type())
 	}
 	d := deriver{caps: caps, seen: map[string]string{}}
-	if err := d.record(rec, "", "", 0, false); err != nil {
+	if err := d.record(rec, "", "", nil, 0, false); err != nil {
 		return nil, err
 	}
 	return d.cols, nil
@@ -64,22 +69,22 @@ type deriver struct {
 
 // record adds the columns of rec's fields under prefix (column) and path (field), each inside
 // arrays enclosing arrays, nullable when nullable (an optional enclosing record).
-func (d *deriver) record(rec *avro.RecordSchema, prefix, path string, arrays int, nullable bool) error {
+func (d *deriver) record(rec *avro.RecordSchema, prefix, path string, br []string, arrays int, nullable bool) error {
 	for _, f := range rec.Fields() {
 		name, field := join(prefix, f.Name(), "_"), join(path, f.Name(), ".")
-		if err := d.field(f.Type(), name, field, arrays, nullable, f.HasDefault()); err != nil {
+		if err := d.field(f.Type(), name, field, append(slices.Clone(br), ""), arrays, nullable, f.HasDefault()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (d *deriver) field(s avro.Schema, name, field string, arrays int, nullable, hasDefault bool) error {
+func (d *deriver) field(s avro.Schema, name, field string, br []string, arrays int, nullable, hasDefault bool) error {
 	s = deref(s)
 	switch t := s.(type) {
 	case *avro.RecordSchema:
 		n := len(d.cols)
-		if err := d.record(t, name, field, arrays, nullable); err != nil {
+		if err := d.record(t, name, field, br, arrays, nullable); err != nil {
 			return err
 		}
 		for i := n; i < len(d.cols); i++ {
@@ -98,27 +103,31 @@ func (d *deriver) field(s avro.Schema, name, field string, arrays int, nullable,
 		}
 		switch {
 		case len(others) == 1:
-			return d.field(others[0], name, field, arrays, nullable || hasNull, hasDefault)
+			if named, ok := deref(others[0]).(avro.NamedSchema); ok {
+				br = slices.Clone(br)
+				br[len(br)-1] = named.FullName()
+			}
+			return d.field(others[0], name, field, br, arrays, nullable || hasNull, hasDefault)
 		case len(others) == 0:
 			return fmt.Errorf("%w: %s is always null", ErrUnsupportedField, field)
 		}
-		return d.add(Column{Name: name, Type: wrap("String", arrays, false), Field: field, JSON: true, HasDefault: hasDefault})
+		return d.add(Column{Name: name, Type: wrap("String", arrays, false), Field: field, JSON: true, HasDefault: hasDefault}, br)
 	case *avro.ArraySchema:
-		return d.field(t.Items(), name, field, arrays+1, false, hasDefault)
+		return d.field(t.Items(), name, field, br, arrays+1, false, hasDefault)
 	case *avro.MapSchema:
-		if err := d.add(Column{Name: name + "_keys", Type: wrap("String", arrays+1, false), Field: field, HasDefault: hasDefault}); err != nil {
+		if err := d.add(Column{Name: name + "_keys", Type: wrap("String", arrays+1, false), Field: field, HasDefault: hasDefault}, br); err != nil {
 			return err
 		}
 		if _, ok := deref(t.Values()).(*avro.RecordSchema); ok {
 			return fmt.Errorf("%w: %s is a map of records; exclude it, or make it an array of records", ErrUnsupportedField, field)
 		}
-		return d.field(t.Values(), name+"_values", field, arrays+1, false, hasDefault)
+		return d.field(t.Values(), name+"_values", field, br, arrays+1, false, hasDefault)
 	}
 	typ, err := d.scalar(s, field)
 	if err != nil {
 		return err
 	}
-	return d.add(Column{Name: name, Type: wrap(typ, arrays, nullable), Field: field, HasDefault: hasDefault})
+	return d.add(Column{Name: name, Type: wrap(typ, arrays, nullable), Field: field, HasDefault: hasDefault}, br)
 }
 
 // scalar is the ClickHouse type of a primitive, enum or fixed schema.
@@ -184,7 +193,10 @@ func (d *deriver) logical(s avro.Schema, l avro.LogicalSchema) (string, bool) {
 	return "", false
 }
 
-func (d *deriver) add(c Column) error {
+func (d *deriver) add(c Column, br []string) error {
+	if slices.ContainsFunc(br, func(b string) bool { return b != "" }) {
+		c.Branches = slices.Clone(br)
+	}
 	if prev, dup := d.seen[c.Name]; dup {
 		return fmt.Errorf("%w: %s and %s both flatten to the column %s; rename one", ErrUnsupportedField, prev, c.Field, c.Name)
 	}

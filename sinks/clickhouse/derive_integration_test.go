@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,56 @@ func TestDerivedTableOnTheServers(t *testing.T) {
 	}
 	if len(got) != len(spec.Columns) {
 		t.Errorf("%d columns on the server, %d derived", len(got), len(spec.Columns))
+	}
+
+	// One record, encoded and decoded as a stream's sink would, lands with every value.
+	rec := map[string]any{
+		"event_id": "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "task_id": "task-1", "event_time": time.UnixMilli(1764547200123).UTC(),
+		"day": time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC), "state": "RUNNING", "attempt": 2, "ok": true,
+		"cost": big.NewRat(123456, 10000), "score": map[string]any{"double": 0.5},
+		"agent": map[string]any{"id": "agent-7", "model": nil}, "parent": map[string]any{"ai.agents.Parent": map[string]any{"id": int64(41)}},
+		"tags": []any{"x", "y"}, "tool_calls": []any{map[string]any{"tool": "search", "latency_ms": map[string]any{"int": 12}},
+			map[string]any{"tool": "fetch", "latency_ms": nil}},
+		"attrs": map[string]any{"b": int64(2), "a": int64(1)}, "result": map[string]any{"long": int64(7)}, "digest": [16]byte{'d', 'i', 'g'},
+	}
+	raw, err := avro.Marshal(s, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded any
+	if err := avro.Unmarshal(s, raw, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := RowValues(cols, decoded.(map[string]any))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(spec.Columns))
+	for i, c := range spec.Columns {
+		names[i] = backquote(c.Name)
+	}
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+spec.Name+" ("+strings.Join(names, ", ")+") VALUES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Append(append(vals, uint64(1))...); err != nil {
+		t.Fatalf("append %v: %v", vals, err)
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	if err := conn.QueryRow(ctx, "SELECT concat(toString(event_id), '|', task_id, '|', toString(event_time), '|', toString(day), '|', toString(state), '|', "+
+		"toString(attempt), '|', toString(ok), '|', toString(cost), '|', ifNull(toString(score), 'NULL'), '|', agent_id, '|', ifNull(agent_model, 'NULL'), '|', "+
+		"ifNull(toString(parent_id), 'NULL'), '|', arrayStringConcat(tags, ','), '|', arrayStringConcat(tool_calls_tool, ','), '|', "+
+		"arrayStringConcat(arrayMap(x -> ifNull(toString(x), 'NULL'), tool_calls_latency_ms), ','), '|', arrayStringConcat(attrs_keys, ','), '|', "+
+		"arrayStringConcat(arrayMap(x -> toString(x), attrs_values), ','), '|', result, '|', replaceAll(toString(digest), '\\0', ''))"+
+		" FROM "+spec.Name).Scan(&line); err != nil {
+		t.Fatal(err)
+	}
+	want := "6ba7b810-9dad-11d1-80b4-00c04fd430c8|task-1|2025-12-01 00:00:00|2025-12-01|RUNNING|2|1|12.3456|0.5|agent-7|NULL|41|x,y|search,fetch|12,NULL|a,b|1,2|7|dig"
+	if line != want {
+		t.Errorf("the row reads\n%s\nwant\n%s", line, want)
 	}
 
 	// v2 adds a defaulted nullable field and a defaulted record: their columns are added.

@@ -55,7 +55,7 @@ func TestDeriveColumns(t *testing.T) {
 		{Name: "score", Type: "Nullable(Float64)", Field: "score", HasDefault: true},
 		{Name: "agent_id", Type: "String", Field: "agent.id"},
 		{Name: "agent_model", Type: "Nullable(String)", Field: "agent.model", HasDefault: true},
-		{Name: "parent_id", Type: "Nullable(Int64)", Field: "parent.id", HasDefault: true},
+		{Name: "parent_id", Type: "Nullable(Int64)", Field: "parent.id", HasDefault: true, Branches: []string{"ai.agents.Parent", ""}},
 		{Name: "tags", Type: "Array(String)", Field: "tags"},
 		{Name: "tool_calls_tool", Type: "Array(String)", Field: "tool_calls.tool"},
 		{Name: "tool_calls_latency_ms", Type: "Array(Nullable(Int32))", Field: "tool_calls.latency_ms"},
@@ -73,7 +73,7 @@ func TestDeriveColumns(t *testing.T) {
 			if i < len(want) {
 				w = want[i]
 			}
-			if g != w {
+			if !reflect.DeepEqual(g, w) {
 				t.Errorf("column %d = %+v, want %+v", i, g, w)
 			}
 		}
@@ -142,5 +142,28 @@ func TestCreateDDL(t *testing.T) {
 		" ENGINE = ReplacingMergeTree(`_offset`)\nPARTITION BY toYYYYMM(event_time)\nORDER BY (`task_id`)"
 	if got != want {
 		t.Errorf("DDL:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRowValues(t *testing.T) {
+	cols, err := DeriveColumns(avro.MustParse(`{"type":"record","name":"R","fields":[{"name":"n","type":"int"},
+		{"name":"u","type":["null","string","long"]},{"name":"m","type":{"type":"map","values":["null","double"]}},
+		{"name":"xs","type":{"type":"array","items":{"type":"record","name":"X","fields":[{"name":"v","type":["null","long"]}]}}}]}`), Capabilities{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := RowValues(cols, map[string]any{"n": 3, "u": int64(9), "m": map[string]any{"z": nil, "a": 1.5},
+		"xs": []any{map[string]any{"v": int64(4)}, map[string]any{"v": nil}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	four := int64(4)
+	onePointFive := 1.5
+	want := []any{int32(3), "9", []string{"a", "z"}, []*float64{&onePointFive, nil}, []*int64{&four, nil}}
+	if !reflect.DeepEqual(vals, want) {
+		t.Errorf("values %#v, want %#v", vals, want)
+	}
+	if _, err := RowValues(cols, map[string]any{"n": "three"}); err == nil || !strings.Contains(err.Error(), "column n (field n): string three does not fit Int32") {
+		t.Errorf("a value that does not fit: %v", err)
 	}
 }
