@@ -28,8 +28,6 @@ type Key struct {
 	SecretDoc string
 	Zero      bool // 0 is a valid value
 
-	required bool // FillDefaults leaves it alone
-
 	index       []int // field indexes from the root struct
 	secretIndex []int // of the field holding the secret, for a Secret key
 	def         reflect.Value
@@ -74,8 +72,6 @@ type level struct {
 //	                    (sink_clickhouse.batch_rows) and its variable is the path upper-cased
 //	                    after the schema's prefix (BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS).
 //	key:"name,zero"     0 is a valid value; every other number and duration must be above 0.
-//	key:"name,required" a program building the struct must set it (FillDefaults leaves it
-//	                    alone); a loaded configuration has the default.
 //	key:"name" on a struct field
 //	                    a section: its fields' keys are nested under name.
 //	key:",squash"       on a struct field: its keys are keys of the enclosing section. An
@@ -207,7 +203,6 @@ func (s *Schema) addKey(parent reflect.Type, sf reflect.StructField, name string
 		panic(fmt.Sprintf("conf: key %s: unsupported type %s", path, sf.Type))
 	}
 	_, k.Zero = opts["zero"]
-	_, k.required = opts["required"]
 	k.Env = sf.Tag.Get("env")
 	if k.Env == "" {
 		k.Env = s.EnvName(path)
@@ -308,7 +303,7 @@ func Defaults[T any]() T {
 // FillDefaults sets every key of *ptr that holds its zero value to its default: what a
 // package's withDefaults does. A bool is left alone (false cannot be told from unset): a
 // bool that defaults to true is true where the configuration is loaded, not in a struct a
-// program fills in. So is a required key.
+// program fills in.
 func FillDefaults[T any](ptr *T) { setDefaults(reflect.ValueOf(ptr).Elem(), true) }
 
 type defaultsCache struct {
@@ -336,7 +331,7 @@ func keysOf(t reflect.Type) []Key {
 func setDefaults(v reflect.Value, onlyZero bool) {
 	for _, k := range keysOf(v.Type()) {
 		f := v.FieldByIndex(k.index)
-		if onlyZero && (!f.IsZero() || f.Kind() == reflect.Bool || k.required) {
+		if onlyZero && (!f.IsZero() || f.Kind() == reflect.Bool) {
 			continue
 		}
 		f.Set(k.def)

@@ -53,7 +53,7 @@ func (c conn) Validate() error {
 
 type stage struct {
 	Group  string   `key:"group" default:"g" doc:"the group"`
-	URL    string   `key:"url,required" default:"http://u" doc:"where"`
+	URL    string   `key:"url" example:"http://u" doc:"where: no default"`
 	Topics []string `key:"topics" default:"a,b" doc:"topics"`
 	Batch  int      `key:"batch" default:"100" doc:"batch size"`
 	Start  bool     `key:"from_start" default:"true" doc:"from the start"`
@@ -122,7 +122,7 @@ func TestKeysAreDeclaredOnce(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	d := conf.Defaults[root]()
 	if d.Name != "x" || d.DB.Addr != "127.0.0.1:1" || d.DB.Timeout != 5*time.Second || !d.Stage.Start || d.Stage.Batch != 100 ||
-		!reflect.DeepEqual(d.Stage.Topics, []string{"a", "b"}) || d.DB.DB != 0 || d.Stage.URL != "http://u" {
+		!reflect.DeepEqual(d.Stage.Topics, []string{"a", "b"}) || d.DB.DB != 0 || d.Stage.URL != "" {
 		t.Fatalf("defaults %+v", d)
 	}
 	// FillDefaults fills what is zero and leaves the rest, bools included.
@@ -314,5 +314,18 @@ func TestUnknownEnv(t *testing.T) {
 	want := []conf.UnknownVar{{Name: "APP_KAFKA_BROKER", Nearest: "APP_KAFKA_BROKERS"}, {Name: "APP_SOMETHING_ELSE_ENTIRELY"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("UnknownEnv = %+v, want %+v", got, want)
+	}
+}
+
+// TestExampleIsShownNotApplied: a key with an example and no default (a service's address)
+// carries the example for the reference, and stays empty when nothing gives it.
+func TestExampleIsShownNotApplied(t *testing.T) {
+	k, ok := schema.Key("stage.url")
+	if !ok || k.Example != "http://u" || k.Default != "" {
+		t.Fatalf("key %+v", k)
+	}
+	var r root
+	if _, err := schema.Load(&r, "", func(string) string { return "" }); err != nil || r.Stage.URL != "" {
+		t.Fatalf("loaded %q, %v", r.Stage.URL, err)
 	}
 }
