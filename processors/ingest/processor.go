@@ -45,17 +45,22 @@ const visitExpire = "expire"
 // Stats counts what the processor did; read with Snapshot.
 type Stats struct {
 	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated atomic.Int64
+	// ModerationTexts counts the records' texts put in moderation batches; ModerationItems the
+	// items sent for them (a text repeated in one batch is sent once).
+	ModerationTexts, ModerationItems atomic.Int64
 }
 
 // StatsSnapshot is a copy of Stats.
 type StatsSnapshot struct {
 	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated int64
+	ModerationTexts, ModerationItems                                                      int64
 }
 
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() StatsSnapshot {
 	return StatsSnapshot{s.Read.Load(), s.Forwarded.Load(), s.Claimed.Load(), s.Redelivered.Load(),
-		s.Duplicates.Load(), s.DeadLettered.Load(), s.Emitted.Load(), s.Unmoderated.Load()}
+		s.Duplicates.Load(), s.DeadLettered.Load(), s.Emitted.Load(), s.Unmoderated.Load(),
+		s.ModerationTexts.Load(), s.ModerationItems.Load()}
 }
 
 // Processor is the ingest stage: it consumes the source topics (and its loopback), decodes,
@@ -532,24 +537,43 @@ func (b *batcher) run() {
 }
 
 func (b *batcher) flush(batch []*job) {
-	// Ids are positions in the batch: unique even when a partition revoked and re-assigned to
-	// this process delivers a record that is still waiting here from before.
-	items := make([]moderation.Item, len(batch))
-	for i, j := range batch {
-		items[i] = moderation.Item{ID: strconv.Itoa(i), Text: j.text}
-	}
+	items, slots := dedupeTexts(batch)
+	b.p.Stats.ModerationTexts.Add(int64(len(batch)))
+	b.p.Stats.ModerationItems.Add(int64(len(items)))
 	b.p.metrics.st().Batch(len(items))
 	outs := b.p.mod.moderate(b.p.runCtx, items)
 	if outs == nil {
 		return // stopping
 	}
 	for i, j := range batch {
-		if outs[i].err != nil {
-			if b.p.deadLetter(j.origin, outs[i].err) {
+		o := outs[slots[i]]
+		if o.err != nil {
+			if b.p.deadLetter(j.origin, o.err) {
 				j.pc.Done()
 			}
 			continue
 		}
-		b.p.emit(j, outs[i])
+		b.p.emit(j, o)
 	}
+}
+
+// dedupeTexts makes the items of one moderation batch: each distinct text once (a gateway
+// RESPONSE and its inference result usually carry the same text), so the service checks it
+// once and its verdict goes to every record with that text. slots[i] is the item of batch[i].
+// Ids are positions among the items: unique even when a partition revoked and re-assigned to
+// this process delivers a record that is still waiting here from before.
+func dedupeTexts(batch []*job) (items []moderation.Item, slots []int) {
+	items = make([]moderation.Item, 0, len(batch))
+	slots = make([]int, len(batch))
+	seen := make(map[string]int, len(batch))
+	for i, j := range batch {
+		k, ok := seen[j.text]
+		if !ok {
+			k = len(items)
+			seen[j.text] = k
+			items = append(items, moderation.Item{ID: strconv.Itoa(k), Text: j.text})
+		}
+		slots[i] = k
+	}
+	return items, slots
 }
