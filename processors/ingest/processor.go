@@ -77,7 +77,8 @@ func (s *Stats) Snapshot() StatsSnapshot {
 // acknowledged.
 type Processor struct {
 	cfg        Config
-	partitions int // of the source topics (co-partitioned)
+	loopTopic  string // cfg.LoopTopic(), which builds the name anew on each call
+	partitions int    // of the source topics (co-partitioned)
 	epoch      int32
 	infDec     *avro.Decoder[avro.InferenceResult]
 	gwDec      *avro.Decoder[avro.GatewayLog]
@@ -136,7 +137,8 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	}
 	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
 		fail: d.Fail, log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
-		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics, claims: newClaims(cfg.TableTopic())}
+		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics, claims: newClaims(cfg.TableTopic()),
+		loopTopic: cfg.LoopTopic()}
 	var err error
 	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
 		return nil, err
@@ -194,7 +196,7 @@ type job struct {
 func (p *Processor) consume(gctx goka.Context, msg any) {
 	raw, _ := msg.([]byte)
 	p.Stats.Read.Add(1)
-	if string(gctx.Topic()) != p.cfg.LoopTopic() {
+	if string(gctx.Topic()) != p.loopTopic {
 		p.metrics.st().In(1)
 	}
 	pc, err := p.queues.get(string(gctx.Topic()), gctx.Partition()).Add(p.runCtx, gctx.DeferCommit())
@@ -206,7 +208,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 	for k, v := range gctx.Headers() {
 		origin.Headers = append(origin.Headers, kgo.RecordHeader{Key: k, Value: v})
 	}
-	if origin.Topic == p.cfg.LoopTopic() {
+	if origin.Topic == p.loopTopic {
 		if fwd, ok := forwardedFrom(gctx.Headers()); ok {
 			origin.Topic, origin.Partition, origin.Offset = fwd.Topic, fwd.Partition, fwd.Offset
 		}
@@ -220,7 +222,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 // forward sends a record that arrived on a foreign partition to its key's home partition
 // through the loopback topic, so dedupe sees every record of a requestId in one place.
 func (p *Processor) forward(o dlq.Origin, pc *pendingCommit) {
-	r := &kgo.Record{Topic: p.cfg.LoopTopic(), Key: o.Key, Value: o.Value, Headers: append(append([]kgo.RecordHeader{}, o.Headers...),
+	r := &kgo.Record{Topic: p.loopTopic, Key: o.Key, Value: o.Value, Headers: append(append([]kgo.RecordHeader{}, o.Headers...),
 		kgo.RecordHeader{Key: headerFwdTopic, Value: []byte(o.Topic)},
 		kgo.RecordHeader{Key: headerFwdPartition, Value: []byte(strconv.Itoa(int(o.Partition)))},
 		kgo.RecordHeader{Key: headerFwdOffset, Value: []byte(strconv.FormatInt(o.Offset, 10))})}
