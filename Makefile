@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-micro
+.PHONY: help demo test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-micro
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -48,6 +48,12 @@ bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the r
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bench/benthos/build.sh
 	bin/bench-harness $(BENCH_FLAGS)
+
+BENCH_SCALE ?= 100k,1M,10M
+bench-scale: check-go build stack-up ## scale mode: drain backlogs of BENCH_SCALE records (default 100k,1M,10M; several hours) with backflow and the ceiling; bench/latest.json and docs/bench-scale.png (commit both)
+	$(GO) build -o bin/bench-ceiling ./bench/ceiling
+	$(GO) build -o bin/bench-harness ./bench/harness
+	bin/bench-harness --scale $(BENCH_SCALE) $(BENCH_FLAGS)
 
 bench-micro: check-go ## Go micro-benchmarks of the hot paths into .bench/results/micro-*.txt (not committed), for benchstat (BENCH_COUNT, BENCH_RUN)
 	bench/micro.sh

@@ -64,6 +64,8 @@ type options struct {
 	timeout       time.Duration
 	keep          bool
 	layout        string
+	scale         []int  // --scale: backlog sizes drained one after another (scale mode when set)
+	plotPath      string // --plot: the PNG of µs per record against backlog size (scale mode)
 }
 
 func main() {
@@ -89,6 +91,8 @@ func main() {
 	flag.IntVar(&o.redisDB, "redis-db", 9, "Redis database the peers write features to; flushed before each run (never 0)")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest a peer may take to drain the backlog")
 	flag.StringVar(&o.layout, "backflow-layout", layoutStages, "how backflow runs: stages (one process per stage, each with its own profiles) or run (one `backflow run` process with every stage, as make demo runs it)")
+	scaleFlag := flag.String("scale", "", "scale mode: drain backlogs of these sizes one after another, e.g. 100k,1M,10M (suffixes k and M); each peer once per size (--runs), no latency run unless --latency is given; the summary lists every size")
+	flag.StringVar(&o.plotPath, "plot", "docs/bench-scale.png", "scale mode: where to draw µs per source record against backlog size, a PNG (empty: none; a --quick run draws none unless this is given)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's topics, groups and ClickHouse database (default: deleted after the run)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n")
@@ -111,6 +115,23 @@ func main() {
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *scaleFlag != "" {
+		sizes, err := parseSizes(*scaleFlag)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-harness: --scale:", err)
+			os.Exit(2)
+		}
+		o.scale = sizes
+		if !set["runs"] {
+			o.runs = 1
+		}
+		if !set["latency"] {
+			o.latency = false
+		}
+		if !set["peers"] {
+			o.peers = peerBackflow + "," + peerCeiling
+		}
+	}
 	if o.quick {
 		if !set["records"] {
 			o.records = 60_000
@@ -123,6 +144,9 @@ func main() {
 		}
 		if !set["summary"] {
 			o.summaryPath = "" // a short run's figures are no summary to commit
+		}
+		if !set["plot"] {
+			o.plotPath = ""
 		}
 	}
 	if o.latencyRuns == 0 {
@@ -244,55 +268,36 @@ func run(ctx context.Context, o options) error {
 	defer h.st.Close()
 
 	res := &results{Commit: gitCommit(), Machine: machineInfo(), Started: h.started.UTC(), Options: o.summary()}
-	say("bench %s: %d records, %d run(s) per peer, peers %s; logs in %s", h.stamp, o.records, o.runs, o.peers, h.tmp)
+	if len(o.scale) > 0 {
+		say("bench %s: scale mode, backlogs of %v records, %d run(s) per peer and backlog, peers %s; logs in %s", h.stamp, o.scale, o.runs, o.peers, h.tmp)
+	} else {
+		say("bench %s: %d records, %d run(s) per peer, peers %s; logs in %s", h.stamp, o.records, o.runs, o.peers, h.tmp)
+	}
 	say("machine: %s", res.Machine)
 
-	bl, err := h.prefill(ctx, "b"+strings.ToLower(h.stamp[4:]), o.records)
-	if err != nil {
-		return err
-	}
-	res.Backlog = bl.summary()
-	defer func() {
-		if !o.keep {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			h.st.deleteTopics(cctx, bl.inference, bl.gateway)
-			cancel()
+	if len(o.scale) > 0 {
+		if err := h.scaleRuns(ctx, res); err != nil {
+			return err
 		}
-	}()
-
-	peers := o.peerList()
-	res.Peers = map[string]*peerResults{}
-	for _, p := range peers {
-		res.Peers[p] = &peerResults{}
-	}
-	for r := 1; r <= o.runs; r++ {
-		for _, p := range peers {
-			prof := ""
-			if o.profile && p == peerBackflow && r == 1 {
-				prof = filepath.Join(o.out, "profiles", h.stamp)
-				if err := os.MkdirAll(prof, 0o755); err != nil {
-					return err
-				}
-				res.ProfileDir = prof
-			}
-			pr := h.newPeerRun(p, r, bl, bl.tag, prof)
-			m, err := h.measure(ctx, pr, bl)
-			if err != nil {
-				return fmt.Errorf("%s run %d: %w", p, r, err)
-			}
-			res.Peers[p].Runs = append(res.Peers[p].Runs, m)
-			say("%s run %d/%d: %s", p, r, o.runs, m.line())
-			res.Peers[p].Median = median(res.Peers[p].Runs)
-			res.ratios()
-			h.checkpoint(res) // what was measured survives a later failure
+	} else {
+		bl, err := h.prefill(ctx, "b"+strings.ToLower(h.stamp[4:]), o.records)
+		if err != nil {
+			return err
 		}
+		defer h.dropBacklog(bl)
+		res.Backlog = bl.summary()
+		res.Peers = map[string]*peerResults{}
+		if err := h.drain(ctx, res, bl, res.Peers, true); err != nil {
+			return err
+		}
+		res.ratios()
 	}
 
 	if o.latency {
 		rate := o.latencyRate
 		if rate == 0 {
 			if b := res.Peers[peerBackflow]; b != nil && b.Median.RecordsPerSec > 0 {
-				rate = b.Median.RecordsPerSec / 2 / bl.recordsPerRequest()
+				rate = b.Median.RecordsPerSec / 2 / res.recordsPerRequest()
 			} else {
 				rate = 1000
 			}
@@ -332,7 +337,56 @@ func run(ctx context.Context, o options) error {
 		}
 		say("summary (commit this): %s", o.summaryPath)
 	}
+	if o.plotPath != "" && len(res.Scale) > 0 {
+		if err := plotScale(res, o.plotPath); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		say("plot of µs per record against backlog size (commit this): %s", o.plotPath)
+	}
 	return nil
+}
+
+// drain has every peer drain bl, o.runs times each, into peers (the medians updated after each
+// run, and the results so far written after each). profile: backflow's first run writes
+// profiles.
+func (h *harness) drain(ctx context.Context, res *results, bl backlog, peers map[string]*peerResults, profile bool) error {
+	o := h.opt
+	for _, p := range o.peerList() {
+		peers[p] = &peerResults{}
+	}
+	for r := 1; r <= o.runs; r++ {
+		for _, p := range o.peerList() {
+			prof := ""
+			if o.profile && profile && p == peerBackflow && r == 1 {
+				prof = filepath.Join(o.out, "profiles", h.stamp)
+				if err := os.MkdirAll(prof, 0o755); err != nil {
+					return err
+				}
+				res.ProfileDir = prof
+			}
+			pr := h.newPeerRun(p, r, bl, bl.tag, prof)
+			m, err := h.measure(ctx, pr, bl)
+			if err != nil {
+				return fmt.Errorf("%s run %d: %w", p, r, err)
+			}
+			peers[p].Runs = append(peers[p].Runs, m)
+			say("%s run %d/%d: %s", p, r, o.runs, m.line())
+			peers[p].Median = median(peers[p].Runs)
+			res.ratios()
+			h.checkpoint(res) // what was measured survives a later failure
+		}
+	}
+	return nil
+}
+
+// dropBacklog deletes the backlog's source topics, unless --keep.
+func (h *harness) dropBacklog(bl backlog) {
+	if h.opt.keep {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h.st.deleteTopics(ctx, bl.inference, bl.gateway)
 }
 
 // checkpoint writes the results so far (marked partial) to the run's files; the final write

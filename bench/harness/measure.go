@@ -160,7 +160,8 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		byName[t.name] = t
 	}
 
-	deadline := time.After(h.opt.timeout)
+	limit := h.drainTimeout(bl.records)
+	deadline := time.After(limit)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	lastSay := time.Now()
@@ -169,7 +170,7 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		case <-ctx.Done():
 			return m, ctx.Err()
 		case <-deadline:
-			return m, fmt.Errorf("not drained within --timeout %v; logs in %s", h.opt.timeout, h.tmp)
+			return m, fmt.Errorf("not drained within %v (--timeout, longer for a large backlog); logs in %s", limit, h.tmp)
 		case <-tick.C:
 		}
 		for i, c := range children {

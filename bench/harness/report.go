@@ -29,6 +29,9 @@ type results struct {
 	Latency    *latencyResults         `json:"latency,omitempty"`
 	ProfileDir string                  `json:"profile_dir,omitempty"`
 	Profiles   map[string]string       `json:"profiles,omitempty"` // stage/kind → top of the profile
+	// Scale holds every backlog size of a scale run (--scale); Backlog and Peers are then
+	// those of one of them (see pickScalePoint).
+	Scale []scalePoint `json:"scale,omitempty"`
 }
 
 type machine struct {
@@ -208,8 +211,17 @@ func (o options) summary() map[string]string {
 	return map[string]string{
 		"records": strconv.Itoa(o.records), "runs": strconv.Itoa(o.runs), "peers": o.peers, "quick": strconv.FormatBool(o.quick),
 		"latency_rate": strconv.FormatFloat(o.latencyRate, 'f', -1, 64), "latency_duration": o.latencyFor.String(),
-		"latency_runs": strconv.Itoa(o.latencyRuns), "backflow_layout": o.layout,
+		"latency_runs": strconv.Itoa(o.latencyRuns), "backflow_layout": o.layout, "scale": scaleList(o.scale),
 	}
+}
+
+// scaleList writes --scale's sizes back as a comma-separated list ("" outside scale mode).
+func scaleList(sizes []int) string {
+	s := make([]string, len(sizes))
+	for i, n := range sizes {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func (b backlog) summary() map[string]any {
@@ -325,6 +337,17 @@ func (r *results) markdown() string {
 		w("backflow ran as one process per stage (`--backflow-layout stages`): ingest, sink-clickhouse, sink-features; its CPU and peak RSS are their sums.\n\n")
 	case layoutRun:
 		w("backflow ran as `make demo` runs it: one `backflow run` process with every stage.\n\n")
+	}
+	if len(r.Scale) > 0 {
+		w("## Against the backlog's size\n\n| backlog records | peer | records/s | seconds | CPU µs per record | services µs per record | peak RSS MB | ClickHouse rows (FINAL) |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, s := range summarizeScale(r) {
+			for _, p := range allPeers {
+				if m, ok := s.Peers[p]; ok {
+					w("| %d | %s | %.0f | %.0f | %.1f | %.1f | %.0f | %d (%d) |\n", s.Records, p, m.RecordsPerSec, m.Seconds, m.CPUPerRecord, m.ServicesCPU, m.PeakRSSMB, m.Rows, m.RowsFinal)
+				}
+			}
+		}
+		w("\nThe sections below are the backlog of %v records.\n\n", r.Backlog["records"])
 	}
 	w("## Draining the backlog\n\n")
 	w("| peer | records/s (end to end) | seconds | CPU s per million records | peak RSS MB | ClickHouse rows (FINAL) | Redis keys |\n|---|---:|---:|---:|---:|---:|---:|\n")

@@ -26,6 +26,8 @@ import (
 //	options.runs             --runs: drains per peer; every peer figure is the median over them
 //	options.layout           --backflow-layout: stages (a process per stage) or run (one process)
 //	options.quick            true for a --quick run (omitted otherwise)
+//	options.scale            a scale run's backlog sizes asked for, e.g. "100000,1000000,10000000"
+//	                         (omitted otherwise)
 //	backlog_records          source records in the backlog (requests × 3, duplicates, poison)
 //	clickhouse_rows_expected the backlog's valid originals: the rows an exact peer lands
 //	peers.<peer>             backflow, ceiling, benthos; medians over the runs:
@@ -44,6 +46,13 @@ import (
 //	ratios                   backflow's median over the other peer's; omitted when not measured
 //	  backflow_ceiling_records_per_sec, backflow_benthos_records_per_sec   > 1: backflow faster
 //	  backflow_ceiling_cpu_per_record,  backflow_benthos_cpu_per_record    < 1: backflow cheaper
+//	scale                    only from a scale run (--scale): one entry per backlog size, in
+//	                         increasing order: records (source records in that backlog) and
+//	                         peers.<peer> with the medians records_per_sec, seconds,
+//	                         cpu_us_per_record, services_cpu_us_per_record, peak_rss_mb,
+//	                         clickhouse_rows, clickhouse_rows_final; backlog_records, peers and
+//	                         ratios above are then those of the size --records names (default
+//	                         1M), or the largest size when --records is not one of them
 //	drains                   only from --summarize with more than one file: backflow draining a
 //	                         larger backlog, each with its own started, commit, layout, records
 //	                         (source records), seconds, records_per_sec, cpu_us_per_record,
@@ -61,6 +70,7 @@ type summary struct {
 	Peers          map[string]summaryPeer `json:"peers"`
 	Ratios         *summaryRatios         `json:"ratios,omitempty"`
 	Drains         []summaryDrain         `json:"drains,omitempty"`
+	Scale          []summaryScale         `json:"scale,omitempty"`
 }
 
 type summaryMachine struct {
@@ -74,6 +84,7 @@ type summaryOptions struct {
 	Runs    int    `json:"runs"`
 	Layout  string `json:"layout"`
 	Quick   bool   `json:"quick,omitempty"`
+	Scale   string `json:"scale,omitempty"`
 }
 
 type summaryPeer struct {
@@ -152,8 +163,9 @@ func summarize(r *results) (*summary, error) {
 		Started: r.Started.UTC().Format(time.RFC3339),
 		Commit:  r.Commit,
 		Machine: summaryMachine{Cores: r.Machine.Cores, CPU: r.Machine.CPU, LoadStart: r.Machine.LoadStart},
-		Options: summaryOptions{Records: records, Runs: runs, Layout: r.Options["backflow_layout"], Quick: r.Options["quick"] == "true"},
-		Peers:   map[string]summaryPeer{},
+		Options: summaryOptions{Records: records, Runs: runs, Layout: r.Options["backflow_layout"], Quick: r.Options["quick"] == "true",
+			Scale: r.Options["scale"]},
+		Peers: map[string]summaryPeer{},
 	}
 	for name, pr := range r.Peers {
 		if pr == nil {
@@ -192,6 +204,7 @@ func summarize(r *results) (*summary, error) {
 	if rs != (summaryRatios{}) {
 		s.Ratios = &rs
 	}
+	s.Scale = summarizeScale(r)
 	return s, nil
 }
 

@@ -45,17 +45,22 @@ const visitExpire = "expire"
 // Stats counts what the processor did; read with Snapshot.
 type Stats struct {
 	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated atomic.Int64
+	// ModerationTexts counts the records' texts put in moderation batches; ModerationItems the
+	// items sent for them (a text repeated in one batch is sent once).
+	ModerationTexts, ModerationItems atomic.Int64
 }
 
 // StatsSnapshot is a copy of Stats.
 type StatsSnapshot struct {
 	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated int64
+	ModerationTexts, ModerationItems                                                      int64
 }
 
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() StatsSnapshot {
 	return StatsSnapshot{s.Read.Load(), s.Forwarded.Load(), s.Claimed.Load(), s.Redelivered.Load(),
-		s.Duplicates.Load(), s.DeadLettered.Load(), s.Emitted.Load(), s.Unmoderated.Load()}
+		s.Duplicates.Load(), s.DeadLettered.Load(), s.Emitted.Load(), s.Unmoderated.Load(),
+		s.ModerationTexts.Load(), s.ModerationItems.Load()}
 }
 
 // Processor is the ingest stage: it consumes the source topics (and its loopback), decodes,
@@ -72,7 +77,8 @@ func (s *Stats) Snapshot() StatsSnapshot {
 // acknowledged.
 type Processor struct {
 	cfg        Config
-	partitions int // of the source topics (co-partitioned)
+	loopTopic  string // cfg.LoopTopic(), which builds the name anew on each call
+	partitions int    // of the source topics (co-partitioned)
 	epoch      int32
 	infDec     *avro.Decoder[avro.InferenceResult]
 	gwDec      *avro.Decoder[avro.GatewayLog]
@@ -131,7 +137,8 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 	}
 	p := &Processor{cfg: cfg, partitions: partitions, epoch: epoch, prod: d.Producer, dead: d.DeadLetters,
 		fail: d.Fail, log: log.With("stage", "ingest"), now: time.Now, runCtx: ctx, queues: newCommitQueues(cfg.MaxInFlight),
-		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics, claims: newClaims(cfg.TableTopic())}
+		batchers: map[int32]*batcher{}, deadQueues: map[int32]chan deadJob{}, metrics: d.Metrics, claims: newClaims(cfg.TableTopic()),
+		loopTopic: cfg.LoopTopic()}
 	var err error
 	if p.infDec, err = avro.NewDecoder[avro.InferenceResult](d.Registry, avro.InferenceResultSchema, cfg.Decoder); err != nil {
 		return nil, err
@@ -189,7 +196,7 @@ type job struct {
 func (p *Processor) consume(gctx goka.Context, msg any) {
 	raw, _ := msg.([]byte)
 	p.Stats.Read.Add(1)
-	if string(gctx.Topic()) != p.cfg.LoopTopic() {
+	if string(gctx.Topic()) != p.loopTopic {
 		p.metrics.st().In(1)
 	}
 	pc, err := p.queues.get(string(gctx.Topic()), gctx.Partition()).Add(p.runCtx, gctx.DeferCommit())
@@ -201,7 +208,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 	for k, v := range gctx.Headers() {
 		origin.Headers = append(origin.Headers, kgo.RecordHeader{Key: k, Value: v})
 	}
-	if origin.Topic == p.cfg.LoopTopic() {
+	if origin.Topic == p.loopTopic {
 		if fwd, ok := forwardedFrom(gctx.Headers()); ok {
 			origin.Topic, origin.Partition, origin.Offset = fwd.Topic, fwd.Partition, fwd.Offset
 		}
@@ -215,7 +222,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 // forward sends a record that arrived on a foreign partition to its key's home partition
 // through the loopback topic, so dedupe sees every record of a requestId in one place.
 func (p *Processor) forward(o dlq.Origin, pc *pendingCommit) {
-	r := &kgo.Record{Topic: p.cfg.LoopTopic(), Key: o.Key, Value: o.Value, Headers: append(append([]kgo.RecordHeader{}, o.Headers...),
+	r := &kgo.Record{Topic: p.loopTopic, Key: o.Key, Value: o.Value, Headers: append(append([]kgo.RecordHeader{}, o.Headers...),
 		kgo.RecordHeader{Key: headerFwdTopic, Value: []byte(o.Topic)},
 		kgo.RecordHeader{Key: headerFwdPartition, Value: []byte(strconv.Itoa(int(o.Partition)))},
 		kgo.RecordHeader{Key: headerFwdOffset, Value: []byte(strconv.FormatInt(o.Offset, 10))})}
@@ -532,24 +539,43 @@ func (b *batcher) run() {
 }
 
 func (b *batcher) flush(batch []*job) {
-	// Ids are positions in the batch: unique even when a partition revoked and re-assigned to
-	// this process delivers a record that is still waiting here from before.
-	items := make([]moderation.Item, len(batch))
-	for i, j := range batch {
-		items[i] = moderation.Item{ID: strconv.Itoa(i), Text: j.text}
-	}
+	items, slots := dedupeTexts(batch)
+	b.p.Stats.ModerationTexts.Add(int64(len(batch)))
+	b.p.Stats.ModerationItems.Add(int64(len(items)))
 	b.p.metrics.st().Batch(len(items))
 	outs := b.p.mod.moderate(b.p.runCtx, items)
 	if outs == nil {
 		return // stopping
 	}
 	for i, j := range batch {
-		if outs[i].err != nil {
-			if b.p.deadLetter(j.origin, outs[i].err) {
+		o := outs[slots[i]]
+		if o.err != nil {
+			if b.p.deadLetter(j.origin, o.err) {
 				j.pc.Done()
 			}
 			continue
 		}
-		b.p.emit(j, outs[i])
+		b.p.emit(j, o)
 	}
+}
+
+// dedupeTexts makes the items of one moderation batch: each distinct text once (a gateway
+// RESPONSE and its inference result usually carry the same text), so the service checks it
+// once and its verdict goes to every record with that text. slots[i] is the item of batch[i].
+// Ids are positions among the items: unique even when a partition revoked and re-assigned to
+// this process delivers a record that is still waiting here from before.
+func dedupeTexts(batch []*job) (items []moderation.Item, slots []int) {
+	items = make([]moderation.Item, 0, len(batch))
+	slots = make([]int, len(batch))
+	seen := make(map[string]int, len(batch))
+	for i, j := range batch {
+		k, ok := seen[j.text]
+		if !ok {
+			k = len(items)
+			seen[j.text] = k
+			items = append(items, moderation.Item{ID: strconv.Itoa(k), Text: j.text})
+		}
+		slots[i] = k
+	}
+	return items, slots
 }

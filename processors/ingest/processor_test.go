@@ -477,7 +477,7 @@ func (h *harness) submit(id, text string) {
 func TestBatchBoundaries(t *testing.T) {
 	h := newHarness(t, Config{BatchSize: 3, BatchLinger: 200 * time.Millisecond}, 0)
 	for i := 0; i < 7; i++ {
-		h.submit(fmt.Sprint("r", i), "text")
+		h.submit(fmt.Sprint("r", i), fmt.Sprint("text ", i)) // distinct: identical texts are sent once
 	}
 	h.waitFor("two full batches", func() bool { return h.p.Stats.Emitted.Load() >= 6 })
 	if n := h.check.calls(); n != 2 || h.p.Stats.Emitted.Load() != 6 {
@@ -564,5 +564,98 @@ func TestMismatchIsolatesTheAffectedRecord(t *testing.T) {
 	// 2 attempts of the batch, then one call per record.
 	if n := h.check.calls(); n != 2+1+2+1 {
 		t.Fatalf("%d calls, want 6 (2 batch attempts, a, b twice, c)", n)
+	}
+}
+
+// TestIdenticalTextsSentOnce: a RESPONSE log and its inference result carry the same text, and
+// so may two requests; the batch sends each distinct text once and gives its verdict to every
+// record that carries it.
+func TestIdenticalTextsSentOnce(t *testing.T) {
+	h := newHarness(t, Config{BatchSize: 6, BatchLinger: time.Hour}, 0)
+	texts := map[string]string{
+		"r1-inf": "bluefin ahead", "r1-resp": "bluefin ahead", // a request's output and its RESPONSE
+		"r2-inf": "plain reply", "r2-resp": "plain reply",
+		"r3-req": "a prompt",
+		"r4-inf": "bluefin ahead", // another request, the same text
+	}
+	for _, id := range []string{"r1-inf", "r1-resp", "r2-inf", "r3-req", "r2-resp", "r4-inf"} {
+		h.submit(id, texts[id])
+	}
+	h.waitFor("6 emitted", func() bool { return h.p.Stats.Emitted.Load() == 6 && h.p.InFlight() == 0 })
+	if n := h.check.calls(); n != 1 {
+		t.Fatalf("%d moderation calls, want 1", n)
+	}
+	var sent []string
+	for _, it := range h.check.batches[0] {
+		sent = append(sent, it.ID+"="+it.Text)
+	}
+	if got := strings.Join(sent, ", "); got != "0=bluefin ahead, 1=plain reply, 2=a prompt" {
+		t.Fatalf("items sent: %s; want each distinct text once, in first-seen order", got)
+	}
+	if st := h.p.Stats.Snapshot(); st.ModerationTexts != 6 || st.ModerationItems != 3 {
+		t.Fatalf("stats %+v: want 6 texts, 3 items", st)
+	}
+	got := h.enriched()
+	if len(got) != 6 {
+		t.Fatalf("%d enriched records, want 6", len(got))
+	}
+	for _, e := range got {
+		m := e.Moderation
+		if texts[e.RequestID] == "bluefin ahead" {
+			if m.Status != "CHECKED" || m.Verdict != "REVIEW" || len(m.Hits) != 1 || m.Hits[0].Start != 0 || m.Hits[0].End != 7 {
+				t.Errorf("%s: moderation %+v, want REVIEW with its hit at 0-7", e.RequestID, m)
+			}
+			continue
+		}
+		if m.Status != "CHECKED" || m.Verdict != "ALLOW" || len(m.Hits) != 0 {
+			t.Errorf("%s: moderation %+v, want ALLOW without hits", e.RequestID, m)
+		}
+	}
+}
+
+// TestIdenticalBadTextsEachDeadLettered: when the one item of a repeated text cannot be
+// moderated, every record that carries it goes to the DLQ, each once; the others are emitted.
+func TestIdenticalBadTextsEachDeadLettered(t *testing.T) {
+	h := newHarness(t, Config{BatchSize: 3, BatchLinger: time.Hour, MaxAttempts: 2, BreakerFailures: 1000}, 0)
+	h.check.drop = func(items []moderation.Item) bool {
+		for _, it := range items {
+			if strings.Contains(it.Text, "cursed") {
+				return true
+			}
+		}
+		return false
+	}
+	h.submit("a", "fine")
+	h.submit("b", "cursed")
+	h.submit("c", "cursed")
+	h.waitFor("settled", func() bool { return h.p.InFlight() == 0 })
+	if st := h.p.Stats.Snapshot(); st.Emitted != 1 || st.DeadLettered != 2 {
+		t.Fatalf("stats %+v, want 1 emitted and 2 dead-lettered", st)
+	}
+	keys := map[string]int{}
+	for _, d := range h.dead.list() {
+		if d.Class != ClassModerationMismatch {
+			t.Fatalf("DLQ entry of class %s, want %s", d.Class, ClassModerationMismatch)
+		}
+		keys[string(d.Origin.Key)]++
+	}
+	if len(keys) != 2 || keys["b"] != 1 || keys["c"] != 1 {
+		t.Fatalf("DLQ keys %v, want b and c once each", keys)
+	}
+	// 2 attempts of the 2-item batch, then one by one: "fine" once, "cursed" twice.
+	if n := h.check.calls(); n != 2+1+2 {
+		t.Fatalf("%d calls, want 5", n)
+	}
+}
+
+func TestDedupeTexts(t *testing.T) {
+	batch := []*job{{text: "x"}, {text: "y"}, {text: "x"}, {text: "z"}, {text: "y"}}
+	items, slots := dedupeTexts(batch)
+	if len(items) != 3 || items[0] != (moderation.Item{ID: "0", Text: "x"}) || items[1] != (moderation.Item{ID: "1", Text: "y"}) ||
+		items[2] != (moderation.Item{ID: "2", Text: "z"}) {
+		t.Fatalf("items %+v", items)
+	}
+	if fmt.Sprint(slots) != "[0 1 0 2 1]" {
+		t.Fatalf("slots %v, want [0 1 0 2 1]", slots)
 	}
 }

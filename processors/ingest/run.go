@@ -133,7 +133,8 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	})
 	p.Close()
 	st := p.Stats.Snapshot()
-	log.Info("ingest stopped", "read", st.Read, "emitted", st.Emitted, "duplicates", st.Duplicates, "dead_lettered", st.DeadLettered, "forwarded", st.Forwarded)
+	log.Info("ingest stopped", "read", st.Read, "emitted", st.Emitted, "duplicates", st.Duplicates, "dead_lettered", st.DeadLettered, "forwarded", st.Forwarded,
+		"moderation_texts", st.ModerationTexts, "moderation_items", st.ModerationItems)
 	if err != nil && (errors.Is(err, errShutdown) || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
 		return nil
 	}

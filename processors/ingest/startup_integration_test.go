@@ -95,28 +95,7 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	}
 	adm.CreateTopic(ctx, 3, 1, nil, cfg.InferenceTopic)
 	adm.CreateTopic(ctx, 2, 1, nil, cfg.GatewayTopic)
-	// Metadata of new topics reaches the brokers a moment after CreateTopics returns.
-	waitPartitions := func(want map[string]int) {
-		t.Helper()
-		names := make([]string, 0, len(want))
-		for n := range want {
-			names = append(names, n)
-		}
-		for {
-			td, err := adm.ListTopics(ctx, names...)
-			ok := err == nil
-			for n, parts := range want {
-				ok = ok && len(td[n].Partitions) == parts
-			}
-			if ok {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("topics never showed the partition counts %v: %v", want, td)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitPartitions := func(want map[string]int) { waitTopics(t, ctx, adm, want) }
 	visible := func(gwParts int) { waitPartitions(map[string]int{cfg.InferenceTopic: 3, cfg.GatewayTopic: gwParts}) }
 	visible(2)
 	if _, err := ingest.Prepare(ctx, cl, cfg, 1); !errors.Is(err, ingest.ErrNotCopartitioned) || !strings.Contains(err.Error(), "3 partitions") {
@@ -180,6 +159,8 @@ func TestStartFlagsNonCompactedChangelog(t *testing.T) {
 			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
 		}
 	}
+	// Ingest's start-up refuses missing source topics: wait until the broker lists them.
+	waitTopics(t, ctx, adm, map[string]int{cfg.InferenceTopic: 3, cfg.GatewayTopic: 3, cfg.TableTopic(): 3})
 	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
 	if err != nil {
 		t.Fatal(err)
@@ -245,4 +226,28 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// waitTopics waits until the broker lists every topic of want with its partition count:
+// metadata of new topics reaches the brokers a moment after CreateTopics returns.
+func waitTopics(t *testing.T, ctx context.Context, adm *kadm.Client, want map[string]int) {
+	t.Helper()
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	for {
+		td, err := adm.ListTopics(ctx, names...)
+		ok := err == nil
+		for n, parts := range want {
+			ok = ok && len(td[n].Partitions) == parts
+		}
+		if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topics never showed the partition counts %v: %v", want, td)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

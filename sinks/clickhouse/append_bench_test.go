@@ -11,8 +11,9 @@ import (
 )
 
 // BenchmarkAppend is the ClickHouse append per row on the real server (deploy/local/stack):
-// AppendStruct of an inference row, as the sink does, against a positional Append of the same
-// values, as bench/ceiling does; and Send of a whole 10,000-row batch (network and server
+// AppendStruct of an inference row against a positional Append of the same values, as
+// bench/ceiling does; a flush's three tables appended column by column, as the sink does,
+// against AppendStruct per row; and Send of a whole 10,000-row batch (network and server
 // included). Rows are appended to a batch prepared on a database of the benchmark's own, and
 // the appending batches are aborted, so nothing is written but by send.
 func BenchmarkAppend(b *testing.B) {
@@ -71,6 +72,83 @@ func BenchmarkAppend(b *testing.B) {
 			r.CompletionTokens, r.CachedTokens, r.RiskScore, r.Labels, r.LabelScores, r.Status, r.Error, r.Region, r.FinishReason,
 			r.EmbeddingDim, r.OutputChars, r.ModerationStatus, r.Verdict, r.ModerationRisk, r.Categories, r.HitCount, r.SchemaID,
 			r.Epoch, r.SourcePartition, r.SourceOffset, r.IngestTime, r.Version, r.EventTimeMs, r.LandedTimeMs)
+	})
+	// A flush of 10,000 records in loadgen's mix (per request: a REQUEST, an inference result
+	// and a RESPONSE, one of them with a hit), its rows appended to one batch per table as
+	// WriteBatch appends them (columns), and as it did before, with AppendStruct per row
+	// (struct). ns/record is per source record.
+	var inf []InferenceRow
+	var gw []GatewayRow
+	var hits []HitRow
+	for i := range batch {
+		recs := benchEnriched()
+		e := recs[i%len(recs)]
+		e.SourceOffset = int64(i)
+		r, err := MapRecord(&e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Inference != nil {
+			inf = append(inf, *r.Inference)
+		} else {
+			gw = append(gw, *r.Gateway)
+		}
+		hits = append(hits, r.Hits...)
+	}
+	sqls := []string{insertSQL(TableInference, InferenceRow{}), insertSQL(TableGateway, GatewayRow{}), insertSQL(TableHits, HitRow{})}
+	flush := func(name string, add func(bts []driver.Batch) error) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				bts := make([]driver.Batch, len(sqls))
+				for i, q := range sqls {
+					if bts[i], err = conn.PrepareBatch(ctx, q); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if err := add(bts); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				for i, bt := range bts {
+					if bt.Rows() != []int{len(inf), len(gw), len(hits)}[i] {
+						b.Fatalf("batch %d holds %d rows", i, bt.Rows())
+					}
+					bt.Abort()
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
+		})
+	}
+	flush("flush-struct", func(bts []driver.Batch) error {
+		for i := range inf {
+			if err := bts[0].AppendStruct(&inf[i]); err != nil {
+				return err
+			}
+		}
+		for i := range gw {
+			if err := bts[1].AppendStruct(&gw[i]); err != nil {
+				return err
+			}
+		}
+		for i := range hits {
+			if err := bts[2].AppendStruct(&hits[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	flush("flush-columns", func(bts []driver.Batch) error {
+		if err := appendColumns(bts[0], inferenceColumns(inf)); err != nil {
+			return err
+		}
+		if err := appendColumns(bts[1], gatewayColumns(gw)); err != nil {
+			return err
+		}
+		return appendColumns(bts[2], hitColumns(hits))
 	})
 	b.Run("send-10000", func(b *testing.B) {
 		b.ReportAllocs()

@@ -640,17 +640,6 @@ func insertRows[T any](ctx context.Context, s *Sink, table string, rows []T, own
 	return attempts + a1 + a2, err
 }
 
-func appender[T any](rows []T) func(driver.Batch) error {
-	return func(b driver.Batch) error {
-		for i := range rows {
-			if err := b.AppendStruct(&rows[i]); err != nil {
-				return fmt.Errorf("%w: row %d: %w", ErrClickHouseRejected, i, err)
-			}
-		}
-		return nil
-	}
-}
-
 // retry runs op until it succeeds, fails with an error retryable does not accept, or ctx ends
 // (retry.Do with the sink's policy). While it retries, fetching is paused, so nothing piles up
 // in memory; each retry counts in attempts, Stats.Retries and the metrics.

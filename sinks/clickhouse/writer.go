@@ -34,32 +34,32 @@ func NewWriter(conn driver.Conn, insertTimeout time.Duration) *Writer {
 }
 
 // WriteBatch is one attempt at inserting t's rows: one PrepareBatch with the columns named (the
-// only insert that works on every server version we support). It stamps inference and gateway
-// rows with landed_time_ms, the moment this attempt started. A row the driver cannot append
-// fails with ErrClickHouseRejected.
+// only insert that works on every server version we support), the rows appended column by
+// column (columns.go). It stamps inference and gateway rows with landed_time_ms, the moment
+// this attempt started. Rows the driver cannot append fail with ErrClickHouseRejected.
 func (w *Writer) WriteBatch(ctx context.Context, t Table) error {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	var sql string
-	var appendAll func(driver.Batch) error
+	var cols []any
 	landed := time.Now().UnixMilli()
 	switch rs := t.Rows.(type) {
 	case []InferenceRow:
 		for i := range rs {
 			rs[i].LandedTimeMs = landed
 		}
-		sql, appendAll = insertSQL(t.Name, InferenceRow{}), appender(rs)
+		sql, cols = insertSQL(t.Name, InferenceRow{}), inferenceColumns(rs)
 	case []GatewayRow:
 		for i := range rs {
 			rs[i].LandedTimeMs = landed
 		}
-		sql, appendAll = insertSQL(t.Name, GatewayRow{}), appender(rs)
+		sql, cols = insertSQL(t.Name, GatewayRow{}), gatewayColumns(rs)
 	case []HitRow:
-		sql, appendAll = insertSQL(t.Name, HitRow{}), appender(rs)
+		sql, cols = insertSQL(t.Name, HitRow{}), hitColumns(rs)
 	case []LedgerRow:
-		sql, appendAll = insertSQL(t.Name, LedgerRow{}), appender(rs)
+		sql, cols = insertSQL(t.Name, LedgerRow{}), ledgerColumns(rs)
 	case []DLQRow:
-		sql, appendAll = insertSQL(t.Name, DLQRow{}), appender(rs)
+		sql, cols = insertSQL(t.Name, DLQRow{}), dlqColumns(rs)
 	default:
 		return fmt.Errorf("%w: no insert for %T", ErrClickHouseFatal, t.Rows)
 	}
@@ -67,7 +67,7 @@ func (w *Writer) WriteBatch(ctx context.Context, t Table) error {
 	if err != nil {
 		return err
 	}
-	if err := appendAll(b); err != nil {
+	if err := appendColumns(b, cols); err != nil {
 		b.Abort()
 		return err
 	}
