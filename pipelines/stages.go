@@ -152,8 +152,8 @@ var stages = []stage{
 // openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
 // start-up is waited out like one later on). Any other answer (wrong credentials, a bad
 // database number) fails at once.
-func openRedis(ctx context.Context, e *stageEnv) (*goredis.Client, error) {
-	var rdb *goredis.Client
+func openRedis(ctx context.Context, e *stageEnv) (goredis.UniversalClient, error) {
+	var rdb goredis.UniversalClient
 	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, redisUnreachable, func(err error, attempt int, _ time.Duration) {
 		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
 	}, func() (err error) {
