@@ -184,6 +184,15 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 		}, func() error {
 			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
+			if e.conn.ClickHouse.Cluster != "" {
+				reports, err := clickhouse.MigrateCluster(mctx, e.conn.ClickHouse, false)
+				for _, r := range reports {
+					for _, m := range r.Recorded {
+						log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
+					}
+				}
+				return err
+			}
 			db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
 			if err != nil {
 				return err
