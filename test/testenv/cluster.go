@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,12 +43,36 @@ func (c ClusterStack) List(key string) []string {
 // with deploy/local/stack --cluster up and stops it (--cluster down) when t ends; if it is
 // running, it is reused and left running. It shares the plain stack's Kafka, registry and
 // sensitive-word service (Integration's env file). Call Integration first.
+//
+// Cluster tests of different packages (go test ./... runs packages at once) take turns: each
+// holds a lock on the stack folder from before it looks at the cluster until after it stopped
+// it, so one never stops the cluster under another.
 func Cluster(t testing.TB) ClusterStack {
 	t.Helper()
 	root, ok := moduleRoot()
 	if !ok {
 		t.Fatal("testenv: cluster: module root not found")
 	}
+	dir := os.Getenv("BACKFLOW_STACK_DIR")
+	if dir == "" {
+		dir = filepath.Join(root, ".stack")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "cluster-tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("testenv: cluster lock: %v", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		t.Fatalf("testenv: cluster lock: %v", err)
+	}
+	// Registered first, so it runs last: after the stack's down and every other cleanup.
+	t.Cleanup(func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	})
 	stack := filepath.Join(root, "deploy", "local", "stack")
 	run := func(ctx context.Context, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, stack, append([]string{"--cluster"}, args...)...)
@@ -73,10 +98,6 @@ func Cluster(t testing.TB) ClusterStack {
 				t.Errorf("testenv: deploy/local/stack --cluster down: %v\n%s", err, out)
 			}
 		})
-	}
-	dir := os.Getenv("BACKFLOW_STACK_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, ".stack")
 	}
 	vals, err := envfile.Load(filepath.Join(dir, "cluster", "env"))
 	if err != nil {
