@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/processors/features"
@@ -31,7 +32,16 @@ import (
 // another host than the one written to, every original is there once (lost 0, duplicates 0)
 // and the rows are spread over both shards; Feast's SDK reads from the Redis Cluster the same
 // request count per tenant as ClickHouse holds.
-func TestClusterEndToEnd(t *testing.T) {
+func TestClusterEndToEnd(t *testing.T) { clusterEndToEnd(t, false) }
+
+// TestClusterFaults is TestClusterEndToEnd with a ClickHouse replica (shard 2's second) and a
+// Redis master (slot 0's) killed before the sinks start and started again 15 s later: the
+// Distributed inserts go to the live replica, the feature writer retries until the Redis
+// replica took over, nothing is dead-lettered, and the oracle holds, read on the restarted
+// replica once it caught up.
+func TestClusterFaults(t *testing.T) { clusterEndToEnd(t, true) }
+
+func clusterEndToEnd(t *testing.T, faults bool) {
 	testenv.Integration(t)
 	cl := testenv.Cluster(t)
 	hosts := cl.List(testenv.ClusterClickHouseAddrs)
@@ -73,6 +83,42 @@ func TestClusterEndToEnd(t *testing.T) {
 		EventStart: time.Now().Add(-time.Hour).UTC(), EventStep: 5 * time.Second})
 
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	restarted := make(chan error, 1)
+	killed := time.Now()
+	if faults {
+		// A master of the Redis Cluster (roles change with each failover): the one serving slot 0.
+		probe, err := redis.Open(ctx, conns.Redis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots, err := probe.ClusterSlots(ctx).Result()
+		probe.Close()
+		if err != nil || len(slots) == 0 {
+			t.Fatalf("cluster slots: %v", err)
+		}
+		master := ""
+		for _, sl := range slots {
+			if sl.Start == 0 {
+				for i, a := range seeds {
+					if a == sl.Nodes[0].Addr {
+						master = fmt.Sprintf("redis-%d", i+1)
+					}
+				}
+			}
+		}
+		if master == "" {
+			t.Fatalf("no seed serves slot 0: %v", slots)
+		}
+		cl.Kill(t, "clickhouse-s2r2")
+		cl.Kill(t, master)
+		t.Logf("killed clickhouse-s2r2 and %s, the master of slot 0", master)
+		go func() {
+			time.Sleep(15 * time.Second)
+			restarted <- cl.StartMissing(ctx)
+		}()
+	} else {
+		close(restarted)
+	}
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "ingest", env.Ingest.Group, []string{env.Ingest.InferenceTopic, env.Ingest.GatewayTopic}, func(ctx context.Context) error {
 		return ingest.Run(ctx, env.Ingest, ingest.RunConfig{Kafka: env.Kafka, Registry: env.Registry, SensitiveWords: env.Moderation(t), StorageDir: t.TempDir(), Logger: quiet})
 	})
@@ -84,6 +130,20 @@ func TestClusterEndToEnd(t *testing.T) {
 	}
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, sink.Run)
 
+	// The feature sink on the Redis Cluster (with a master down, under faults).
+	rdb, err := redis.Open(ctx, conns.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-features", env.Features.Group, []string{env.Ingest.EnrichedTopic}, func(ctx context.Context) error {
+		return features.Run(ctx, env.Features, features.RunConfig{Kafka: env.Kafka, Registry: env.Registry, Store: redis.NewWriter(rdb, redis.Config{}),
+			StorageDir: t.TempDir(), Logger: quiet})
+	})
+	if faults {
+		t.Logf("both sinks committed %v after the kills", time.Since(killed).Round(time.Millisecond))
+	}
+
 	// Lost 0, duplicates 0, through the Distributed tables, read on the other shard's replica.
 	want := map[string]bool{}
 	for _, e := range m.Entries {
@@ -93,11 +153,33 @@ func TestClusterEndToEnd(t *testing.T) {
 	}
 	rc := chcfg
 	rc.Addr = hosts[3]
+	if faults {
+		if err := <-restarted; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("clickhouse-s2r2 and the Redis master are back")
+	}
 	reader, err := clickhouse.Open(ctx, rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reader.Close()
+	if faults {
+		// Read on the replica that was down, once it has fetched what it missed.
+		if err := reader.Exec(ctx, "SYSTEM SYNC REPLICA inference_results_local"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An outage is retried, never dead-lettered: the sink's own DLQ stays empty.
+	ends, err := kadm.NewClient(env.Admin).ListEndOffsets(ctx, env.SinkDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 0 {
+			t.Errorf("the ClickHouse sink dead-lettered %d records in partition %d", o.Offset, o.Partition)
+		}
+	})
 	// A replica fetches a part a moment after the insert to the other replica returned, and a
 	// read through the Distributed table may pick either: the count converges within seconds.
 	check := func() (lost, dups, extra int) {
@@ -141,16 +223,6 @@ func TestClusterEndToEnd(t *testing.T) {
 		t.Fatalf("rows per shard %d and %d: want both shards used", s1, s2)
 	}
 
-	// The feature sink on the Redis Cluster, then Feast reads it back.
-	rdb, err := redis.Open(ctx, conns.Redis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-features", env.Features.Group, []string{env.Ingest.EnrichedTopic}, func(ctx context.Context) error {
-		return features.Run(ctx, env.Features, features.RunConfig{Kafka: env.Kafka, Registry: env.Registry, Store: redis.NewWriter(rdb, redis.Config{}),
-			StorageDir: t.TempDir(), Logger: quiet})
-	})
 	chCounts := map[string]float64{}
 	trows, err := reader.Query(ctx, "SELECT tenant_id, count() FROM v_gateway_logs WHERE phase = ? GROUP BY tenant_id ORDER BY tenant_id", avro.PhaseResponse)
 	if err != nil {

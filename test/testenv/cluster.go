@@ -3,9 +3,11 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +27,35 @@ const (
 // ClusterStack is the running cluster stack: its env file's values.
 type ClusterStack struct {
 	Values map[string]string
+	dir    string                                           // the cluster stack's folder
+	run    func(context.Context, ...string) (string, error) // deploy/local/stack --cluster ARGS
+}
+
+// Kill ends the cluster stack's service name (clickhouse-s2r2, redis-1, ...) with SIGKILL, as a
+// crash would; StartMissing brings it back.
+func (c ClusterStack) Kill(t testing.TB, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "run", name+".pid"))
+	if err != nil {
+		t.Fatalf("testenv: kill %s: %v", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("testenv: kill %s: pid %q: %v", name, b, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("testenv: kill %s (pid %d): %v", name, pid, err)
+	}
+}
+
+// StartMissing starts what of the cluster stack is not running (deploy/local/stack --cluster
+// up) and waits until all of it is ready again.
+func (c ClusterStack) StartMissing(ctx context.Context) error {
+	out, err := c.run(ctx, "up")
+	if err != nil {
+		return fmt.Errorf("deploy/local/stack --cluster up: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // Get returns the value of key in the cluster stack's env file, or "".
@@ -103,5 +134,5 @@ func Cluster(t testing.TB) ClusterStack {
 	if err != nil {
 		t.Fatalf("testenv: the cluster stack's env file: %v", err)
 	}
-	return ClusterStack{Values: vals}
+	return ClusterStack{Values: vals, dir: filepath.Join(dir, "cluster"), run: run}
 }

@@ -172,7 +172,7 @@ cluster_redis_probe() { [ "$(redis-cli -h "$HOST" -p "$(redis_node_port "$1")" p
 cluster_redis_formed() {
   local info replicas
   info=$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster info 2>/dev/null | tr -d '\r') || return 1
-  replicas=$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes 2>/dev/null | grep -c ' slave ') || return 1
+  replicas=$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes 2>/dev/null | grep -cE '[ ,]slave ') || return 1
   [[ "$info" == *"cluster_state:ok"* && "$info" == *"cluster_slots_assigned:16384"* && "$info" == *"cluster_known_nodes:$CLUSTER_REDIS_NODES"* ]] \
     && [ "$replicas" -eq $((CLUSTER_REDIS_NODES / 2)) ]
 }
@@ -216,7 +216,7 @@ CONF
     fi
     wait_ready redis-1 cluster_redis_formed
   fi
-  log "Redis Cluster ready: $(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes | grep -cE '[ ,]master ') masters and $(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes | grep -c ' slave ') replicas, all 16384 slots served"
+  log "Redis Cluster ready: $(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes | grep -cE '[ ,]master ') masters and $(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes | grep -cE '[ ,]slave ') replicas, all 16384 slots served"
 }
 
 cluster_redis_down() {
