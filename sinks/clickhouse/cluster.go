@@ -190,7 +190,7 @@ func ClusterHosts(ctx context.Context, conn driver.Conn, cluster string) ([]Host
 		return nil, fmt.Errorf("clickhouse: list cluster %s: %w", cluster, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("clickhouse: cluster %q is not in system.clusters of %s (check <remote_servers> and clickhouse.cluster)", cluster, "the server")
+		return nil, fmt.Errorf("clickhouse: cluster %q is not in the server's system.clusters (check <remote_servers> and clickhouse.cluster)", cluster)
 	}
 	return out, nil
 }
