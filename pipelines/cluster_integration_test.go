@@ -83,6 +83,12 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 		EventStart: time.Now().Add(-time.Hour).UTC(), EventStep: 5 * time.Second})
 
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// The feature sink's client, open before any fault, as a running stage's would be.
+	rdb, err := redis.Open(ctx, conns.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
 	restarted := make(chan error, 1)
 	killed := time.Now()
 	if faults {
@@ -131,11 +137,6 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, sink.Run)
 
 	// The feature sink on the Redis Cluster (with a master down, under faults).
-	rdb, err := redis.Open(ctx, conns.Redis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-features", env.Features.Group, []string{env.Ingest.EnrichedTopic}, func(ctx context.Context) error {
 		return features.Run(ctx, env.Features, features.RunConfig{Kafka: env.Kafka, Registry: env.Registry, Store: redis.NewWriter(rdb, redis.Config{}),
 			StorageDir: t.TempDir(), Logger: quiet})

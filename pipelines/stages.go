@@ -166,11 +166,13 @@ func openRedis(ctx context.Context, e *stageEnv) (goredis.UniversalClient, error
 	return rdb, nil
 }
 
-// redisUnreachable: Redis did not answer (a network error, a connection closed on us) or is
-// still loading its data set, which waiting fixes.
+// redisUnreachable: Redis did not answer (a network error, a connection closed on us), is
+// still loading its data set, or is a Redis Cluster failing over (a slot without a master, or
+// CLUSTERDOWN), which waiting fixes.
 func redisUnreachable(err error) bool {
 	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING")
+	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING") ||
+		errors.Is(err, redis.ErrClusterDown) || strings.Contains(err.Error(), "CLUSTERDOWN")
 }
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {

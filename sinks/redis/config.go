@@ -25,6 +25,10 @@ const (
 	ModeCluster = "cluster"
 )
 
+// ErrClusterDown means a Redis Cluster answered but does not serve every slot (cluster_state
+// is not ok): a master is down and its replica has not taken over yet. Waiting fixes it.
+var ErrClusterDown = errors.New("redis: cluster_state is not ok (some slot has no master)")
+
 // Conn says how to reach Redis. Each field's default is its default tag (none: the zero
 // value); the tags declare the keys of the config file's redis section.
 type Conn struct {
@@ -127,7 +131,7 @@ func Open(ctx context.Context, c Conn) (goredis.UniversalClient, error) {
 		}
 		if !strings.Contains(info, "cluster_state:ok") {
 			cc.Close()
-			return nil, fmt.Errorf("redis: cluster %s is not ok (cluster_state is not ok: some slot has no master)", c.Endpoint())
+			return nil, fmt.Errorf("redis cluster %s: %w", c.Endpoint(), ErrClusterDown)
 		}
 		cl = cc
 	} else {
