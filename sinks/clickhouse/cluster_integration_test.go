@@ -173,6 +173,13 @@ func TestMigrateCluster(t *testing.T) {
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
+	// The other replica of the key's shard fetches the part a moment later (docs/scaling.md):
+	// wait for it, as a read on any replica follows.
+	for _, c := range conns {
+		if err := c.Exec(ctx, "SYSTEM SYNC REPLICA inference_results_local"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n := queryUint(t, ctx, conns[1], "SELECT count() FROM v_inference_results"); n != rows {
 		t.Errorf("v_inference_results: %d rows, want %d", n, rows)
 	}
