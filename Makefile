@@ -5,13 +5,20 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-micro
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-micro
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 demo: check-go build stack-plain-up ## the main job: every stage on ~30 s of generated traffic, then what landed where
 	deploy/demo.sh
+
+demo-cluster: check-go build stack-cluster-up ## the demo on the cluster stack: 3 backflow run processes, ClickHouse 2 shards x 2 replicas, a Redis Cluster; the manifest checked against the distributed views
+	deploy/demo-cluster.sh
+
+stack-cluster-up:
+	$(STACK) up kafka registry sensitive-words
+	$(STACK) --cluster up
 
 test: check-go stack-up chromium fmt-check vet ## everything: both stacks up (reused if running), Chromium, gofmt, vet, all tests with -race, then test-leftovers for what they made
 	since=$$(date +%s%N); status=0; \

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/backflowhq/backflow/internal/conf"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 // LocalStackHint is where the local stack's addresses are: the services' addresses have no
@@ -26,6 +27,11 @@ func (c Conns) IsSet(system string) bool {
 	case SystemClickHouse:
 		return c.ClickHouse.Addr != ""
 	case SystemRedis:
+		// In cluster mode the address is the seeds (addrs); a mode the Conn refuses is left
+		// to its Validate.
+		if c.Redis.Mode == redis.ModeCluster {
+			return len(c.Redis.Addrs) > 0
+		}
 		return c.Redis.Addr != ""
 	case SystemSensitiveWords:
 		return c.SensitiveWords.URL != ""
@@ -41,8 +47,12 @@ func (c Conns) missing(systems ...string) error {
 		if c.IsSet(sys) {
 			continue
 		}
-		k, _ := schema.Key(schema.PathOf(addressField[sys]))
-		errs = append(errs, conf.Field(addressField[sys], fmt.Errorf("%w: give %s or %s in --config (%s)", conf.ErrNotSet, k.Env, k.Path, LocalStackHint)))
+		field := addressField[sys]
+		if sys == SystemRedis && c.Redis.Mode == redis.ModeCluster {
+			field = "Redis.Addrs"
+		}
+		k, _ := schema.Key(schema.PathOf(field))
+		errs = append(errs, conf.Field(field, fmt.Errorf("%w: give %s or %s in --config (%s)", conf.ErrNotSet, k.Env, k.Path, LocalStackHint)))
 	}
 	return errors.Join(errs...)
 }

@@ -242,12 +242,26 @@ func checkRedis(ctx context.Context, c Conns) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("features: redis info: %w", err)
 	}
+	name := "Redis"
+	if c.Redis.Mode == redis.ModeCluster {
+		slots, err := rdb.ClusterSlots(ctx).Result()
+		if err != nil {
+			return "", fmt.Errorf("features: redis cluster slots: %w", err)
+		}
+		masters := map[string]bool{}
+		for _, s := range slots {
+			if len(s.Nodes) > 0 {
+				masters[s.Nodes[0].Addr] = true
+			}
+		}
+		name = fmt.Sprintf("Redis Cluster of %d masters,", len(masters))
+	}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return "Redis " + v, nil
+			return name + " " + v, nil
 		}
 	}
-	return "Redis", nil
+	return name, nil
 }
 
 func checkSensitiveWords(ctx context.Context, c Conns) (string, error) {

@@ -151,9 +151,10 @@ func KeysUnder(section string) []Key {
 func KeyInfo(path string) (Key, bool) { return schema.Key(path) }
 
 // LocalStackVariables are the variables the local stack's env files (.stack/env,
-// .stack/secure/env) carry for its tools and tests besides backflow's own: backflow does not
-// read them, and does not warn about them either.
-var LocalStackVariables = []string{"BACKFLOW_CLICKHOUSE_HTTP_ADDR", "BACKFLOW_KAFKA_TOOL", "BACKFLOW_KAFKA_TOOL_CONFIG"}
+// .stack/secure/env, .stack/cluster/env) carry for its tools and tests besides backflow's own:
+// backflow does not read them, and does not warn about them either.
+var LocalStackVariables = []string{"BACKFLOW_CLICKHOUSE_HTTP_ADDR", "BACKFLOW_KAFKA_TOOL", "BACKFLOW_KAFKA_TOOL_CONFIG",
+	"BACKFLOW_CLICKHOUSE_CLUSTER_ADDRS", "BACKFLOW_ZOOKEEPER_ADDR", "BACKFLOW_CLUSTER_SHARED_ENV"}
 
 // UnknownVariables returns the BACKFLOW_* variables of environ (os.Environ()) that no key
 // reads, each with the nearest name that is read: a misspelled variable is otherwise ignored

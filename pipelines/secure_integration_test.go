@@ -390,7 +390,7 @@ func responseOwners(t *testing.T, ctx context.Context, kcfg kafka.Conn, reg *sr.
 	return tenants, models
 }
 
-func checkFeatures(t *testing.T, ctx context.Context, rdb *goredis.Client, project string, tenants, models map[string]int) {
+func checkFeatures(t *testing.T, ctx context.Context, rdb goredis.UniversalClient, project string, tenants, models map[string]int) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -425,7 +425,7 @@ func checkFeatures(t *testing.T, ctx context.Context, rdb *goredis.Client, proje
 }
 
 // int64Feature reads an Int64 feast Value from an entity's hash (0 when absent).
-func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat string) (int64, error) {
+func int64Feature(ctx context.Context, rdb goredis.UniversalClient, key, view, feat string) (int64, error) {
 	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
 	if errors.Is(err, goredis.Nil) {
 		return 0, nil

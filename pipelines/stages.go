@@ -152,8 +152,8 @@ var stages = []stage{
 // openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
 // start-up is waited out like one later on). Any other answer (wrong credentials, a bad
 // database number) fails at once.
-func openRedis(ctx context.Context, e *stageEnv) (*goredis.Client, error) {
-	var rdb *goredis.Client
+func openRedis(ctx context.Context, e *stageEnv) (goredis.UniversalClient, error) {
+	var rdb goredis.UniversalClient
 	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, redisUnreachable, func(err error, attempt int, _ time.Duration) {
 		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
 	}, func() (err error) {
@@ -166,11 +166,13 @@ func openRedis(ctx context.Context, e *stageEnv) (*goredis.Client, error) {
 	return rdb, nil
 }
 
-// redisUnreachable: Redis did not answer (a network error, a connection closed on us) or is
-// still loading its data set, which waiting fixes.
+// redisUnreachable: Redis did not answer (a network error, a connection closed on us), is
+// still loading its data set, or is a Redis Cluster failing over (a slot without a master, or
+// CLUSTERDOWN), which waiting fixes.
 func redisUnreachable(err error) bool {
 	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING")
+	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING") ||
+		errors.Is(err, redis.ErrClusterDown) || strings.Contains(err.Error(), "CLUSTERDOWN")
 }
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
@@ -184,6 +186,15 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 		}, func() error {
 			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
+			if e.conn.ClickHouse.Cluster != "" {
+				reports, err := clickhouse.MigrateCluster(mctx, e.conn.ClickHouse, false)
+				for _, r := range reports {
+					for _, m := range r.Recorded {
+						log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
+					}
+				}
+				return err
+			}
 			db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
 			if err != nil {
 				return err

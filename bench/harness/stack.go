@@ -23,7 +23,7 @@ type stack struct {
 	cl   *kgo.Client
 	adm  *kadm.Client
 	ch   driver.Conn
-	rdb  *goredis.Client
+	rdb  goredis.UniversalClient
 }
 
 func openStack(ctx context.Context, conn pipelines.Conns) (*stack, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -31,7 +32,13 @@ text columns such as model and tenant_id are LowCardinality(String) and event ti
 DateTime64(3); on ClickHouse 18.16 they are String and DateTime. 0010_ttl (retention) waits
 until the server has TTL (19.6 and later) and is applied on the first migrate after an upgrade.
 
-The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.`,
+The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist (on every host,
+in cluster mode).
+
+In cluster mode (BACKFLOW_CLICKHOUSE_CLUSTER) every host of the cluster is checked first
+(reachable, macros shard and replica, a ZooKeeper session) and nothing is applied unless all
+are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a Distributed
+<table>, and each host's backflow_migrations is reported and updated (docs/scaling.md).`,
 		Example: `  backflow migrate --env-file .stack/env --dry-run
   backflow migrate --env-file .stack/env`,
 		Args: usageArgs(cobra.NoArgs),
@@ -64,6 +71,9 @@ The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.
 			for _, m := range waiting {
 				fmt.Fprintf(out, "waiting %04d_%s: needs %s, which this server lacks\n", m.Version, m.Name, strings.Join(m.Requires, ", "))
 			}
+			if cfg.ClickHouse.Cluster != "" {
+				return migrateCluster(ctx, out, cfg.ClickHouse, dryRun)
+			}
 			if dryRun {
 				pending, err := clickhouse.Pending(ctx, conn)
 				if err != nil {
@@ -89,6 +99,31 @@ The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist.
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations without applying them")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long migrate may take in all")
 	return cmd
+}
+
+// migrateCluster is migrate in cluster mode: one line per host and migration.
+func migrateCluster(ctx context.Context, out io.Writer, c clickhouse.Conn, dryRun bool) error {
+	reports, err := clickhouse.MigrateCluster(ctx, c, dryRun)
+	for _, r := range reports {
+		fmt.Fprintf(out, "host %s (shard %d, replica %d): %d recorded before, %d pending\n", r.Addr, r.Shard, r.Replica, r.Had, len(r.Pending))
+		for _, m := range r.Recorded {
+			fmt.Fprintf(out, "  applied %04d_%s\n", m.Version, m.Name)
+		}
+		if dryRun {
+			for _, m := range r.Pending {
+				fmt.Fprintf(out, "  pending %04d_%s (%d statements)\n", m.Version, m.Name, len(m.Statements))
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		fmt.Fprintf(out, "cluster %s, %d hosts, %s (dry run: nothing applied)\n", c.Cluster, len(reports), database(c))
+		return nil
+	}
+	fmt.Fprintf(out, "cluster %s, %d hosts, %s: up to date on every host\n", c.Cluster, len(reports), database(c))
+	return nil
 }
 
 func database(c clickhouse.Conn) string {

@@ -143,7 +143,7 @@ func waitReady(t *testing.T, ctx context.Context, base string, code int, want st
 type pipelineEnv struct {
 	*pipelinetest.Env
 	ch   driver.Conn // on the stack's ClickHouse, no database chosen
-	rdb  *goredis.Client
+	rdb  goredis.UniversalClient
 	dir  string
 	vars map[string]string // the child's BACKFLOW_* variables
 }
@@ -252,7 +252,7 @@ func (e *pipelineEnv) count(t *testing.T, ctx context.Context, q string, args ..
 }
 
 // int64Feature reads an Int64 feature Value from an entity's Redis hash (Feast's layout).
-func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat string) (int64, error) {
+func int64Feature(ctx context.Context, rdb goredis.UniversalClient, key, view, feat string) (int64, error) {
 	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
 	if err != nil {
 		return 0, err

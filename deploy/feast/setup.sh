@@ -7,8 +7,10 @@
 #
 # Env: BACKFLOW_FEAST_PROJECT (default: the yaml's "backflow"; tests use private projects),
 # BACKFLOW_STACK_DIR (default <repo>/.stack), BACKFLOW_REDIS_ADDR (default from .stack/env,
-# else 127.0.0.1:16379), BACKFLOW_FEAST_PYTHON (default python3), BACKFLOW_FEAST_REPO_DIR (where
-# the rendered repo goes; default $STACK/feast-repo).
+# else 127.0.0.1:16379), BACKFLOW_REDIS_MODE=cluster with BACKFLOW_REDIS_ADDRS (the seeds,
+# comma-separated) for a Redis Cluster (redis_type: redis_cluster), BACKFLOW_FEAST_PYTHON
+# (default python3), BACKFLOW_FEAST_REPO_DIR (where the rendered repo goes; default
+# $STACK/feast-repo).
 set -euo pipefail
 
 # The pinned Feast version. internal/feast/layout.go follows this version's
@@ -26,6 +28,13 @@ if [[ -z "${BACKFLOW_REDIS_ADDR:-}" && -f "$stack/env" ]]; then
   BACKFLOW_REDIS_ADDR="$(sed -n 's/^BACKFLOW_REDIS_ADDR=//p' "$stack/env" | tail -1)"
 fi
 redis="${BACKFLOW_REDIS_ADDR:-127.0.0.1:16379}"
+redis_type=redis
+if [[ "${BACKFLOW_REDIS_MODE:-single}" == cluster ]]; then
+  # Feast's Redis Cluster client takes the seeds comma-separated in connection_string.
+  [[ -n "${BACKFLOW_REDIS_ADDRS:-}" ]] || { echo "setup: BACKFLOW_REDIS_MODE=cluster needs BACKFLOW_REDIS_ADDRS" >&2; exit 2; }
+  redis="$BACKFLOW_REDIS_ADDRS"
+  redis_type=redis_cluster
+fi
 
 marker="$venv/.feast-$FEAST_VERSION"
 if [[ ! -f "$marker" ]]; then
@@ -48,7 +57,8 @@ project_sed=""
 if [[ -n "${BACKFLOW_FEAST_PROJECT:-}" ]]; then
   project_sed="s#^project: .*#project: ${BACKFLOW_FEAST_PROJECT}#"
 fi
-sed -e "s#connection_string: .*#connection_string: \"$redis\"#" ${project_sed:+-e "$project_sed"} \
+sed -e "s#connection_string: .*#connection_string: \"$redis\"#" -e "s#redis_type: .*#redis_type: $redis_type#" \
+  ${project_sed:+-e "$project_sed"} \
   "$here/feature_store.yaml" >"$repo/feature_store.yaml"
 # Feast wants the batch source file to exist only when materializing; keep a placeholder path.
 cd "$repo"

@@ -150,7 +150,7 @@ func (e *Epoch) Apply(ctx context.Context, rec *Record) (string, error) {
 // topic to its end (Request.ToEnd), since deltas waiting there belong to the old state.
 type FeatureReset struct {
 	Client     *kgo.Client
-	Redis      *goredis.Client
+	Redis      goredis.UniversalClient
 	Sink       features.Config
 	StorageDir string
 }

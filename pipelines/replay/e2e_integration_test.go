@@ -34,7 +34,7 @@ type pipeline struct {
 	adm      *kadm.Client
 	chcfg    clickhouse.Conn
 	ch       driver.Conn
-	rdb      *goredis.Client
+	rdb      goredis.UniversalClient
 	ingestSt string // ingest's local table storage, kept across runs
 	featSt   string // the feature sink's
 	log      *slog.Logger

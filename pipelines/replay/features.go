@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,7 +51,7 @@ type ResetReport struct {
 // ResetFeatures deletes the aggregator's state: it re-creates the table changelog empty, deletes
 // the local table folders under storageDir ("" skips that step) and the aggregate rows of
 // cfg.Project in rdb. It is safe to run again after a partial failure.
-func ResetFeatures(ctx context.Context, adm *kadm.Client, rdb *redis.Client, cfg features.Config, storageDir string) (ResetReport, error) {
+func ResetFeatures(ctx context.Context, adm *kadm.Client, rdb redis.UniversalClient, cfg features.Config, storageDir string) (ResetReport, error) {
 	cfg = cfg.WithDefaults()
 	rep := ResetReport{TableTopic: cfg.TableTopic()}
 	var err error
@@ -160,7 +161,28 @@ func DeleteLocalTable(dir, table string) ([]string, error) {
 
 // DeleteAggregates deletes the Redis rows of project's aggregate entities (features.AggregateEntities)
 // and returns how many it deleted. Request rows stay.
-func DeleteAggregates(ctx context.Context, rdb *redis.Client, project string) (int, error) {
+func DeleteAggregates(ctx context.Context, rdb redis.UniversalClient, project string) (int, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return deleteAggregatesOn(ctx, rdb, project, false)
+	}
+	// SCAN walks one node's keys: on a Redis Cluster, walk every master.
+	var mu sync.Mutex
+	n := 0
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		d, err := deleteAggregatesOn(ctx, node, project, true)
+		mu.Lock()
+		n += d
+		mu.Unlock()
+		return err
+	})
+	return n, err
+}
+
+// deleteAggregatesOn deletes the aggregate rows of project on one Redis server. A cluster node
+// refuses a DEL of keys in different slots (CROSSSLOT), so there each key is its own DEL, in
+// one pipeline.
+func deleteAggregatesOn(ctx context.Context, rdb redis.Cmdable, project string, perKey bool) (int, error) {
 	n := 0
 	for _, jks := range features.AggregateEntities {
 		pattern := globEscape(entityKeyPrefix(jks...)) + "*" + globEscape(project)
@@ -178,16 +200,36 @@ func DeleteAggregates(ctx context.Context, rdb *redis.Client, project string) (i
 				}
 			}
 			if len(del) > 0 {
-				d, err := rdb.Del(ctx, del...).Result()
+				d, err := deleteKeys(ctx, rdb, del, perKey)
 				if err != nil {
 					return n, fmt.Errorf("replay: reset features: delete redis rows: %w", err)
 				}
-				n += int(d)
+				n += d
 			}
 			if cursor = next; cursor == 0 {
 				break
 			}
 		}
+	}
+	return n, nil
+}
+
+func deleteKeys(ctx context.Context, rdb redis.Cmdable, keys []string, perKey bool) (int, error) {
+	if !perKey {
+		d, err := rdb.Del(ctx, keys...).Result()
+		return int(d), err
+	}
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Del(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range cmds {
+		n += int(c.Val())
 	}
 	return n, nil
 }

@@ -30,7 +30,7 @@ import (
 )
 
 // int64Feature reads an Int64 Value of a feature from an entity's hash; ok false when absent.
-func int64Feature(ctx context.Context, rdb *goredis.Client, key, view, feat string) (int64, bool, error) {
+func int64Feature(ctx context.Context, rdb goredis.UniversalClient, key, view, feat string) (int64, bool, error) {
 	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
 	if err == goredis.Nil {
 		return 0, false, nil

@@ -10,8 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/processors/features"
@@ -28,8 +32,9 @@ func repoRoot(t *testing.T) string {
 // feastSetup runs deploy/feast/setup.sh (venv with the pinned Feast, feast apply against the
 // stack's Redis) and returns the venv's python and the applied repo. A venv that cannot be
 // built fails the test.
-// project "" keeps the yaml's; repoDir "" renders into the stack folder.
-func feastSetup(t *testing.T, project, repoDir string) (python, repo string) {
+// project "" keeps the yaml's; repoDir "" renders into the stack folder. env is added to the
+// script's environment (a Redis Cluster's mode and seeds).
+func feastSetup(t *testing.T, project, repoDir string, env ...string) (python, repo string) {
 	t.Helper()
 	root := repoRoot(t)
 	stack := os.Getenv("BACKFLOW_STACK_DIR")
@@ -46,6 +51,7 @@ func feastSetup(t *testing.T, project, repoDir string) (python, repo string) {
 	if repoDir != "" {
 		cmd.Env = append(cmd.Env, "BACKFLOW_FEAST_REPO_DIR="+repoDir)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -80,10 +86,62 @@ func readOnline(t *testing.T, python, repo string, feats []string, rows []map[st
 func TestFeastReadsOurLayout(t *testing.T) {
 	testenv.Integration(t)
 	python, repo := feastSetup(t, "", "")
+	feastReadsOurLayout(t, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}, python, repo)
+}
 
+// TestFeastReadsOurLayoutOnRedisCluster is TestFeastReadsOurLayout on a Redis Cluster: the sink
+// writes through a ClusterClient (its pipelines split per node by slot), and Feast reads with
+// redis_type: redis_cluster. The keys must land on more than one master, or the cluster
+// proved nothing.
+func TestFeastReadsOurLayoutOnRedisCluster(t *testing.T) {
+	testenv.Integration(t)
+	cl := testenv.Cluster(t)
+	seeds := cl.List(testenv.ClusterRedisAddrs)
+	python, repo := feastSetup(t, "", t.TempDir(), "BACKFLOW_REDIS_MODE=cluster", "BACKFLOW_REDIS_ADDRS="+strings.Join(seeds, ","))
+	rcfg := redis.Conn{Mode: redis.ModeCluster, Addrs: seeds}
+	run := feastReadsOurLayout(t, rcfg, python, repo)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb, err := redis.Open(ctx, rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	cc, ok := rdb.(*goredis.ClusterClient)
+	if !ok {
+		t.Fatalf("redis.Open in cluster mode gave %T, want *redis.ClusterClient", rdb)
+	}
+	var mu sync.Mutex
+	perMaster := map[string]int{}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+		keys, err := node.Keys(ctx, "*"+run+"*").Result()
+		mu.Lock()
+		perMaster[node.Options().Addr] = len(keys)
+		mu.Unlock()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	used, total := 0, 0
+	for _, n := range perMaster {
+		total += n
+		if n > 0 {
+			used++
+		}
+	}
+	t.Logf("keys per master: %v", perMaster)
+	if total != 8 || used < 2 {
+		t.Fatalf("keys per master %v: want the test's 8 keys on 2 or more masters", perMaster)
+	}
+}
+
+// feastReadsOurLayout writes rows through the sink's writer on rcfg and reads them back with
+// Feast (python, repo), comparing every value. It returns the run id in every key it wrote
+// (3 requests, 2 tenants, 2 users, 1 model).
+func feastReadsOurLayout(t *testing.T, rcfg redis.Conn, python, repo string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rcfg := redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}
 	rdb, err := redis.Open(ctx, rcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -280,4 +338,5 @@ func TestFeastReadsOurLayout(t *testing.T) {
 			t.Errorf("model %s = %v, want %v", f, got[f][0], want)
 		}
 	}
+	return run
 }

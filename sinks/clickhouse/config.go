@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -44,7 +45,19 @@ type Conn struct {
 	// TLS encrypts the native protocol; point Addr at the server's secure native port
 	// (tcp_port_secure, 9440 on a stock server). Default: off.
 	TLS secure.TLS `key:",squash"`
+	// Cluster names the ClickHouse cluster (a <remote_servers> entry) backflow's tables live
+	// on. Empty (the default): one server with plain tables. Set: migrations run ON CLUSTER
+	// and create, for each table, a replicated <table>_local on every shard and a Distributed
+	// <table> over them (cluster.go); Addr is the server backflow connects to, and inserts go
+	// through the Distributed tables synchronously (insert_distributed_sync). docs/scaling.md.
+	Cluster string `key:"cluster" doc:"ClickHouse cluster (<remote_servers>) of backflow's tables; empty: one server"`
+	// ZooKeeperPath is each replicated table's path in ZooKeeper, in cluster mode: {shard} is
+	// ClickHouse's macro, {database} and {table} are filled in by backflow (18.16 has no such
+	// macros). Default DefaultZooKeeperPath.
+	ZooKeeperPath string `key:"zookeeper_path" default:"/clickhouse/tables/{shard}/{database}/{table}" doc:"ZooKeeper path of each replicated table in cluster mode ({shard}: the server's macro; {database}, {table}: filled in)"`
 }
+
+var clusterName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (c Conn) withDefaults() Conn {
 	conf.FillDefaults(&c)
@@ -65,6 +78,21 @@ func (c Conn) Validate() error {
 		errs = append(errs, conf.Field("PasswordFile", err))
 	}
 	errs = append(errs, conf.Nest("TLS", "", c.TLS.Validate()))
+	if c.Cluster != "" && !clusterName.MatchString(c.Cluster) {
+		errs = append(errs, conf.Errorf("Cluster", "cluster: %q is not a cluster name (letters, digits, '_')", c.Cluster))
+	}
+	if c.Cluster != "" {
+		switch {
+		case !strings.HasPrefix(c.ZooKeeperPath, "/"):
+			errs = append(errs, conf.Errorf("ZooKeeperPath", "zookeeper path: %q does not start with /", c.ZooKeeperPath))
+		case !strings.Contains(c.ZooKeeperPath, "{shard}") || !strings.Contains(c.ZooKeeperPath, "{table}"):
+			// Without {shard} the shards would replicate one another; without {table} the
+			// tables would share one path.
+			errs = append(errs, conf.Errorf("ZooKeeperPath", "zookeeper path: %q lacks {shard} or {table}", c.ZooKeeperPath))
+		case strings.ContainsAny(c.ZooKeeperPath, "' \\"):
+			errs = append(errs, conf.Errorf("ZooKeeperPath", "zookeeper path: %q holds a quote, a space or a backslash", c.ZooKeeperPath))
+		}
+	}
 	return conf.Nest("", "clickhouse: ", errors.Join(errs...))
 }
 
@@ -84,13 +112,17 @@ func Open(ctx context.Context, c Conn) (driver.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
-	conn, err := ch.Open(&ch.Options{
+	opts := &ch.Options{
 		Protocol:    ch.Native,
 		Addr:        []string{c.Addr},
 		Auth:        ch.Auth{Database: c.Database, Username: c.User, Password: pw},
 		DialTimeout: c.DialTimeout,
 		TLS:         tc,
-	})
+	}
+	if c.Cluster != "" {
+		opts.Settings = clusterSettings()
+	}
+	conn, err := ch.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: open %s: %w", c.Addr, err)
 	}

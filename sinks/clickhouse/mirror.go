@@ -122,7 +122,7 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg C
 	if err != nil {
 		return err
 	}
-	s.w = NewWriter(conn, s.cfg.InsertTimeout)
+	s.w = NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
 	defer s.w.Close()
 
 	var (

@@ -166,7 +166,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.w = NewWriter(conn, s.cfg.InsertTimeout)
+	s.w = NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
 	defer s.w.Close()
 
 	reset := kgo.NewOffset().AtEnd()

@@ -24,6 +24,9 @@ type Table struct {
 type Writer struct {
 	conn    driver.Conn
 	timeout time.Duration
+	// sameBlock: a retried attempt sends the very block the failed one sent (cluster mode,
+	// see forCluster).
+	sameBlock bool
 }
 
 var _ sinks.BatchWriter[Table] = (*Writer)(nil)
@@ -42,7 +45,7 @@ func (w *Writer) WriteBatch(ctx context.Context, t Table) error {
 	defer cancel()
 	var sql string
 	var cols []any
-	landed := time.Now().UnixMilli()
+	landed := w.landedTime(t)
 	switch rs := t.Rows.(type) {
 	case []InferenceRow:
 		for i := range rs {

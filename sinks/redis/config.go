@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -15,13 +16,33 @@ import (
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
+// The modes of Conn.Mode.
+const (
+	// ModeSingle is one Redis server (or a primary behind one address) at Conn.Addr.
+	ModeSingle = "single"
+	// ModeCluster is a Redis Cluster reached through the seed addresses Conn.Addrs: the
+	// client learns the slot map from any seed and sends each key to the master of its slot.
+	ModeCluster = "cluster"
+)
+
+// ErrClusterDown means a Redis Cluster answered but does not serve every slot (cluster_state
+// is not ok): a master is down and its replica has not taken over yet. Waiting fixes it.
+var ErrClusterDown = errors.New("redis: cluster_state is not ok (some slot has no master)")
+
 // Conn says how to reach Redis. Each field's default is its default tag (none: the zero
 // value); the tags declare the keys of the config file's redis section.
 type Conn struct {
-	// Addr is host:port. No default: the local stack's is in the env file it writes.
-	Addr string `key:"addr" example:"redis:6379" doc:"host:port"`
-	// DB is the Redis database number.
-	DB int `key:"db,zero" doc:"database number"`
+	// Mode is ModeSingle (Addr, the default) or ModeCluster (Addrs).
+	Mode string `key:"mode" default:"single" doc:"single: one Redis at addr; cluster: a Redis Cluster reached through the seeds in addrs"`
+	// Addr is host:port, in single mode. No default: the local stack's is in the env file it
+	// writes.
+	Addr string `key:"addr" example:"redis:6379" doc:"host:port (single mode)"`
+	// Addrs are the seed addresses, host:port, in cluster mode: any reachable one gives the
+	// client the whole slot map, so two or three are enough. No default: the cluster stack's
+	// are in the env file it writes.
+	Addrs []string `key:"addrs" example:"redis-1:6379,redis-2:6379,redis-3:6379" doc:"seed addresses host:port of a Redis Cluster (cluster mode)"`
+	// DB is the Redis database number. A Redis Cluster has only database 0.
+	DB int `key:"db,zero" doc:"database number (single mode; a cluster has only 0)"`
 	// Username and Password authenticate (Redis 6+ ACL user; a password alone authenticates
 	// as the default user). Password comes from the environment or PasswordFile, never a
 	// flag or a config file.
@@ -45,11 +66,34 @@ func (c Conn) withDefaults() Conn {
 func (c Conn) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if err := conf.CheckHostPort(c.Addr, false, false); err != nil {
-		errs = append(errs, conf.Errorf("Addr", "addr: %w", err))
-	}
-	if c.DB < 0 {
-		errs = append(errs, conf.Errorf("DB", "db: %d is negative", c.DB))
+	switch c.Mode {
+	case ModeSingle:
+		if err := conf.CheckHostPort(c.Addr, false, false); err != nil {
+			errs = append(errs, conf.Errorf("Addr", "addr: %w", err))
+		}
+		if len(c.Addrs) > 0 {
+			errs = append(errs, conf.Errorf("Addrs", "addrs: %q are cluster seeds, but mode is %q (set mode: cluster, or addr)", c.Addrs, c.Mode))
+		}
+		if c.DB < 0 {
+			errs = append(errs, conf.Errorf("DB", "db: %d is negative", c.DB))
+		}
+	case ModeCluster:
+		if len(c.Addrs) == 0 {
+			errs = append(errs, conf.Errorf("Addrs", "addrs: empty; cluster mode needs at least one seed host:port"))
+		}
+		for _, a := range c.Addrs {
+			if err := conf.CheckHostPort(a, false, false); err != nil {
+				errs = append(errs, conf.Errorf("Addrs", "addrs: %w", err))
+			}
+		}
+		if c.Addr != "" {
+			errs = append(errs, conf.Errorf("Addr", "addr: %q is a single server's address, but mode is %q (give the seeds in addrs)", c.Addr, c.Mode))
+		}
+		if c.DB != 0 {
+			errs = append(errs, conf.Errorf("DB", "db: %d, but a Redis Cluster has only database 0", c.DB))
+		}
+	default:
+		errs = append(errs, conf.Errorf("Mode", "mode: %q, want %q or %q", c.Mode, ModeSingle, ModeCluster))
 	}
 	if _, err := secure.ReadSecret("password", c.Password, c.PasswordFile); err != nil {
 		errs = append(errs, conf.Field("PasswordFile", err))
@@ -58,26 +102,76 @@ func (c Conn) Validate() error {
 	return conf.Nest("", "redis: ", errors.Join(errs...))
 }
 
-// Open validates c, connects and pings Redis. The caller closes the returned client.
-func Open(ctx context.Context, c Conn) (*goredis.Client, error) {
+// Open validates c, connects and pings Redis. In cluster mode the client is a
+// goredis.ClusterClient: it loads the slot map from the seeds, sends each command to the master
+// of its key's slot (a pipeline is split per node), and follows MOVED and ASK redirections,
+// so a failover or a resharding is transparent. The caller closes the returned client.
+func Open(ctx context.Context, c Conn) (goredis.UniversalClient, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	routeClientLogs()
-	opts, err := c.Options()
-	if err != nil {
-		return nil, err
-	}
-	cl := goredis.NewClient(opts)
-	if err := cl.Ping(ctx).Err(); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("redis: ping redis %s: %w", c.Endpoint(), err)
+	var cl goredis.UniversalClient
+	if c.withDefaults().Mode == ModeCluster {
+		opts, err := c.ClusterOptions()
+		if err != nil {
+			return nil, err
+		}
+		cc := goredis.NewClusterClient(opts)
+		// Ping reaches one node; the cluster's own health (every slot served) is what
+		// writes need, so check it at start-up where a misconfiguration is cheap to report.
+		if err := cc.Ping(ctx).Err(); err != nil {
+			cc.Close()
+			return nil, fmt.Errorf("redis: ping redis cluster %s: %w", c.Endpoint(), err)
+		}
+		info, err := cc.ClusterInfo(ctx).Result()
+		if err != nil {
+			cc.Close()
+			return nil, fmt.Errorf("redis: cluster info from %s: %w", c.Endpoint(), err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			cc.Close()
+			return nil, fmt.Errorf("redis cluster %s: %w", c.Endpoint(), ErrClusterDown)
+		}
+		cl = cc
+	} else {
+		opts, err := c.Options()
+		if err != nil {
+			return nil, err
+		}
+		cl = goredis.NewClient(opts)
+		if err := cl.Ping(ctx).Err(); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("redis: ping redis %s: %w", c.Endpoint(), err)
+		}
 	}
 	return cl, nil
 }
 
-// Options validates c and returns the go-redis options for it, for callers that build their
-// own client (tests, tools). Open is the usual way in.
+// ClusterOptions validates c (cluster mode) and returns the go-redis cluster options for it.
+func (c Conn) ClusterOptions() (*goredis.ClusterOptions, error) {
+	o, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+	if c.Mode != ModeCluster {
+		return nil, fmt.Errorf("redis: cluster options for mode %q", c.Mode)
+	}
+	return &goredis.ClusterOptions{
+		Addrs:               c.Addrs,
+		DialTimeout:         o.DialTimeout,
+		MaxRetries:          o.MaxRetries,
+		TLSConfig:           o.TLSConfig,
+		Username:            o.Username,
+		Password:            o.Password,
+		CredentialsProvider: o.CredentialsProvider,
+	}, nil
+}
+
+// Options validates c and returns the go-redis options for it (single mode; in cluster mode,
+// see ClusterOptions), for callers that build their own client (tests, tools). Open is the
+// usual way in.
 func (c Conn) Options() (*goredis.Options, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -87,6 +181,7 @@ func (c Conn) Options() (*goredis.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
+	// In cluster mode these options are the per-node ones ClusterOptions copies; Addr is unused.
 	opts := &goredis.Options{
 		Addr:        c.Addr,
 		DB:          c.DB,
@@ -116,5 +211,11 @@ func IsAuthError(err error) bool {
 	return goredis.IsAuthError(err) || goredis.HasErrorPrefix(err, "NOPERM") || secure.IsTLSError(err)
 }
 
-// Endpoint says where c points, defaults applied.
-func (c Conn) Endpoint() string { return c.withDefaults().Addr }
+// Endpoint says where c points, defaults applied: the address, or the seeds joined by commas.
+func (c Conn) Endpoint() string {
+	c = c.withDefaults()
+	if c.Mode == ModeCluster {
+		return strings.Join(c.Addrs, ",")
+	}
+	return c.Addr
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
@@ -22,7 +23,37 @@ func TestConnValidate(t *testing.T) {
 		{Name: "password twice", Config: Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "redis: password: set inline and as a file", Field: "PasswordFile"},
 		{Name: "empty password file", Config: Conn{PasswordFile: securetest.SecretFile(t, "")}, WantErr: "redis: password file", Field: "PasswordFile"},
 		{Name: "key without cert", Config: Conn{TLS: secure.TLS{KeyFile: pki.KeyFile}}, WantErr: "redis: tls cert file: empty", Field: "TLS.KeyFile"},
+		{Name: "cluster with seeds", Config: Conn{Mode: ModeCluster, Addrs: []string{"redis-1:6379", "redis-2:6379"}}},
+		{Name: "cluster without seeds", Config: Conn{Mode: ModeCluster}, WantErr: "redis: addrs: empty; cluster mode needs at least one seed", Field: "Addrs"},
+		{Name: "cluster seed without port", Config: Conn{Mode: ModeCluster, Addrs: []string{"redis-1"}}, WantErr: `redis: addrs: "redis-1" is not host:port`, Field: "Addrs"},
+		{Name: "cluster with a single address", Config: Conn{Mode: ModeCluster, Addrs: []string{"redis-1:6379"}, Addr: "redis:6379"}, WantErr: `redis: addr: "redis:6379" is a single server's address, but mode is "cluster"`, Field: "Addr"},
+		{Name: "cluster has only db 0", Config: Conn{Mode: ModeCluster, Addrs: []string{"redis-1:6379"}, DB: 2}, WantErr: "redis: db: 2, but a Redis Cluster has only database 0", Field: "DB"},
+		{Name: "seeds in single mode", Config: Conn{Addr: "redis:6379", Addrs: []string{"redis-1:6379"}}, WantErr: `redis: addrs: ["redis-1:6379"] are cluster seeds, but mode is "single"`, Field: "Addrs"},
+		{Name: "unknown mode", Config: Conn{Mode: "sentinel", Addr: "redis:6379"}, WantErr: `redis: mode: "sentinel", want "single" or "cluster"`, Field: "Mode"},
 	}, "pa55")
+}
+
+// TestClusterOptions: the cluster client gets the seeds and the per-node settings (timeout,
+// credentials) of the single-server options.
+func TestClusterOptions(t *testing.T) {
+	path := securetest.SecretFile(t, "pw")
+	c := Conn{Mode: ModeCluster, Addrs: []string{"redis-1:6379", "redis-2:6379"}, Username: "backflow", PasswordFile: path}
+	opts, err := c.ClusterOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Addrs) != 2 || opts.Addrs[1] != "redis-2:6379" || opts.DialTimeout != 5*time.Second {
+		t.Fatalf("cluster options = %+v", opts)
+	}
+	if u, p := opts.CredentialsProvider(); u != "backflow" || p != "pw" {
+		t.Fatalf("credentials = %q, %q", u, p)
+	}
+	if got := c.Endpoint(); got != "redis-1:6379,redis-2:6379" {
+		t.Fatalf("Endpoint() = %q", got)
+	}
+	if _, err := (Conn{Addr: "redis:6379"}).ClusterOptions(); err == nil {
+		t.Fatal("ClusterOptions in single mode: no error")
+	}
 }
 
 // TestOptionsReadPasswordFile: the password file is read on each new connection, so a rotated

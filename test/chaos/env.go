@@ -50,7 +50,7 @@ type Env struct {
 	Kafka    kafka.Conn
 	Admin    *kgo.Client
 	CH       driver.Conn // on the real ClickHouse, the private database
-	Redis    *goredis.Client
+	Redis    goredis.UniversalClient
 	Registry *sr.Client // the real registry (loadgen registers its schemas here)
 
 	// The proxies the stages connect through.

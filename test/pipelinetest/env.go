@@ -151,7 +151,7 @@ func Database(t testing.TB, ctx context.Context, base clickhouse.Conn, db string
 
 // Redis opens a client on the stack's Redis, closed when the test ends (the project's keys
 // are deleted then, too).
-func (e *Env) Redis(t testing.TB, ctx context.Context) *goredis.Client {
+func (e *Env) Redis(t testing.TB, ctx context.Context) goredis.UniversalClient {
 	t.Helper()
 	rdb, err := redis.Open(ctx, e.Stack.Redis)
 	if err != nil {

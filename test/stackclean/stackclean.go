@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -115,7 +116,7 @@ type Stack struct {
 	Kafka    *kgo.Client
 	Registry *sr.Client
 	CH       driver.Conn
-	Redis    *goredis.Client
+	Redis    goredis.UniversalClient
 }
 
 // Find lists what on s has a name m selects.
@@ -193,7 +194,21 @@ func strings1(ctx context.Context, conn driver.Conn, sql string) ([]string, erro
 	return out, rows.Err()
 }
 
-func scan(ctx context.Context, rdb *goredis.Client, pattern string) ([]string, error) {
+// scan lists the keys matching pattern; on a Redis Cluster, on every master (SCAN walks one
+// node's keys).
+func scan(ctx context.Context, rdb goredis.UniversalClient, pattern string) ([]string, error) {
+	if cc, ok := rdb.(*goredis.ClusterClient); ok {
+		var mu sync.Mutex
+		var out []string
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+			keys, err := scan(ctx, node, pattern)
+			mu.Lock()
+			out = append(out, keys...)
+			mu.Unlock()
+			return err
+		})
+		return out, err
+	}
 	var out []string
 	var cursor uint64
 	for {
@@ -326,12 +341,24 @@ func DropDatabase(ctx context.Context, conn driver.Conn, db string) error {
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "\\`") + "`" }
 
 // DeleteRedisKeys deletes the keys that match pattern (a SCAN pattern), and returns how many.
-func DeleteRedisKeys(ctx context.Context, rdb *goredis.Client, pattern string) (int, error) {
+func DeleteRedisKeys(ctx context.Context, rdb goredis.UniversalClient, pattern string) (int, error) {
 	keys, err := scan(ctx, rdb, pattern)
 	return len(keys), errors.Join(err, del(ctx, rdb, keys))
 }
 
-func del(ctx context.Context, rdb *goredis.Client, keys []string) error {
+// del deletes keys, 1000 to a command; on a Redis Cluster one key to a command in a pipeline,
+// since a multi-key DEL must stay within one slot (the client splits the pipeline per node).
+func del(ctx context.Context, rdb goredis.UniversalClient, keys []string) error {
+	if _, ok := rdb.(*goredis.ClusterClient); ok {
+		pipe := rdb.Pipeline()
+		for _, k := range keys {
+			pipe.Del(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && len(keys) > 0 {
+			return fmt.Errorf("redis del: %w", err)
+		}
+		return nil
+	}
 	for len(keys) > 0 {
 		n := min(len(keys), 1000)
 		if err := rdb.Del(ctx, keys[:n]...).Err(); err != nil {

@@ -8,8 +8,13 @@ STACK_DIR=${BACKFLOW_STACK_DIR:-"$REPO_DIR/.stack"}
 # SECURE=1 (deploy/local/stack --secure) selects the secured stack: the same installs (jars,
 # binaries) under $STACK_DIR, but its own state, logs, pids, ports and env file under
 # $STACK_DIR/secure (lib/secure.sh).
+# CLUSTER=1 (deploy/local/stack --cluster) selects the cluster stack (lib/cluster.sh), whose
+# state, logs, pids and env file are under $STACK_DIR/cluster.
 SECURE=${SECURE:-0}
-if [ "$SECURE" = 1 ]; then STATE_DIR="$STACK_DIR/secure"; else STATE_DIR="$STACK_DIR"; fi
+CLUSTER=${CLUSTER:-0}
+if [ "$SECURE" = 1 ]; then STATE_DIR="$STACK_DIR/secure"
+elif [ "$CLUSTER" = 1 ]; then STATE_DIR="$STACK_DIR/cluster"
+else STATE_DIR="$STACK_DIR"; fi
 LOG_DIR="$STATE_DIR/logs"
 RUN_DIR="$STATE_DIR/run"
 ENV_FILE="$STATE_DIR/env"

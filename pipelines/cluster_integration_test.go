@@ -1,0 +1,316 @@
+package pipelines_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/processors/features"
+	"github.com/backflowhq/backflow/processors/ingest"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/testenv"
+	"github.com/backflowhq/backflow/tools/loadgen"
+)
+
+// TestClusterEndToEnd runs loadgen's traffic through ingest, the ClickHouse sink and the
+// feature sink in cluster mode, on the cluster stack (ClickHouse 2 shards x 2 replicas, a Redis
+// Cluster), with loadgen's manifest as the oracle: through the distributed views, read on
+// another host than the one written to, every original is there once (lost 0, duplicates 0)
+// and the rows are spread over both shards; Feast's SDK reads from the Redis Cluster the same
+// request count per tenant as ClickHouse holds.
+func TestClusterEndToEnd(t *testing.T) { clusterEndToEnd(t, false) }
+
+// TestClusterFaults is TestClusterEndToEnd with a ClickHouse replica (shard 2's second) and a
+// Redis master (slot 0's) killed before the sinks start and started again 15 s later: the
+// Distributed inserts go to the live replica, the feature writer retries until the Redis
+// replica took over, nothing is dead-lettered, and the oracle holds, read on the restarted
+// replica once it caught up.
+func TestClusterFaults(t *testing.T) { clusterEndToEnd(t, true) }
+
+func clusterEndToEnd(t *testing.T, faults bool) {
+	testenv.Integration(t)
+	cl := testenv.Cluster(t)
+	hosts := cl.List(testenv.ClusterClickHouseAddrs)
+	seeds := cl.List(testenv.ClusterRedisAddrs)
+	name := cl.Get(testenv.ClusterClickHouseName)
+	conns := pipelinetest.Plain()
+	conns.ClickHouse = clickhouse.Conn{Addr: hosts[0], Cluster: name}
+	conns.Redis = redis.Conn{Mode: redis.ModeCluster, Addrs: seeds}
+	env := pipelinetest.NewEnvOn(t, "cl", conns)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	// The private database, on every host.
+	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: hosts[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s ON CLUSTER %s", env.DB, name)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.AtEnd(t, "drop database "+env.DB+" on cluster", func(ctx context.Context) error {
+		c, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: hosts[0]})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s ON CLUSTER %s", env.DB, name))
+	})
+	chcfg := conns.ClickHouse
+	chcfg.Database = env.DB
+	if _, err := clickhouse.MigrateCluster(ctx, chcfg, false); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RedisKeys(t, conns.Redis, "*"+env.Features.Project)
+
+	env.SourceTopics(t, ctx, 3, env.SinkDLQ)
+	m := env.Load(t, ctx, loadgen.Config{Requests: 600, DuplicateRate: 0.05, PoisonRate: 0.03, SensitiveShare: 0.2,
+		EventStart: time.Now().Add(-time.Hour).UTC(), EventStep: 5 * time.Second})
+
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// The feature sink's client, open before any fault, as a running stage's would be.
+	rdb, err := redis.Open(ctx, conns.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	restarted := make(chan error, 1)
+	killed := time.Now()
+	if faults {
+		// A master of the Redis Cluster (roles change with each failover): the one serving slot 0.
+		probe, err := redis.Open(ctx, conns.Redis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots, err := probe.ClusterSlots(ctx).Result()
+		probe.Close()
+		if err != nil || len(slots) == 0 {
+			t.Fatalf("cluster slots: %v", err)
+		}
+		master := ""
+		for _, sl := range slots {
+			if sl.Start == 0 {
+				for i, a := range seeds {
+					if a == sl.Nodes[0].Addr {
+						master = fmt.Sprintf("redis-%d", i+1)
+					}
+				}
+			}
+		}
+		if master == "" {
+			t.Fatalf("no seed serves slot 0: %v", slots)
+		}
+		cl.Kill(t, "clickhouse-s2r2")
+		cl.Kill(t, master)
+		t.Logf("killed clickhouse-s2r2 and %s, the master of slot 0", master)
+		go func() {
+			time.Sleep(15 * time.Second)
+			restarted <- cl.StartMissing(ctx)
+		}()
+	} else {
+		close(restarted)
+	}
+	testenv.RunUntilCommitted(t, ctx, env.Admin, "ingest", env.Ingest.Group, []string{env.Ingest.InferenceTopic, env.Ingest.GatewayTopic}, func(ctx context.Context) error {
+		return ingest.Run(ctx, env.Ingest, ingest.RunConfig{Kafka: env.Kafka, Registry: env.Registry, SensitiveWords: env.Moderation(t), StorageDir: t.TempDir(), Logger: quiet})
+	})
+	sink, err := clickhouse.New(clickhouse.Config{Group: env.SinkGroup, Topic: env.Ingest.EnrichedTopic, DLQTopic: env.SinkDLQ,
+		BatchRows: 500, BatchInterval: 200 * time.Millisecond, FromStart: true, BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
+		clickhouse.RunConfig{Kafka: env.Kafka, Registry: env.Registry, ClickHouse: chcfg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, sink.Run)
+
+	// The feature sink on the Redis Cluster (with a master down, under faults).
+	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-features", env.Features.Group, []string{env.Ingest.EnrichedTopic}, func(ctx context.Context) error {
+		return features.Run(ctx, env.Features, features.RunConfig{Kafka: env.Kafka, Registry: env.Registry, Store: redis.NewWriter(rdb, redis.Config{}),
+			StorageDir: t.TempDir(), Logger: quiet})
+	})
+	if faults {
+		t.Logf("both sinks committed %v after the kills", time.Since(killed).Round(time.Millisecond))
+	}
+
+	// Lost 0, duplicates 0, through the Distributed tables, read on the other shard's replica.
+	want := map[string]bool{}
+	for _, e := range m.Entries {
+		if e.Kind == loadgen.KindOriginal && e.Topic == env.Ingest.InferenceTopic {
+			want[e.RequestID] = true
+		}
+	}
+	rc := chcfg
+	rc.Addr = hosts[3]
+	if faults {
+		if err := <-restarted; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("clickhouse-s2r2 and the Redis master are back")
+	}
+	reader, err := clickhouse.Open(ctx, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if faults {
+		// Read on the replica that was down, once it has fetched what it missed.
+		if err := reader.Exec(ctx, "SYSTEM SYNC REPLICA inference_results_local"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An outage is retried, never dead-lettered: the sink's own DLQ stays empty.
+	ends, err := kadm.NewClient(env.Admin).ListEndOffsets(ctx, env.SinkDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 0 {
+			t.Errorf("the ClickHouse sink dead-lettered %d records in partition %d", o.Offset, o.Partition)
+		}
+	})
+	// A replica fetches a part a moment after the insert to the other replica returned, and a
+	// read through the Distributed table may pick either: the count converges within seconds.
+	check := func() (lost, dups, extra int) {
+		rows, err := reader.Query(ctx, "SELECT request_id, count() FROM v_inference_results GROUP BY request_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		lost = len(want)
+		for rows.Next() {
+			var id string
+			var n uint64
+			if err := rows.Scan(&id, &n); err != nil {
+				t.Fatal(err)
+			}
+			if want[id] {
+				lost--
+			} else {
+				extra++
+			}
+			if n > 1 {
+				dups++
+			}
+		}
+		return lost, dups, extra
+	}
+	start := time.Now()
+	lost, dups, extra := check()
+	for lost > 0 && time.Since(start) < 30*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		lost, dups, extra = check()
+	}
+	t.Logf("oracle: %d originals; lost %d, duplicates %d, not in the manifest %d (converged after %v)", len(want), lost, dups, extra, time.Since(start).Round(time.Millisecond))
+	if len(want) < 500 || lost != 0 || dups != 0 || extra != 0 {
+		t.Fatalf("through v_inference_results: %d originals, lost %d, duplicates %d, unknown %d", len(want), lost, dups, extra)
+	}
+	s1 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[0]+"', "+env.DB+".inference_results_local)")
+	s2 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[2]+"', "+env.DB+".inference_results_local)")
+	t.Logf("inference rows stored per shard: %d and %d", s1, s2)
+	if s1 == 0 || s2 == 0 {
+		t.Fatalf("rows per shard %d and %d: want both shards used", s1, s2)
+	}
+
+	chCounts := map[string]float64{}
+	trows, err := reader.Query(ctx, "SELECT tenant_id, count() FROM v_gateway_logs WHERE phase = ? GROUP BY tenant_id ORDER BY tenant_id", avro.PhaseResponse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tenants []map[string]any
+	var ids []string
+	for trows.Next() {
+		var id string
+		var n uint64
+		if err := trows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		chCounts[id] = float64(n)
+		ids = append(ids, id)
+		tenants = append(tenants, map[string]any{"tenant_id": id})
+	}
+	trows.Close()
+	if len(ids) < 3 {
+		t.Fatalf("%d tenants in v_gateway_logs, want 3 or more", len(ids))
+	}
+	python, repo := feastOnCluster(t, env.Features.Project, seeds)
+	var got map[string][]any
+	for try := 0; ; try++ { // the features' deltas may still be on their way through the loopback topic
+		got = readOnline(t, python, repo, []string{"tenant_features:request_count"}, tenants)
+		same := true
+		for i, id := range ids {
+			if v, _ := got["request_count"][i].(float64); v != chCounts[id] {
+				same = false
+			}
+		}
+		if same {
+			break
+		}
+		if try == 10 {
+			t.Fatalf("request_count per tenant via Feast %v, ClickHouse %v (tenants %v)", got["request_count"], chCounts, ids)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Logf("Feast read-back equals ClickHouse for %d tenants: %v", len(ids), chCounts)
+}
+
+func queryCount(t *testing.T, ctx context.Context, conn driver.Conn, q string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// feastOnCluster applies the Feast repo for project on the Redis Cluster, in a folder of the
+// test's own, and returns the venv's python and the repo.
+func feastOnCluster(t *testing.T, project string, seeds []string) (python, repo string) {
+	t.Helper()
+	root, _ := filepath.Abs("..")
+	stack := os.Getenv("BACKFLOW_STACK_DIR")
+	if stack == "" {
+		stack = filepath.Join(root, ".stack")
+	}
+	cmd := exec.Command(filepath.Join(root, "deploy", "feast", "setup.sh"))
+	cmd.Env = append(os.Environ(), "BACKFLOW_FEAST_PROJECT="+project, "BACKFLOW_FEAST_REPO_DIR="+t.TempDir(),
+		"BACKFLOW_REDIS_MODE=cluster", "BACKFLOW_REDIS_ADDRS="+strings.Join(seeds, ","))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("deploy/feast/setup.sh: %v\n%s", err, stderr.String())
+	}
+	return filepath.Join(stack, "feast-venv", "bin", "python"), string(bytes.TrimSpace(out))
+}
+
+func readOnline(t *testing.T, python, repo string, feats []string, rows []map[string]any) map[string][]any {
+	t.Helper()
+	req, _ := json.Marshal(map[string]any{"features": feats, "entity_rows": rows})
+	root, _ := filepath.Abs("..")
+	cmd := exec.Command(python, filepath.Join(root, "deploy", "feast", "read_online.py"), repo)
+	cmd.Stdin = bytes.NewReader(req)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("read_online.py: %v\n%s", err, stderr.String())
+	}
+	var got map[string][]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("read_online.py output %q: %v", out, err)
+	}
+	return got
+}

@@ -1,0 +1,390 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Cluster mode (Conn.Cluster set) keeps every name the sink, the views and the dashboards use,
+// and changes what stands behind it. A migration's
+//
+//	CREATE TABLE IF NOT EXISTS t (...) ENGINE = ReplacingMergeTree(version) ...
+//
+// becomes two statements run ON CLUSTER: t_local, a ReplicatedReplacingMergeTree at
+// Conn.ZooKeeperPath with replica '{replica}', and t itself, a Distributed table over t_local
+// sharded by cityHash64(request_id) (or, for a table without request_id, of its ORDER BY key),
+// so every version of a row lands on the same shard and FINAL still collapses them. Views are
+// created ON CLUSTER over the Distributed tables. An ADD COLUMN runs ON CLUSTER on t_local
+// and on each host on t (ClickHouse 18.16 refuses ALTER ... ON CLUSTER of a Distributed table
+// over replicated shards). Each host keeps its own backflow_migrations.
+
+// LocalSuffix names the shard-local replicated table behind each Distributed table.
+const LocalSuffix = "_local"
+
+// DefaultZooKeeperPath is the default of Conn.ZooKeeperPath.
+const DefaultZooKeeperPath = "/clickhouse/tables/{shard}/{database}/{table}"
+
+// clusterSettings are the session settings of a connection in cluster mode.
+// insert_distributed_sync makes an INSERT into a Distributed table return only once every
+// shard has its part, so a flush that succeeded has landed (the sink commits offsets after it)
+// and a flush that failed is retried as the same block, which each shard's replicated table
+// drops if it had it (insert deduplication by block hash).
+func clusterSettings() ch.Settings {
+	return ch.Settings{"insert_distributed_sync": 1}
+}
+
+// clusterStmt is one statement of a migration rewritten for a cluster.
+type clusterStmt struct {
+	SQL string
+	// PerHost: run on each host without ON CLUSTER.
+	PerHost bool
+	// Table and Column name the column an ADD COLUMN adds, for the already-there check.
+	Table, Column string
+}
+
+var (
+	createTable = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+([A-Za-z0-9_]+)\s*\((.*)\)\s*ENGINE\s*=\s*(ReplacingMergeTree|MergeTree)(?:\(([^)]*)\))?(.*)$`)
+	createView  = regexp.MustCompile(`(?is)^CREATE\s+VIEW\s+IF\s+NOT\s+EXISTS\s+([A-Za-z0-9_]+)\s+AS\s`)
+	dropTable   = regexp.MustCompile(`(?is)^DROP\s+TABLE\s+IF\s+EXISTS\s+([A-Za-z0-9_]+)\s*$`)
+	alterTable  = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+(.*)$`)
+	orderBy     = regexp.MustCompile(`(?is)ORDER\s+BY\s+\(?([A-Za-z0-9_,\s]+?)\)?\s*(?:SETTINGS|$)`)
+)
+
+// objectNames lists the tables and views the migrations create.
+func objectNames(ms []Migration) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range ms {
+		for _, s := range m.Statements {
+			if c := createTable.FindStringSubmatch(s); c != nil {
+				out[c[1]] = true
+			}
+			if c := createView.FindStringSubmatch(s); c != nil {
+				out[c[1]] = true
+			}
+		}
+	}
+	return out
+}
+
+var fromName = regexp.MustCompile(`(?i)\b(FROM|JOIN)(\s+)([A-Za-z_][A-Za-z0-9_]*)\b`)
+
+// qualify prefixes db. to each FROM or JOIN of one of names. ClickHouse runs an ON CLUSTER
+// statement on the other hosts in their default database, so every name in it is qualified.
+func qualify(body, db string, names map[string]bool) string {
+	return fromName.ReplaceAllStringFunc(body, func(s string) string {
+		m := fromName.FindStringSubmatch(s)
+		if !names[m[3]] {
+			return s
+		}
+		return m[1] + m[2] + quoteIdent(db) + "." + m[3]
+	})
+}
+
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "\\`") + "`" }
+
+// clusterStatements rewrites one statement of a migration for cluster on database db with
+// the ZooKeeper path template zkPath; names are the migrations' tables and views (objectNames).
+func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) ([]clusterStmt, error) {
+	on := " ON CLUSTER " + cluster
+	q := quoteIdent(db) + "."
+	if m := createTable.FindStringSubmatch(stmt); m != nil {
+		name, cols, engine, args, rest := m[1], m[2], m[3], strings.TrimSpace(m[4]), m[5]
+		local := name + LocalSuffix
+		path := strings.NewReplacer("{database}", db, "{table}", local).Replace(zkPath)
+		repArgs := fmt.Sprintf("'%s', '{replica}'", path)
+		if args != "" {
+			repArgs += ", " + args
+		}
+		key, err := shardingKey(rest)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", name, err)
+		}
+		return []clusterStmt{
+			{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s%s (%s) ENGINE = Replicated%s(%s)%s", q, local, on, cols, engine, repArgs, rest)},
+			{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s%s AS %s%s ENGINE = Distributed(%s, %s, %s, %s)", q, name, on, q, local, cluster, quoteIdent(db), local, key)},
+		}, nil
+	}
+	if m := createView.FindStringSubmatchIndex(stmt); m != nil {
+		return []clusterStmt{{SQL: stmt[:m[2]] + q + stmt[m[2]:m[3]] + on + qualify(stmt[m[3]:], db, names)}}, nil
+	}
+	if m := dropTable.FindStringSubmatch(stmt); m != nil {
+		return []clusterStmt{{SQL: "DROP TABLE IF EXISTS " + q + m[1] + on}}, nil
+	}
+	if m := alterTable.FindStringSubmatch(stmt); m != nil {
+		table, op := m[1], m[2]
+		am := addColumn.FindStringSubmatch(stmt)
+		if am == nil {
+			// MODIFY TTL and the like concern the stored data: the local tables only.
+			return []clusterStmt{{SQL: "ALTER TABLE " + q + table + LocalSuffix + on + " " + op}}, nil
+		}
+		return []clusterStmt{
+			{SQL: "ALTER TABLE " + q + table + LocalSuffix + on + " " + op, Table: table + LocalSuffix, Column: am[2]},
+			{SQL: "ALTER TABLE " + table + " " + op, PerHost: true, Table: table, Column: am[2]},
+		}, nil
+	}
+	return nil, fmt.Errorf("no cluster form for statement %.60q", stmt)
+}
+
+// shardingKey is cityHash64(request_id) for a table ordered by request_id (and more), else
+// cityHash64 of its whole ORDER BY key: a row's key decides its shard, so re-writes meet.
+func shardingKey(rest string) (string, error) {
+	m := orderBy.FindStringSubmatch(rest)
+	if m == nil {
+		return "", errors.New("no ORDER BY to shard by")
+	}
+	var cols []string
+	for _, c := range strings.Split(m[1], ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cols = append(cols, c)
+		}
+	}
+	for _, c := range cols {
+		if c == "request_id" {
+			return "cityHash64(request_id)", nil
+		}
+	}
+	return "cityHash64(" + strings.Join(cols, ", ") + ")", nil
+}
+
+// Host is one server of a cluster, as system.clusters lists it.
+type Host struct {
+	Shard, Replica uint32
+	Addr           string // host:port of the native protocol
+}
+
+// HostReport is what MigrateCluster found and did on one host.
+type HostReport struct {
+	Host
+	// Had is how many migrations the host had recorded before; Pending lists those it lacked;
+	// Recorded those recorded on it by this run (none in a dry run).
+	Had      int
+	Pending  []Migration
+	Recorded []Migration
+}
+
+// ClusterHosts lists the hosts of c.Cluster as the server conn is connected to sees them.
+func ClusterHosts(ctx context.Context, conn driver.Conn, cluster string) ([]Host, error) {
+	rows, err := conn.Query(ctx, `SELECT shard_num, replica_num, host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num`, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: list cluster %s: %w", cluster, err)
+	}
+	defer rows.Close()
+	var out []Host
+	for rows.Next() {
+		var shard, replica uint32
+		var host string
+		var port uint16
+		if err := rows.Scan(&shard, &replica, &host, &port); err != nil {
+			return nil, fmt.Errorf("clickhouse: list cluster %s: %w", cluster, err)
+		}
+		out = append(out, Host{Shard: shard, Replica: replica, Addr: fmt.Sprintf("%s:%d", host, port)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: list cluster %s: %w", cluster, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("clickhouse: cluster %q is not in the server's system.clusters (check <remote_servers> and clickhouse.cluster)", cluster)
+	}
+	return out, nil
+}
+
+// MigrateCluster applies the pending migrations to every host of c.Cluster. Before it changes
+// anything it connects to every host (as c says, at the host's address), checks that each has
+// the macros shard and replica and a live ZooKeeper session, and reads each host's
+// backflow_migrations: a host that does not answer or is not ready stops the run with nothing
+// applied, so the cluster is never left half-migrated by a host that was known to be down. A
+// migration is pending when any host lacks it; its statements run ON CLUSTER (ClickHouse
+// fails the statement if any host fails it) and per host where they must, and it is recorded
+// on each host that lacked it. Re-running after a failure converges, as every statement is
+// safe to re-run.
+//
+// With dryRun it stops after the checks, with each host's Pending filled in.
+func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, error) {
+	c = c.withDefaults()
+	if c.Cluster == "" {
+		return nil, errors.New("clickhouse: MigrateCluster without clickhouse.cluster")
+	}
+	seed, err := Open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer seed.Close()
+	hosts, err := ClusterHosts(ctx, seed, c.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	v, err := Server(ctx, seed)
+	if err != nil {
+		return nil, err
+	}
+	all, err := MigrationsFor(v.Capabilities())
+	if err != nil {
+		return nil, err
+	}
+	names := objectNames(all)
+	conns := make([]driver.Conn, len(hosts))
+	defer func() {
+		for _, hc := range conns {
+			if hc != nil {
+				hc.Close()
+			}
+		}
+	}()
+	reports := make([]HostReport, len(hosts))
+	applied := make([]map[uint32]AppliedMigration, len(hosts))
+	var notReady []error
+	for i, h := range hosts {
+		reports[i].Host = h
+		hc := c
+		hc.Addr = h.Addr
+		if conns[i], err = Open(ctx, hc); err != nil {
+			notReady = append(notReady, fmt.Errorf("host %s (shard %d replica %d): %w", h.Addr, h.Shard, h.Replica, err))
+			continue
+		}
+		if err := hostReady(ctx, conns[i]); err != nil {
+			notReady = append(notReady, fmt.Errorf("host %s (shard %d replica %d): %w", h.Addr, h.Shard, h.Replica, err))
+			continue
+		}
+		if applied[i], err = Applied(ctx, conns[i]); err != nil {
+			notReady = append(notReady, fmt.Errorf("host %s: %w", h.Addr, err))
+			continue
+		}
+		reports[i].Had = len(applied[i])
+	}
+	if len(notReady) > 0 {
+		return reports, fmt.Errorf("clickhouse: cluster %s: refusing to migrate part of the cluster, nothing applied: %w", c.Cluster, errors.Join(notReady...))
+	}
+	var todo []Migration
+	for _, m := range all {
+		lacks := false
+		for i := range hosts {
+			if _, ok := applied[i][m.Version]; !ok {
+				reports[i].Pending = append(reports[i].Pending, m)
+				lacks = true
+			}
+		}
+		if lacks {
+			todo = append(todo, m)
+		}
+	}
+	if dryRun {
+		return reports, nil
+	}
+	for _, m := range todo {
+		var lacking []int
+		for i := range hosts {
+			if _, ok := applied[i][m.Version]; !ok {
+				lacking = append(lacking, i)
+			}
+		}
+		for si, stmt := range m.Statements {
+			cstmts, err := clusterStatements(stmt, c.Cluster, c.Database, c.ZooKeeperPath, names)
+			if err != nil {
+				return reports, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, si+1, err)
+			}
+			for _, cs := range cstmts {
+				targets := []int{0}
+				if cs.PerHost {
+					targets = make([]int, len(hosts))
+					for i := range targets {
+						targets[i] = i
+					}
+				}
+				for _, i := range targets {
+					if err := execClusterStmt(ctx, conns[i], cs); err != nil {
+						return reports, fmt.Errorf("clickhouse: migration %04d_%s statement %d on %s: %w", m.Version, m.Name, si+1, hosts[i].Addr, err)
+					}
+				}
+			}
+		}
+		for _, i := range lacking {
+			if err := record(ctx, conns[i], m); err != nil {
+				return reports, fmt.Errorf("clickhouse: on %s: %w", hosts[i].Addr, err)
+			}
+			reports[i].Recorded = append(reports[i].Recorded, m)
+		}
+	}
+	return reports, nil
+}
+
+// execClusterStmt runs cs unless it adds a column the table already has. An ON CLUSTER
+// statement's check looks at the host it is sent from; ClickHouse runs it on every host.
+func execClusterStmt(ctx context.Context, conn driver.Conn, cs clusterStmt) error {
+	if cs.Column != "" {
+		var n uint64
+		if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?`, cs.Table, cs.Column).Scan(&n); err != nil {
+			return fmt.Errorf("look up column %s.%s: %w", cs.Table, cs.Column, err)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	return conn.Exec(ctx, cs.SQL)
+}
+
+// hostReady checks what replicated tables need of a host: the shard and replica macros, and a
+// ZooKeeper session.
+func hostReady(ctx context.Context, conn driver.Conn) error {
+	var n uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.macros WHERE macro IN ('shard', 'replica')`).Scan(&n); err != nil {
+		return fmt.Errorf("read system.macros: %w", err)
+	}
+	if n != 2 {
+		return errors.New("the macros shard and replica are not both defined (<macros> in the server's config)")
+	}
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.zookeeper WHERE path = '/'`).Scan(&n); err != nil {
+		return fmt.Errorf("no ZooKeeper session: %w", err)
+	}
+	return nil
+}
+
+// record adds m to the host's backflow_migrations.
+func record(ctx context.Context, conn driver.Conn, m Migration) error {
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO `+MigrationsTable+` (version, name, applied_at) VALUES`)
+	if err != nil {
+		return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+	}
+	if err := b.Append(m.Version, m.Name, time.Now().UTC()); err != nil {
+		b.Abort()
+		return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+	}
+	return nil
+}
+
+// forCluster sets w up for c: in cluster mode a retried insert must be the same block, byte for
+// byte, so that each shard's replicated table drops it if the failed attempt landed there
+// after all (insert deduplication by block hash, within the last
+// replicated_deduplication_window blocks, 100 by default). The rows are the same slice on
+// every attempt; only landed_time_ms would differ, so it keeps the first attempt's stamp.
+func (w *Writer) forCluster(c Conn) *Writer {
+	w.sameBlock = c.Cluster != ""
+	return w
+}
+
+// landedTime is the landed_time_ms for an attempt at t: its start, or, with sameBlock, the
+// stamp a previous attempt at the same rows left on them.
+func (w *Writer) landedTime(t Table) int64 {
+	if w.sameBlock {
+		switch rs := t.Rows.(type) {
+		case []InferenceRow:
+			if len(rs) > 0 && rs[0].LandedTimeMs != 0 {
+				return rs[0].LandedTimeMs
+			}
+		case []GatewayRow:
+			if len(rs) > 0 && rs[0].LandedTimeMs != 0 {
+				return rs[0].LandedTimeMs
+			}
+		}
+	}
+	return time.Now().UnixMilli()
+}

@@ -1,0 +1,89 @@
+package clickhouse
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestClusterStatements: each kind of statement the migrations hold has its cluster form, and
+// every name in it is qualified with the database (ON CLUSTER runs in the other hosts'
+// default database).
+func TestClusterStatements(t *testing.T) {
+	names := map[string]bool{"inference_results": true, "sink_ledger": true, "v_dlq_entries": true}
+	for _, tt := range []struct {
+		name, stmt string
+		want       []string
+		perHost    []bool
+	}{
+		{"replacing table sharded by request_id",
+			"CREATE TABLE IF NOT EXISTS inference_results (\n    request_id String,\n    version UInt64\n) ENGINE = ReplacingMergeTree(version)\nPARTITION BY toYYYYMM(event_time)\nORDER BY (source_topic, request_id)",
+			[]string{"CREATE TABLE IF NOT EXISTS `db`.inference_results_local ON CLUSTER c (\n    request_id String,\n    version UInt64\n) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db/inference_results_local', '{replica}', version)\nPARTITION BY toYYYYMM(event_time)\nORDER BY (source_topic, request_id)",
+				"CREATE TABLE IF NOT EXISTS `db`.inference_results ON CLUSTER c AS `db`.inference_results_local ENGINE = Distributed(c, `db`, inference_results_local, cityHash64(request_id))"},
+			[]bool{false, false}},
+		{"plain table sharded by its key",
+			"CREATE TABLE IF NOT EXISTS sink_ledger (\n    group String\n) ENGINE = MergeTree\nORDER BY (group, topic, partition, min_offset)",
+			[]string{"CREATE TABLE IF NOT EXISTS `db`.sink_ledger_local ON CLUSTER c (\n    group String\n) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/db/sink_ledger_local', '{replica}')\nORDER BY (group, topic, partition, min_offset)",
+				"CREATE TABLE IF NOT EXISTS `db`.sink_ledger ON CLUSTER c AS `db`.sink_ledger_local ENGINE = Distributed(c, `db`, sink_ledger_local, cityHash64(group, topic, partition, min_offset))"},
+			[]bool{false, false}},
+		{"view reads the distributed tables",
+			"CREATE VIEW IF NOT EXISTS v_x AS SELECT count() FROM inference_results FINAL WHERE x = 'from sink_ledger' AND y IN (SELECT 1 FROM numbers(1))",
+			[]string{"CREATE VIEW IF NOT EXISTS `db`.v_x ON CLUSTER c AS SELECT count() FROM `db`.inference_results FINAL WHERE x = 'from `db`.sink_ledger' AND y IN (SELECT 1 FROM numbers(1))"},
+			[]bool{false}},
+		{"drop", "DROP TABLE IF EXISTS v_dlq_entries", []string{"DROP TABLE IF EXISTS `db`.v_dlq_entries ON CLUSTER c"}, []bool{false}},
+		{"add column: local on cluster, distributed per host",
+			"ALTER TABLE inference_results ADD COLUMN landed_time_ms Int64 DEFAULT 0",
+			[]string{"ALTER TABLE `db`.inference_results_local ON CLUSTER c ADD COLUMN landed_time_ms Int64 DEFAULT 0",
+				"ALTER TABLE inference_results ADD COLUMN landed_time_ms Int64 DEFAULT 0"},
+			[]bool{false, true}},
+		{"ttl: local tables only", "ALTER TABLE sink_ledger MODIFY TTL flushed_at + INTERVAL 90 DAY",
+			[]string{"ALTER TABLE `db`.sink_ledger_local ON CLUSTER c MODIFY TTL flushed_at + INTERVAL 90 DAY"}, []bool{false}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := clusterStatements(tt.stmt, "c", "db", DefaultZooKeeperPath, names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("%d statements, want %d: %+v", len(got), len(tt.want), got)
+			}
+			for i := range got {
+				if got[i].SQL != tt.want[i] || got[i].PerHost != tt.perHost[i] {
+					t.Errorf("statement %d:\n got %q (per host %v)\nwant %q (per host %v)", i, got[i].SQL, got[i].PerHost, tt.want[i], tt.perHost[i])
+				}
+			}
+		})
+	}
+	// The view's string literal above shows the one limit of qualify: it also rewrites a FROM
+	// inside a string. No migration has one; this test holds that.
+	all, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	every := objectNames(all)
+	for _, m := range all {
+		for _, s := range m.Statements {
+			if _, err := clusterStatements(s, "c", "db", DefaultZooKeeperPath, every); err != nil {
+				t.Errorf("%04d_%s: %v", m.Version, m.Name, err)
+			}
+			if strings.Contains(s, "'from ") || strings.Contains(s, "'FROM ") {
+				t.Errorf("%04d_%s: a string literal holds FROM, which qualify would rewrite", m.Version, m.Name)
+			}
+		}
+	}
+}
+
+// TestLandedTimeKeptAcrossAttempts: in cluster mode a retried insert keeps the first
+// attempt's landed_time_ms (the same block, which the replicated tables drop if it landed);
+// on one server each attempt stamps its own start, as before.
+func TestLandedTimeKeptAcrossAttempts(t *testing.T) {
+	rows := []InferenceRow{{LandedTimeMs: 1234}}
+	if got := (&Writer{}).forCluster(Conn{Cluster: "c"}).landedTime(Table{Rows: rows}); got != 1234 {
+		t.Fatalf("cluster mode, stamped rows: landed %d, want 1234", got)
+	}
+	if got := (&Writer{}).forCluster(Conn{}).landedTime(Table{Rows: rows}); got == 1234 {
+		t.Fatal("single mode kept the old stamp")
+	}
+	if got := (&Writer{}).forCluster(Conn{Cluster: "c"}).landedTime(Table{Rows: []GatewayRow{{}}}); got == 0 {
+		t.Fatal("cluster mode, fresh rows: no stamp")
+	}
+}

@@ -1,0 +1,138 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/backflowhq/backflow/internal/envfile"
+)
+
+// Keys of the cluster stack's env file (deploy/local/stack --cluster up), besides the shared
+// services' keys it copies from the plain stack's.
+const (
+	ClusterClickHouseName  = "BACKFLOW_CLICKHOUSE_CLUSTER"
+	ClusterClickHouseAddrs = "BACKFLOW_CLICKHOUSE_CLUSTER_ADDRS"
+	ClusterRedisAddrs      = "BACKFLOW_REDIS_ADDRS"
+)
+
+// ClusterStack is the running cluster stack: its env file's values.
+type ClusterStack struct {
+	Values map[string]string
+	dir    string                                           // the cluster stack's folder
+	run    func(context.Context, ...string) (string, error) // deploy/local/stack --cluster ARGS
+}
+
+// Kill ends the cluster stack's service name (clickhouse-s2r2, redis-1, ...) with SIGKILL, as a
+// crash would; StartMissing brings it back.
+func (c ClusterStack) Kill(t testing.TB, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "run", name+".pid"))
+	if err != nil {
+		t.Fatalf("testenv: kill %s: %v", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("testenv: kill %s: pid %q: %v", name, b, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("testenv: kill %s (pid %d): %v", name, pid, err)
+	}
+}
+
+// StartMissing starts what of the cluster stack is not running (deploy/local/stack --cluster
+// up) and waits until all of it is ready again.
+func (c ClusterStack) StartMissing(ctx context.Context) error {
+	out, err := c.run(ctx, "up")
+	if err != nil {
+		return fmt.Errorf("deploy/local/stack --cluster up: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Get returns the value of key in the cluster stack's env file, or "".
+func (c ClusterStack) Get(key string) string { return c.Values[key] }
+
+// List returns the comma-separated value of key as a list.
+func (c ClusterStack) List(key string) []string {
+	if c.Values[key] == "" {
+		return nil
+	}
+	return strings.Split(c.Values[key], ",")
+}
+
+// Cluster gives t the cluster stack (ZooKeeper, ClickHouse 2 shards x 2 replicas, a Redis
+// Cluster), which tests start only for themselves: if it is not running, Cluster starts it
+// with deploy/local/stack --cluster up and stops it (--cluster down) when t ends; if it is
+// running, it is reused and left running. It shares the plain stack's Kafka, registry and
+// sensitive-word service (Integration's env file). Call Integration first.
+//
+// Cluster tests of different packages (go test ./... runs packages at once) take turns: each
+// holds a lock on the stack folder from before it looks at the cluster until after it stopped
+// it, so one never stops the cluster under another.
+func Cluster(t testing.TB) ClusterStack {
+	t.Helper()
+	root, ok := moduleRoot()
+	if !ok {
+		t.Fatal("testenv: cluster: module root not found")
+	}
+	dir := os.Getenv("BACKFLOW_STACK_DIR")
+	if dir == "" {
+		dir = filepath.Join(root, ".stack")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "cluster-tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("testenv: cluster lock: %v", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		t.Fatalf("testenv: cluster lock: %v", err)
+	}
+	// Registered first, so it runs last: after the stack's down and every other cleanup.
+	t.Cleanup(func() {
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	})
+	stack := filepath.Join(root, "deploy", "local", "stack")
+	run := func(ctx context.Context, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, stack, append([]string{"--cluster"}, args...)...)
+		cmd.Env = append(os.Environ(), "BACKFLOW_CLUSTER_SHARED_ENV="+envFilePath())
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, statusErr := run(ctx, "status")
+	if statusErr != nil {
+		start := time.Now()
+		if out, err := run(ctx, "up"); err != nil {
+			t.Fatalf("testenv: deploy/local/stack --cluster up: %v\n%s", err, out)
+		}
+		t.Logf("cluster stack started in %v", time.Since(start).Round(time.Millisecond))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if out, err := run(ctx, "down"); err != nil {
+				t.Errorf("testenv: deploy/local/stack --cluster down: %v\n%s", err, out)
+			}
+		})
+	}
+	vals, err := envfile.Load(filepath.Join(dir, "cluster", "env"))
+	if err != nil {
+		t.Fatalf("testenv: the cluster stack's env file: %v", err)
+	}
+	return ClusterStack{Values: vals, dir: filepath.Join(dir, "cluster"), run: run}
+}
