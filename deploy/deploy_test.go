@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -494,5 +495,50 @@ func TestConfigMapPassesOfflineCheck(t *testing.T) {
 	}
 	if _, err := pipelines.LoadOffline(p); err == nil || !strings.Contains(err.Error(), "sink_clickhouse.batch_rows") {
 		t.Fatalf("--offline missed a real mistake: %v", err)
+	}
+}
+
+// TestKubernetesClusterOverlay: deploy/k8s/cluster replaces the ConfigMap's backflow.yaml with
+// one for a ClickHouse cluster and a Redis Cluster. It passes check-config (with the pod's
+// secrets, and --offline), sets both cluster modes, and differs from the base file in the
+// clickhouse and redis sections only, so that the two do not drift apart.
+func TestKubernetesClusterOverlay(t *testing.T) {
+	overlay := docs(t, "k8s/cluster/kustomization.yaml")[0]
+	if res := fmt.Sprint(at(overlay, "resources")); res != "[../]" || !strings.Contains(fmt.Sprint(at(overlay, "patches")), "configmap.yaml") {
+		t.Fatalf("kustomization: resources %s, patches %v", res, at(overlay, "patches"))
+	}
+	cm := docs(t, "k8s/cluster/configmap.yaml")[0]
+	if str(at(cm, "kind")) != "ConfigMap" || str(at(cm, "metadata", "name")) != "backflow-config" {
+		t.Fatalf("the patch is not the ConfigMap backflow-config: %v", cm["metadata"])
+	}
+	body := str(at(cm, "data", "backflow.yaml"))
+	l := loadConfig(t, body)
+	if c := l.Config.Conns; c.ClickHouse.Cluster != "backflow" || c.Redis.Mode != "cluster" || len(c.Redis.Addrs) != 3 || c.Redis.Addr != "" {
+		t.Errorf("cluster modes: clickhouse %+v, redis %+v", c.ClickHouse, c.Redis)
+	}
+	p := filepath.Join(t.TempDir(), "backflow.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipelines.LoadOffline(p); err != nil {
+		t.Errorf("check-config --offline: %v", err)
+	}
+
+	var base, cluster map[string]any
+	if err := yaml.Unmarshal([]byte(str(at(loadK8s(t).named("ConfigMap", "backflow-config"), "data", "backflow.yaml"))), &base); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(body), &cluster); err != nil {
+		t.Fatal(err)
+	}
+	for _, section := range []string{"clickhouse", "redis"} {
+		if reflect.DeepEqual(base[section], cluster[section]) {
+			t.Errorf("the %s section is the base's", section)
+		}
+		delete(base, section)
+		delete(cluster, section)
+	}
+	if !reflect.DeepEqual(base, cluster) {
+		t.Errorf("outside clickhouse and redis, the cluster config differs from deploy/k8s/configmap.yaml's:\nbase    %v\ncluster %v", base, cluster)
 	}
 }
