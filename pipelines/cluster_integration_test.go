@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -128,13 +129,16 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "ingest", env.Ingest.Group, []string{env.Ingest.InferenceTopic, env.Ingest.GatewayTopic}, func(ctx context.Context) error {
 		return ingest.Run(ctx, env.Ingest, ingest.RunConfig{Kafka: env.Kafka, Registry: env.Registry, SensitiveWords: env.Moderation(t), StorageDir: t.TempDir(), Logger: quiet})
 	})
-	sink, err := clickhouse.New(clickhouse.Config{Group: env.SinkGroup, Topic: env.Ingest.EnrichedTopic, DLQTopic: env.SinkDLQ,
-		BatchRows: 500, BatchInterval: 200 * time.Millisecond, FromStart: true, BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
-		clickhouse.RunConfig{Kafka: env.Kafka, Registry: env.Registry, ClickHouse: chcfg, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
+	newSink := func() *clickhouse.Sink {
+		sink, err := clickhouse.New(clickhouse.Config{Group: env.SinkGroup, Topic: env.Ingest.EnrichedTopic, DLQTopic: env.SinkDLQ,
+			BatchRows: 500, BatchInterval: 200 * time.Millisecond, FromStart: true, BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
+			clickhouse.RunConfig{Kafka: env.Kafka, Registry: env.Registry, ClickHouse: chcfg, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sink
 	}
-	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, sink.Run)
+	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, newSink().Run)
 
 	// The feature sink on the Redis Cluster (with a master down, under faults).
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-features", env.Features.Group, []string{env.Ingest.EnrichedTopic}, func(ctx context.Context) error {
@@ -216,6 +220,9 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	t.Logf("oracle: %d originals; lost %d, duplicates %d, not in the manifest %d (converged after %v)", len(want), lost, dups, extra, time.Since(start).Round(time.Millisecond))
 	if len(want) < 500 || lost != 0 || dups != 0 || extra != 0 {
 		t.Fatalf("through v_inference_results: %d originals, lost %d, duplicates %d, unknown %d", len(want), lost, dups, extra)
+	}
+	if !faults {
+		replayOnCluster(t, ctx, env, chcfg, newSink, reader, check, len(want))
 	}
 	s1 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[0]+"', "+env.DB+".inference_results_local)")
 	s2 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[2]+"', "+env.DB+".inference_results_local)")
@@ -313,4 +320,40 @@ func readOnline(t *testing.T, python, repo string, feats []string, rows []map[st
 		t.Fatalf("read_online.py output %q: %v", out, err)
 	}
 	return got
+}
+
+// replayOnCluster moves the ClickHouse sink's group back to the start with backflow replay,
+// runs the sink again over every enriched record, and checks that the distributed views still
+// hold each original once, and that the replay is recorded in the cluster's replay_log (one row
+// per partition moved). Re-written rows carry the same version and collapse.
+func replayOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, chcfg clickhouse.Conn, newSink func() *clickhouse.Sink,
+	reader driver.Conn, check func() (lost, dups, extra int), originals int) {
+	t.Helper()
+	before := queryCount(t, ctx, reader, "SELECT count() FROM inference_results")
+	p, err := replay.Prepare(ctx, env.Admin, replay.Request{Group: env.SinkGroup, Scope: replay.Scope{AllTopics: true},
+		Spec: replay.Spec{Kind: replay.ToEarliest}}, replay.Options{ControlTopic: env.Ingest.ControlTopic, Reason: "cluster test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Plan.Reread() == 0 {
+		t.Fatalf("the replay would re-read nothing: %+v", p.Plan.Rows)
+	}
+	if _, err := p.Execute(ctx, env.Admin, replay.Systems{ClickHouse: chcfg, Replication: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse (replayed)", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, newSink().Run)
+	start := time.Now()
+	lost, dups, extra := check()
+	for (lost > 0 || dups > 0) && time.Since(start) < 30*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		lost, dups, extra = check()
+	}
+	after := queryCount(t, ctx, reader, "SELECT count() FROM inference_results")
+	logged := queryCount(t, ctx, reader, "SELECT count() FROM replay_log WHERE consumer_group = '"+env.SinkGroup+"'")
+	t.Logf("replay of %s re-read %d records: inference rows stored %d before, %d after; through the view lost %d, duplicates %d; replay_log rows %d for %d partitions",
+		env.SinkGroup, p.Plan.Reread(), before, after, lost, dups, logged, len(p.Plan.Rows))
+	if lost != 0 || dups != 0 || extra != 0 || after < before || logged != uint64(len(p.Plan.Rows)) {
+		t.Fatalf("after the replay, through v_inference_results (%d originals): lost %d, duplicates %d, unknown %d; rows %d → %d; replay_log %d rows for %d partitions",
+			originals, lost, dups, extra, before, after, logged, len(p.Plan.Rows))
+	}
 }
