@@ -1,14 +1,10 @@
 package pipelines_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -252,10 +248,10 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	if len(ids) < 3 {
 		t.Fatalf("%d tenants in v_gateway_logs, want 3 or more", len(ids))
 	}
-	python, repo := feastOnCluster(t, env.Features.Project, seeds)
+	python, repo := testenv.FeastSetup(t, env.Features.Project, t.TempDir(), "BACKFLOW_REDIS_MODE=cluster", "BACKFLOW_REDIS_ADDRS="+strings.Join(seeds, ","))
 	var got map[string][]any
 	for try := 0; ; try++ { // the features' deltas may still be on their way through the loopback topic
-		got = readOnline(t, python, repo, []string{"tenant_features:request_count"}, tenants)
+		got = testenv.FeastReadOnline(t, python, repo, []string{"tenant_features:request_count"}, tenants)
 		same := true
 		for i, id := range ids {
 			if v, _ := got["request_count"][i].(float64); v != chCounts[id] {
@@ -280,46 +276,6 @@ func queryCount(t *testing.T, ctx context.Context, conn driver.Conn, q string) u
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
-}
-
-// feastOnCluster applies the Feast repo for project on the Redis Cluster, in a folder of the
-// test's own, and returns the venv's python and the repo.
-func feastOnCluster(t *testing.T, project string, seeds []string) (python, repo string) {
-	t.Helper()
-	root, _ := filepath.Abs("..")
-	stack := os.Getenv("BACKFLOW_STACK_DIR")
-	if stack == "" {
-		stack = filepath.Join(root, ".stack")
-	}
-	cmd := exec.Command(filepath.Join(root, "deploy", "feast", "setup.sh"))
-	cmd.Env = append(os.Environ(), "BACKFLOW_FEAST_PROJECT="+project, "BACKFLOW_FEAST_REPO_DIR="+t.TempDir(),
-		"BACKFLOW_REDIS_MODE=cluster", "BACKFLOW_REDIS_ADDRS="+strings.Join(seeds, ","))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("deploy/feast/setup.sh: %v\n%s", err, stderr.String())
-	}
-	return filepath.Join(stack, "feast-venv", "bin", "python"), string(bytes.TrimSpace(out))
-}
-
-func readOnline(t *testing.T, python, repo string, feats []string, rows []map[string]any) map[string][]any {
-	t.Helper()
-	req, _ := json.Marshal(map[string]any{"features": feats, "entity_rows": rows})
-	root, _ := filepath.Abs("..")
-	cmd := exec.Command(python, filepath.Join(root, "deploy", "feast", "read_online.py"), repo)
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("read_online.py: %v\n%s", err, stderr.String())
-	}
-	var got map[string][]any
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("read_online.py output %q: %v", out, err)
-	}
-	return got
 }
 
 // replayOnCluster moves the ClickHouse sink's group back to the start with backflow replay,

@@ -107,7 +107,7 @@ func TestHelpExamplesRun(t *testing.T) {
 	must(t, os.MkdirAll(binDir, 0o755))
 	must(t, os.Symlink(bin, filepath.Join(binDir, "backflow")))
 	must(t, os.MkdirAll(filepath.Join(dir, ".stack"), 0o755))
-	must(t, os.Symlink(envFile(t), filepath.Join(dir, ".stack", "env")))
+	must(t, os.Symlink(testenv.EnvFile(), filepath.Join(dir, ".stack", "env")))
 	must(t, os.MkdirAll(filepath.Join(dir, "deploy"), 0o755))
 	must(t, os.Symlink(filepath.Join(testenv.RepoRoot(), "deploy", "config.example.yaml"), filepath.Join(dir, "deploy", "config.example.yaml")))
 	conf := filepath.Join(dir, "backflow.yaml")
@@ -263,18 +263,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// envFile is the stack's env file the tests use.
-func envFile(t *testing.T) string {
-	if dir := os.Getenv("BACKFLOW_STACK_DIR"); dir != "" {
-		return filepath.Join(dir, "env")
-	}
-	p := filepath.Join(testenv.RepoRoot(), ".stack", "env")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the stack's env file: %v", err)
-	}
-	return p
 }
 
 // configMapData is the backflow.yaml of deploy/k8s/configmap.yaml, as kubectl's jsonpath

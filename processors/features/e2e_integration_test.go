@@ -504,7 +504,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	checkDLQ(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
 
 	// A sample read through Feast's own SDK (a private Feast project named like the test's).
-	python, repo := feastSetup(t, fcfg.Project, t.TempDir())
+	python, repo := testenv.FeastSetup(t, fcfg.Project, t.TempDir())
 	var sample []string
 	var rows []map[string]any
 	for tenant := range tenantReqs {
@@ -529,7 +529,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 			}
 		}
 	}
-	got := readOnline(t, python, repo, feastChecks(features.TenantView, partyChecks), rows)
+	got := testenv.FeastReadOnline(t, python, repo, feastChecks(features.TenantView, partyChecks), rows)
 	for i, tenant := range sample {
 		assertFeast("tenant "+tenant, got, i, tenantExp[tenant], partyChecks)
 	}
@@ -563,7 +563,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	for _, u := range usample {
 		rows = append(rows, map[string]any{"tenant_id": u[0], "user_id": u[1]})
 	}
-	got = readOnline(t, python, repo, feastChecks(features.UserView, partyChecks), rows)
+	got = testenv.FeastReadOnline(t, python, repo, feastChecks(features.UserView, partyChecks), rows)
 	for i, u := range usample {
 		assertFeast("user "+u[0]+"/"+u[1], got, i, userExp[u], partyChecks)
 	}
@@ -574,7 +574,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 		msample = append(msample, model)
 		rows = append(rows, map[string]any{"model": model})
 	}
-	got = readOnline(t, python, repo, feastChecks(features.ModelView, modelChecks), rows)
+	got = testenv.FeastReadOnline(t, python, repo, feastChecks(features.ModelView, modelChecks), rows)
 	for i, model := range msample {
 		assertFeast("model "+model, got, i, modelExp[model], modelChecks)
 	}

@@ -1,15 +1,9 @@
 package features_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -23,69 +17,11 @@ import (
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// feastSetup runs deploy/feast/setup.sh (venv with the pinned Feast, feast apply against the
-// stack's Redis) and returns the venv's python and the applied repo. A venv that cannot be
-// built fails the test.
-// project "" keeps the yaml's; repoDir "" renders into the stack folder. env is added to the
-// script's environment (a Redis Cluster's mode and seeds).
-func feastSetup(t *testing.T, project, repoDir string, env ...string) (python, repo string) {
-	t.Helper()
-	root := repoRoot(t)
-	stack := os.Getenv("BACKFLOW_STACK_DIR")
-	if stack == "" {
-		stack = filepath.Join(root, ".stack")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy", "feast", "setup.sh"))
-	cmd.Env = append(os.Environ(), "BACKFLOW_REDIS_ADDR="+testenv.Get(testenv.RedisAddr))
-	if project != "" {
-		cmd.Env = append(cmd.Env, "BACKFLOW_FEAST_PROJECT="+project)
-	}
-	if repoDir != "" {
-		cmd.Env = append(cmd.Env, "BACKFLOW_FEAST_REPO_DIR="+repoDir)
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("deploy/feast/setup.sh failed (%v) after %v:\n%s", err, time.Since(start), stderr.String())
-	}
-	t.Logf("setup.sh took %v", time.Since(start).Round(time.Millisecond))
-	return filepath.Join(stack, "feast-venv", "bin", "python"), string(bytes.TrimSpace(out))
-}
-
-func readOnline(t *testing.T, python, repo string, feats []string, rows []map[string]any) map[string][]any {
-	t.Helper()
-	req, _ := json.Marshal(map[string]any{"features": feats, "entity_rows": rows})
-	cmd := exec.Command(python, filepath.Join(repoRoot(t), "deploy", "feast", "read_online.py"), repo)
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("read_online.py: %v\n%s", err, stderr.String())
-	}
-	var got map[string][]any
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("read_online.py output %q: %v", out, err)
-	}
-	return got
-}
-
 // TestFeastReadsOurLayout writes request, tenant, user and model rows with the sink's writer, then
 // reads them back through Feast's own SDK (get_online_features) and compares every value.
 func TestFeastReadsOurLayout(t *testing.T) {
 	testenv.Integration(t)
-	python, repo := feastSetup(t, "", "")
+	python, repo := testenv.FeastSetup(t, "", "")
 	feastReadsOurLayout(t, redis.Conn{Addr: testenv.Get(testenv.RedisAddr)}, python, repo)
 }
 
@@ -97,7 +33,7 @@ func TestFeastReadsOurLayoutOnRedisCluster(t *testing.T) {
 	testenv.Integration(t)
 	cl := testenv.Cluster(t)
 	seeds := cl.List(testenv.ClusterRedisAddrs)
-	python, repo := feastSetup(t, "", t.TempDir(), "BACKFLOW_REDIS_MODE=cluster", "BACKFLOW_REDIS_ADDRS="+strings.Join(seeds, ","))
+	python, repo := testenv.FeastSetup(t, "", t.TempDir(), "BACKFLOW_REDIS_MODE=cluster", "BACKFLOW_REDIS_ADDRS="+strings.Join(seeds, ","))
 	rcfg := redis.Conn{Mode: redis.ModeCluster, Addrs: seeds}
 	run := feastReadsOurLayout(t, rcfg, python, repo)
 
@@ -236,7 +172,7 @@ func feastReadsOurLayout(t *testing.T, rcfg redis.Conn, python, repo string) str
 	for _, r := range reqs {
 		rows = append(rows, map[string]any{"request_id": r.id})
 	}
-	got := readOnline(t, python, repo, []string{"request_features:risk_score", "request_features:verdict", "request_features:categories",
+	got := testenv.FeastReadOnline(t, python, repo, []string{"request_features:risk_score", "request_features:verdict", "request_features:categories",
 		"request_features:latency_ms", "request_features:total_tokens", "request_features:model"}, rows)
 	t.Logf("request_features via Feast: %v", got)
 	for i, r := range reqs {
@@ -273,7 +209,7 @@ func feastReadsOurLayout(t *testing.T, rcfg redis.Conn, python, repo string) str
 	for _, f := range windowed {
 		feats = append(feats, "tenant_features:"+f)
 	}
-	got = readOnline(t, python, repo, feats, rows)
+	got = testenv.FeastReadOnline(t, python, repo, feats, rows)
 	t.Logf("tenant_features via Feast: %v", got)
 	for i, id := range ids[:2] {
 		for j, f := range windowed {
@@ -306,7 +242,7 @@ func feastReadsOurLayout(t *testing.T, rcfg redis.Conn, python, repo string) str
 		rows = append(rows, map[string]any{"tenant_id": u.tenant, "user_id": u.user})
 	}
 	rows = append(rows, map[string]any{"tenant_id": run + "-tenant-missing", "user_id": "user-00001"})
-	got = readOnline(t, python, repo, []string{"user_features:request_count", "user_features:flagged_count",
+	got = testenv.FeastReadOnline(t, python, repo, []string{"user_features:request_count", "user_features:flagged_count",
 		"user_features:flagged_ratio", "user_features:tokens", "user_features:last_seen"}, rows)
 	t.Logf("user_features via Feast: %v", got)
 	for i, u := range users {
@@ -331,7 +267,7 @@ func feastReadsOurLayout(t *testing.T, rcfg redis.Conn, python, repo string) str
 	for f := range mwant {
 		feats = append(feats, "model_features:"+f)
 	}
-	got = readOnline(t, python, repo, feats, []map[string]any{{"model": mid}})
+	got = testenv.FeastReadOnline(t, python, repo, feats, []map[string]any{{"model": mid}})
 	t.Logf("model_features via Feast: %v", got)
 	for f, want := range mwant {
 		if v, ok := got[f][0].(float64); !ok || v != want {

@@ -90,6 +90,9 @@ func fileValues() map[string]string {
 	return loaded
 }
 
+// EnvFile is the path of the stack's env file: $BACKFLOW_STACK_DIR/env, or <repo>/.stack/env.
+func EnvFile() string { return envFilePath() }
+
 func envFilePath() string {
 	if dir := os.Getenv("BACKFLOW_STACK_DIR"); dir != "" {
 		return filepath.Join(dir, "env")
