@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
@@ -115,7 +116,7 @@ func cell(v reflect.Value) string {
 		if x.IsZero() {
 			return "-"
 		}
-		return x.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		return x.UTC().Format(dlq.TimeLayout) // RFC 3339 with milliseconds, as dlq list prints times
 	case []string:
 		if len(x) == 0 {
 			return "-"

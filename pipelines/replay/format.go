@@ -6,19 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf16"
 )
-
-// timeLayout is how plans and status print record timestamps.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(timeLayout)
-}
 
 // WriteCSV writes the plan byte for byte as kafka-consumer-groups --export prints it for one
 // group: "topic,partition,offset" lines with the target offsets, no header, in the order Kafka's
