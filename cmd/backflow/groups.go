@@ -79,7 +79,7 @@ group with its members, topics and partitions, under the same names as the table
 					d := newGroupDoc(st)
 					rows = append(rows, d.Topics...)
 					if len(d.Topics) == 0 {
-						rows = append(rows, topicRow{Group: st.Group, State: st.State, Members: len(st.Members), CurrentOffset: -1, LogEndOffset: -1, Lag: -1})
+						rows = append(rows, topicRow{Group: st.Group, State: st.State, Members: len(st.Members), Partitions: -1, CurrentOffset: -1, LogEndOffset: -1, Lag: -1})
 					}
 				}
 				if err := writeTable(out, rows); err != nil {

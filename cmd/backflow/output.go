@@ -60,7 +60,7 @@ func writeDoc(w io.Writer, format string, doc any) error {
 
 // writeTable writes rows (a slice of one of the row types) as a table whose headers are the
 // fields' keys upper-cased, with - for _, leaving out the columns whose keys omit names. Empty
-// strings, negative offsets (none committed) and zero times print as "-".
+// strings, negative numbers (none: no commit, no partitions) and zero times print as "-".
 func writeTable(w io.Writer, rows any, omit ...string) error {
 	v := reflect.ValueOf(rows)
 	t := v.Type().Elem()
@@ -104,14 +104,12 @@ func cell(v reflect.Value) string {
 		}
 		v = v.Elem()
 	}
+	if _, named := v.Interface().(fmt.Stringer); !named && v.CanInt() && v.Int() < 0 { // none: no commit, no partitions
+		return "-"
+	}
 	switch x := v.Interface().(type) {
 	case string:
 		return dash(x)
-	case int64:
-		if x < 0 {
-			return "-"
-		}
-		return fmt.Sprint(x)
 	case time.Time:
 		if x.IsZero() {
 			return "-"

@@ -109,3 +109,16 @@ func TestOutputFlagRefusesOtherFormats(t *testing.T) {
 		t.Errorf("version -o json: exit %d, %v, %+v", code, err, v)
 	}
 }
+
+// TestWriteTableNoPartitions: a group without partitions shows "-" in every number column,
+// as groups printed it before the row types (a negative int32 printed as -1).
+func TestWriteTableNoPartitions(t *testing.T) {
+	var b strings.Builder
+	if err := writeTable(&b, []topicRow{{Group: "g", State: "Empty", Partitions: -1, CurrentOffset: -1, LogEndOffset: -1, Lag: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if got := strings.Fields(lines[1]); !reflect.DeepEqual(got, []string{"g", "Empty", "0", "-", "-", "-", "-", "-"}) {
+		t.Errorf("row %q", got)
+	}
+}
