@@ -63,18 +63,11 @@ var ErrConfig = conf.ErrInvalid
 // Override is a value given on the command line for a key.
 type Override = conf.Override
 
-// FromEnv reads the connection settings alone: the defaults, then the BACKFLOW_* variables
-// getenv returns (os.Getenv in production). All problems are reported at once as conf.Errors,
-// each naming its key and variable; no error shows a secret. An address not given is no error
-// here: the caller Requires the systems it talks to.
-func FromEnv(getenv func(string) string) (Conns, error) {
-	var c Conns
-	_, err := connSchema.Load(&c, "", getenv)
-	return c, err
-}
-
-// connSchema is Conns' keys: the same paths and variables as in Config, where Conns is squashed.
-var connSchema = conf.New[Conns]("BACKFLOW_")
+// FromEnv is LoadConns with no file: the defaults, then the BACKFLOW_* variables getenv returns
+// (os.Getenv in production). All problems are reported at once as conf.Errors, each naming its
+// key and variable; no error shows a secret. An address not given is no error here: the caller
+// Requires the systems it talks to.
+func FromEnv(getenv func(string) string) (Conns, error) { return LoadConns("", getenv) }
 
 // EnvVar documents one variable of a connection key; `backflow --help` lists them.
 type EnvVar struct {
@@ -111,7 +104,7 @@ func EnvVars() []EnvVar {
 // connSections are the sections of Conns.
 var connSections = func() []string {
 	var out []string
-	for _, k := range connSchema.Keys() {
+	for _, k := range conf.New[Conns]("").Keys() {
 		if s, _, _ := strings.Cut(k.Path, "."); !slices.Contains(out, s) {
 			out = append(out, s)
 		}
