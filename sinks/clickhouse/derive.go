@@ -37,11 +37,19 @@ type Column struct {
 	// HasDefault says whether the Avro field (or an enclosing one) has a default: a column
 	// added by a newer schema needs one, so that older records have a value for it.
 	HasDefault bool
+	// MapPart is MapKeys or MapValues for the two columns of a map field, else "".
+	MapPart string
 	// Branches has, for each part of Field, the full name of the named type (record, enum,
 	// fixed) a nullable union there holds, or "": decoded into an any, hamba/avro keys such a
 	// union's value by that name. Nil when there is none.
 	Branches []string
 }
+
+// The two columns of a map field: its sorted keys, and the values in the keys' order.
+const (
+	MapKeys   = "keys"
+	MapValues = "values"
+)
 
 // ErrUnsupportedField is what DeriveColumns returns (errors.Is) for a field no column can hold;
 // the error names the field. Exclude the field or change its type.
@@ -115,13 +123,21 @@ func (d *deriver) field(s avro.Schema, name, field string, br []string, arrays i
 	case *avro.ArraySchema:
 		return d.field(t.Items(), name, field, br, arrays+1, false, hasDefault)
 	case *avro.MapSchema:
-		if err := d.add(Column{Name: name + "_keys", Type: wrap("String", arrays+1, false), Field: field, HasDefault: hasDefault}, br); err != nil {
+		if err := d.add(Column{Name: name + "_keys", Type: wrap("String", arrays+1, false), Field: field, MapPart: MapKeys, HasDefault: hasDefault}, br); err != nil {
 			return err
 		}
 		if _, ok := deref(t.Values()).(*avro.RecordSchema); ok {
 			return fmt.Errorf("%w: %s is a map of records; exclude it, or make it an array of records", ErrUnsupportedField, field)
 		}
-		return d.field(t.Values(), name+"_values", field, br, arrays+1, false, hasDefault)
+		n := len(d.cols)
+		if err := d.field(t.Values(), name+"_values", field, br, arrays+1, false, hasDefault); err != nil {
+			return err
+		}
+		if len(d.cols) != n+1 {
+			return fmt.Errorf("%w: the values of the map %s are not one column (a map of maps?); exclude it", ErrUnsupportedField, field)
+		}
+		d.cols[n].MapPart = MapValues
+		return nil
 	}
 	typ, err := d.scalar(s, field)
 	if err != nil {

@@ -59,8 +59,8 @@ func TestDeriveColumns(t *testing.T) {
 		{Name: "tags", Type: "Array(String)", Field: "tags"},
 		{Name: "tool_calls_tool", Type: "Array(String)", Field: "tool_calls.tool"},
 		{Name: "tool_calls_latency_ms", Type: "Array(Nullable(Int32))", Field: "tool_calls.latency_ms"},
-		{Name: "attrs_keys", Type: "Array(String)", Field: "attrs", HasDefault: true},
-		{Name: "attrs_values", Type: "Array(Int64)", Field: "attrs", HasDefault: true},
+		{Name: "attrs_keys", Type: "Array(String)", Field: "attrs", MapPart: MapKeys, HasDefault: true},
+		{Name: "attrs_values", Type: "Array(Int64)", Field: "attrs", MapPart: MapValues, HasDefault: true},
 		{Name: "result", Type: "String", Field: "result", JSON: true, HasDefault: true},
 		{Name: "digest", Type: "FixedString(16)", Field: "digest"},
 	}
@@ -93,6 +93,9 @@ func TestDeriveColumnsRefusals(t *testing.T) {
 		{"a map of records",
 			`{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":{"type":"record","name":"V","fields":[{"name":"x","type":"int"}]}}}]}`,
 			"m is a map of records"},
+		{"a map of maps",
+			`{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":{"type":"map","values":"long"}}}]}`,
+			"the values of the map m are not one column"},
 		{"a field that is always null", `{"type":"record","name":"R","fields":[{"name":"n","type":["null"]}]}`, "n is always null"},
 		{"not a record", `"string"`, "not a record"},
 	} {
@@ -162,6 +165,16 @@ func TestRowValues(t *testing.T) {
 	want := []any{int32(3), "9", []string{"a", "z"}, []*float64{&onePointFive, nil}, []*int64{&four, nil}}
 	if !reflect.DeepEqual(vals, want) {
 		t.Errorf("values %#v, want %#v", vals, want)
+	}
+	// A map in each record of an array: its keys and values per element.
+	nested, err := DeriveColumns(avro.MustParse(`{"type":"record","name":"R","fields":[{"name":"xs","type":{"type":"array","items":
+		{"type":"record","name":"X","fields":[{"name":"m","type":{"type":"map","values":"long"}}]}}}]}`), Capabilities{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, err := RowValues(nested, map[string]any{"xs": []any{map[string]any{"m": map[string]any{"b": int64(2), "a": int64(1)}}, map[string]any{"m": map[string]any{}}}})
+	if want := []any{[][]string{{"a", "b"}, {}}, [][]int64{{1, 2}, {}}}; err != nil || !reflect.DeepEqual(nv, want) {
+		t.Errorf("maps in an array: %#v, %v; want %#v", nv, err, want)
 	}
 	if _, err := RowValues(cols, map[string]any{"n": "three"}); err == nil || !strings.Contains(err.Error(), "column n (field n): string three does not fit Int32") {
 		t.Errorf("a value that does not fit: %v", err)

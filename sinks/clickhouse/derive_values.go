@@ -34,11 +34,8 @@ func columnValue(c Column, rec map[string]any) (any, error) {
 	if c.JSON {
 		return jsonText(raw, c.Type)
 	}
-	switch {
-	case strings.HasSuffix(c.Name, "_keys") && isMap(raw):
-		return convert(sortedMap(raw, true), c.Type)
-	case strings.HasSuffix(c.Name, "_values") && isMap(raw):
-		return convert(sortedMap(raw, false), c.Type)
+	if c.MapPart != "" {
+		raw = mapPart(raw, c.MapPart == MapKeys)
 	}
 	return convert(raw, c.Type)
 }
@@ -89,14 +86,17 @@ func unbranch(v any, name string) any {
 	return v
 }
 
-func isMap(v any) bool {
-	_, ok := v.(map[string]any)
-	return ok
-}
-
-// sortedMap is a map's keys, or its values in the order of its sorted keys.
-func sortedMap(v any, keys bool) []any {
-	m := v.(map[string]any)
+// mapPart is a map's keys, sorted, or its values in the order of its sorted keys; for maps in
+// an array (a field of an array of records), the array of them. null is the empty map.
+func mapPart(v any, keys bool) any {
+	if list, ok := v.([]any); ok {
+		out := make([]any, len(list))
+		for i, e := range list {
+			out[i] = mapPart(e, keys)
+		}
+		return out
+	}
+	m, _ := v.(map[string]any)
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
