@@ -166,15 +166,12 @@ func TestHelpExamplesRun(t *testing.T) {
 	if len(examples) < 30 {
 		t.Fatalf("found %d examples; the parser lost some", len(examples))
 	}
-	ran := 0
 	for _, e := range examples {
-		line := replace.Replace(e.line) + extra(e)
-		if strings.Contains(line, "|") || strings.Contains(line, ">") { // the extra flags go before a pipe or a redirect
-			line = replace.Replace(e.line)
-			if x := extra(e); x != "" {
-				i := strings.IndexAny(line, "|>")
-				line = strings.TrimSpace(line[:i]) + x + " " + line[i:]
-			}
+		line, x := replace.Replace(e.line), extra(e)
+		if i := strings.IndexAny(line, "|>"); i >= 0 { // the extra flags go before a pipe or a redirect
+			line = strings.TrimSpace(line[:i]) + x + " " + line[i:]
+		} else {
+			line += x
 		}
 		t.Run(e.cmd+": "+e.line, func(t *testing.T) {
 			code, out := runExample(t, ctx, dir, env, line, stopOf(e))
@@ -182,12 +179,8 @@ func TestHelpExamplesRun(t *testing.T) {
 				t.Errorf("%s\nran as: %s\nexit %d:\n%s", e.line, line, code, out)
 			}
 		})
-		ran++
 	}
-	if ran != len(examples) {
-		t.Fatalf("ran %d of %d examples", ran, len(examples))
-	}
-	t.Logf("%d examples ran", ran)
+	t.Logf("%d examples ran", len(examples))
 }
 
 // How an example ends.
