@@ -88,10 +88,17 @@ func TestHelpExamplesRun(t *testing.T) {
 	d := pipelinetest.Run(t, ctx, loadgen.Config{Requests: 400, Seed: 7, PoisonRate: 0.2})
 	bin := testenv.Build(t, "cmd/backflow")
 	// The feature sink's group, as if it had consumed everything: replay --reset-state's
-	// example needs a group that exists.
+	// example needs a group that exists, and the group table the sink's first run creates.
+	// The sink-features examples run after replay's (the tree is in name order), and the
+	// stages in run's example may be stopped before they made it.
 	adm := kadm.NewClient(d.Admin)
 	ends, err := adm.ListEndOffsets(ctx, d.Features.EnrichedTopic)
 	must(t, err)
+	compact := "compact"
+	if resp, err := adm.CreateTopic(ctx, int32(len(ends[d.Features.EnrichedTopic])), 1,
+		map[string]*string{"cleanup.policy": &compact}, d.Features.TableTopic()); err != nil || resp.Err != nil {
+		t.Fatalf("create %s: %v %v", d.Features.TableTopic(), err, resp.Err)
+	}
 	var offs kadm.Offsets
 	ends.Each(func(o kadm.ListedOffset) {
 		offs.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
