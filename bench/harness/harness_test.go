@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,57 @@ func TestRunConfigLoads(t *testing.T) {
 	stages := &harness{opt: options{backflow: "bin/backflow", layout: layoutStages, redisDB: 9}, tmp: t.TempDir()}
 	if pr := stages.newPeerRun(peerBackflow, 1, bl, bl.tag, ""); len(pr.procs) != 3 || len(pr.stages) != 3 {
 		t.Fatalf("stages layout: %d processes, %d stages; want 3 and 3", len(pr.procs), len(pr.stages))
+	}
+}
+
+// TestBackflowCopies: backflow-xN runs N copies of backflow's processes on the same groups and
+// topics, each copy with its own storage and config file; other names are not backflow.
+func TestBackflowCopies(t *testing.T) {
+	for peer, want := range map[string]int{"backflow": 1, "backflow-x2": 2, "backflow-x3": 3, "backflow-x4": 0, "backflow-x0": 0, "backflow-xx": 0, "ceiling": 0} {
+		if n, ok := backflowCopies(peer); n != want || ok != (want > 0) {
+			t.Errorf("backflowCopies(%q) = %d, %v; want %d", peer, n, ok, want)
+		}
+	}
+	bl := backlog{tag: "b1", inference: "b1.inf", gateway: "b1.gw"}
+	for _, layout := range []string{layoutRun, layoutStages} {
+		h := &harness{opt: options{backflow: "bin/backflow", layout: layout, redisDB: 9}, tmp: t.TempDir()}
+		one, three := h.newPeerRun(peerBackflow, 1, bl, bl.tag, ""), h.newPeerRun("backflow-x3", 1, bl, bl.tag, "")
+		if len(three.procs) != 3*len(one.procs) || len(three.dirs) != 3*len(one.dirs) || len(three.files) != 3*len(one.files) {
+			t.Fatalf("%s layout: x3 has %d processes, %d dirs, %d files; x1 %d, %d, %d", layout,
+				len(three.procs), len(three.dirs), len(three.files), len(one.procs), len(one.dirs), len(one.files))
+		}
+		// Every copy joins the stage's one group (the run layout's copies: the same config
+		// but for the storage folder).
+		groups := map[string]int{}
+		for _, p := range three.procs {
+			if i := slices.Index(p.args, "--group"); i >= 0 {
+				groups[p.args[i+1]]++
+			}
+		}
+		for _, body := range three.files {
+			for _, st := range three.stages {
+				if strings.Contains(body, st.group+"\n") {
+					groups[st.group]++
+				}
+			}
+		}
+		for _, st := range three.stages {
+			if groups[st.group] != 3 {
+				t.Fatalf("%s layout: %d copies join group %s, want 3 (%v)", layout, groups[st.group], st.group, groups)
+			}
+		}
+		seen := map[string]bool{}
+		for _, p := range three.procs {
+			if seen[p.name] {
+				t.Fatalf("%s layout: process name %s twice", layout, p.name)
+			}
+			seen[p.name] = true
+		}
+		for _, d := range three.dirs {
+			if seen[d] {
+				t.Fatalf("%s layout: storage %s shared by two copies", layout, d)
+			}
+			seen[d] = true
+		}
 	}
 }

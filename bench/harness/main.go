@@ -41,6 +41,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/envfile"
 	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/sinks/redis"
 )
 
 type options struct {
@@ -73,7 +74,7 @@ func main() {
 	flag.StringVar(&o.envFile, "env-file", ".stack/env", "the stack's env file (deploy/local/stack up writes it); variables already set win")
 	flag.IntVar(&o.records, "records", 1_000_000, "source records in the backlog (loadgen writes 3 per request, plus duplicates and poison)")
 	flag.IntVar(&o.runs, "runs", 3, "runs per peer; every figure is the median over them")
-	flag.StringVar(&o.peers, "peers", strings.Join(allPeers, ","), "peers to measure, in order: backflow, ceiling, benthos")
+	flag.StringVar(&o.peers, "peers", strings.Join(allPeers, ","), "peers to measure, in order: backflow, ceiling, benthos; backflow-x2 and backflow-x3 are backflow as 2 or 3 copies of its processes sharing the groups (on the cluster stack: --env-file .stack/cluster/env)")
 	flag.BoolVar(&o.quick, "quick", false, "development mode: 60,000 records, 1 run, a 10 s latency run (flags given explicitly still win)")
 	flag.BoolVar(&o.latency, "latency", true, "do the latency run (backflow at a fixed rate)")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "requests/s of the latency run (0: half of backflow's measured maximum)")
@@ -196,12 +197,15 @@ func (o options) validate() error {
 		errs = append(errs, errors.New("--peers: empty"))
 	}
 	for _, p := range peers {
-		if !slices.Contains(allPeers, p) {
-			errs = append(errs, fmt.Errorf("--peers: %q is unknown (known: %s)", p, strings.Join(allPeers, ", ")))
+		if _, ok := backflowCopies(p); !ok && !slices.Contains(allPeers, p) {
+			errs = append(errs, fmt.Errorf("--peers: %q is unknown (known: %s, and backflow-x2 to backflow-x%d)", p, strings.Join(allPeers, ", "), maxCopies))
 		}
 	}
 	bins := map[string]string{peerBackflow: o.backflow, peerCeiling: o.ceiling, peerBenthos: o.benthos}
 	for _, p := range peers {
+		if _, ok := backflowCopies(p); ok {
+			p = peerBackflow
+		}
 		if b := bins[p]; b != "" {
 			if _, err := os.Stat(b); err != nil {
 				errs = append(errs, fmt.Errorf("%s binary %s: %w (make bench builds it)", p, b, err))
@@ -221,13 +225,15 @@ func (o options) validate() error {
 
 // harness is one benchmark invocation.
 type harness struct {
-	opt     options
-	conn    pipelines.Conns
-	st      *stack
-	tmp     string // logs and local storage of this invocation
-	stamp   string
-	stack   string // the stack's folder (for service pids)
-	started time.Time
+	opt   options
+	conn  pipelines.Conns
+	st    *stack
+	tmp   string // logs and local storage of this invocation
+	stamp string
+	// stackDirs are the stack's folders whose run/ has the services' pids: the env file's, and
+	// in cluster mode also the plain stack's (Kafka, the registry, the sensitive-word service).
+	stackDirs []string
+	started   time.Time
 }
 
 func run(ctx context.Context, o options) error {
@@ -244,14 +250,31 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if conn.ClickHouse.Cluster != "" || conn.Redis.Mode == redis.ModeCluster {
+		// The cluster stack (.stack/cluster/env): only backflow has a cluster mode, and a
+		// Redis Cluster has only database 0.
+		for _, p := range o.peerList() {
+			if _, ok := backflowCopies(p); !ok {
+				return fmt.Errorf("--peers: %s has no cluster mode; on the cluster stack measure backflow, backflow-x2, backflow-x3", p)
+			}
+		}
+		o.redisDB = 0
+	}
 	conn.Redis.DB = o.redisDB
-	for name, v := range map[string]string{"BACKFLOW_REGISTRY_URL": conn.Registry.URL, "BACKFLOW_CLICKHOUSE_ADDR": conn.ClickHouse.Addr, "BACKFLOW_REDIS_ADDR": conn.Redis.Addr} {
+	redisAddr, redisVar := conn.Redis.Addr, "BACKFLOW_REDIS_ADDR"
+	if conn.Redis.Mode == redis.ModeCluster {
+		redisAddr, redisVar = strings.Join(conn.Redis.Addrs, ","), "BACKFLOW_REDIS_ADDRS"
+	}
+	for name, v := range map[string]string{"BACKFLOW_REGISTRY_URL": conn.Registry.URL, "BACKFLOW_CLICKHOUSE_ADDR": conn.ClickHouse.Addr, redisVar: redisAddr} {
 		if v == "" {
 			return fmt.Errorf("%s is not set (is %s the stack's env file?)", name, o.envFile)
 		}
 	}
 	h := &harness{opt: o, conn: conn, started: time.Now(), stamp: time.Now().UTC().Format("20060102T150405")}
-	h.stack = filepath.Dir(o.envFile)
+	h.stackDirs = []string{filepath.Dir(o.envFile)}
+	if conn.ClickHouse.Cluster != "" {
+		h.stackDirs = append(h.stackDirs, filepath.Dir(filepath.Dir(o.envFile)))
+	}
 	h.tmp, err = filepath.Abs(filepath.Join(o.out, "tmp", h.stamp))
 	if err != nil {
 		return err

@@ -117,7 +117,7 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	}
 	defer h.cleanup(pr)
 
-	svcPids := servicePids(h.stack)
+	svcPids := servicePids(h.stackDirs...)
 	svcBefore := map[string]procstat.Sample{}
 	for name, pid := range svcPids {
 		if s, err := procstat.Read(pid); err == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -53,6 +54,24 @@ const (
 
 var allPeers = []string{peerBackflow, peerCeiling, peerBenthos}
 
+// backflowCopies tells whether peer is backflow, and how many copies of its processes it runs:
+// "backflow" is one, "backflow-x3" three, sharing the consumer groups as three replicas of a
+// Deployment would (each with its own local storage). The copies measure how backflow scales
+// out (docs/scaling.md).
+func backflowCopies(peer string) (int, bool) {
+	if peer == peerBackflow {
+		return 1, true
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(peer, peerBackflow+"-x"))
+	if !strings.HasPrefix(peer, peerBackflow+"-x") || err != nil || n < 1 || n > maxCopies {
+		return 0, false
+	}
+	return n, true
+}
+
+// maxCopies bounds backflow-xN: more processes than the source topics' partitions sit idle.
+const maxCopies = partitions
+
 // How backflow runs: one process per stage (the default; each writes its own profiles), or as
 // make demo does, one `backflow run` process with every stage.
 const (
@@ -69,11 +88,11 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 	pr := peerRun{peer: peer, run: run, db: "bench_" + strings.ReplaceAll(id, "-", "_")}
 	chEnv := []string{"BACKFLOW_CLICKHOUSE_DATABASE=" + pr.db, fmt.Sprintf("BACKFLOW_REDIS_DB=%d", h.opt.redisDB)}
 	sources := []string{bl.inference, bl.gateway}
-	switch peer {
-	case peerBackflow:
+	copies, isBackflow := backflowCopies(peer)
+	switch {
+	case isBackflow:
 		enriched, dlqT, control := name+".enriched", name+".dlq", name+".control"
 		gIngest, gSink, gFeat, gMirror := name+"-ingest", name+"-sink-clickhouse", name+"-features", name+"-dlq-mirror"
-		ingestDir, featDir := filepath.Join(h.tmp, name+"-ingest"), filepath.Join(h.tmp, name+"-features")
 		profArgs := func(name string) []string {
 			if prof == "" {
 				return nil
@@ -89,46 +108,53 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 		// Each process serves /metrics on a port of its own choosing, so runs and stages never
 		// collide on the default port.
 		const metrics = "127.0.0.1:0"
-		if h.opt.layout == layoutStages {
-			pr.procs = []proc{
-				{name: "ingest", bin: h.opt.backflow, ready: []string{"ingest ready"},
-					args: append(profArgs("ingest"), "ingest", "--metrics-addr", metrics, "--group", gIngest, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway,
-						"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
-				{name: "sink-clickhouse", bin: h.opt.backflow, env: chEnv,
-					args: append(profArgs("sink-clickhouse"), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
-						"--mirror-dlq-group", gMirror)},
-				{name: "sink-features", bin: h.opt.backflow, env: chEnv, ready: []string{"sink-features ready"},
-					args: append(profArgs("sink-features"), "sink-features", "--metrics-addr", metrics, "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
-						"--project", "bench", "--storage-dir", featDir)},
+		pr.files = map[string]string{}
+		for c := 1; c <= copies; c++ {
+			suffix := "" // the copy's processes and storage: ingest, ingest-2, ...
+			if c > 1 {
+				suffix = fmt.Sprintf("-%d", c)
 			}
-		} else {
-			cfg := filepath.Join(h.tmp, name+".yaml")
-			pr.files = map[string]string{cfg: runConfig(metrics, map[string]string{
+			ingestDir, featDir := filepath.Join(h.tmp, name+"-ingest"+suffix), filepath.Join(h.tmp, name+"-features"+suffix)
+			pr.dirs = append(pr.dirs, ingestDir, featDir)
+			if h.opt.layout == layoutStages {
+				pr.procs = append(pr.procs,
+					proc{name: "ingest" + suffix, bin: h.opt.backflow, ready: []string{"ingest ready"},
+						args: append(profArgs("ingest"+suffix), "ingest", "--metrics-addr", metrics, "--group", gIngest, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway,
+							"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
+					proc{name: "sink-clickhouse" + suffix, bin: h.opt.backflow, env: chEnv,
+						args: append(profArgs("sink-clickhouse"+suffix), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
+							"--mirror-dlq-group", gMirror)},
+					proc{name: "sink-features" + suffix, bin: h.opt.backflow, env: chEnv, ready: []string{"sink-features ready"},
+						args: append(profArgs("sink-features"+suffix), "sink-features", "--metrics-addr", metrics, "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
+							"--project", "bench", "--storage-dir", featDir)})
+				continue
+			}
+			cfg := filepath.Join(h.tmp, name+suffix+".yaml")
+			pr.files[cfg] = runConfig(metrics, map[string]string{
 				"ingest.group": gIngest, "ingest.inference_topic": bl.inference, "ingest.gateway_topic": bl.gateway,
 				"ingest.enriched_topic": enriched, "ingest.dlq_topic": dlqT, "ingest.control_topic": control, "ingest.storage_dir": ingestDir,
 				"sink_clickhouse.group": gSink, "sink_clickhouse.topic": enriched, "sink_clickhouse.dlq_topic": dlqT, "sink_clickhouse.mirror_dlq_group": gMirror,
 				"sink_features.group": gFeat, "sink_features.enriched_topic": enriched, "sink_features.dlq_topic": dlqT,
 				"sink_features.project": "bench", "sink_features.storage_dir": featDir,
-			})}
-			pr.procs = []proc{{name: "backflow-run", bin: h.opt.backflow, env: chEnv, ready: []string{"ingest ready", "sink-features ready"},
-				args: append(profArgs("backflow-run"), "run", "--config", cfg)}}
+			})
+			pr.procs = append(pr.procs, proc{name: "backflow-run" + suffix, bin: h.opt.backflow, env: chEnv, ready: []string{"ingest ready", "sink-features ready"},
+				args: append(profArgs("backflow-run"+suffix), "run", "--config", cfg)})
 		}
 		// ingest creates its internal topics; listed here to be deleted afterwards.
 		pr.topics = []string{enriched, dlqT, control, gIngest + "-loop", gIngest + "-table", gFeat + "-table", gFeat + "-loop"}
 		pr.groups = []string{gIngest, gSink, gFeat, gMirror}
-		pr.dirs = []string{ingestDir, featDir}
 		pr.features = true
 		// sink-features refuses to start before its input exists (ingest would create it), and
 		// goka's own create of the loop topic can fail with "already exists" when the broker's
 		// metadata lags under load (seen here), so the harness creates those beforehand.
 		pr.precreate = []string{enriched, dlqT, gFeat + "-loop"}
-	case peerCeiling:
+	case peer == peerCeiling:
 		g := name
 		pr.procs = []proc{{name: "ceiling", bin: h.opt.ceiling, env: chEnv,
 			args: []string{"--group", g, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway}}}
 		pr.stages = []stage{{name: "ceiling", group: g, topics: sources}}
 		pr.groups = []string{g}
-	case peerBenthos:
+	case peer == peerBenthos:
 		g, dlqT := name, name+".dlq"
 		env := append(chEnv,
 			"BENCH_BROKERS="+strings.Join(h.conn.Kafka.Brokers, ","),

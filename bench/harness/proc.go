@@ -80,10 +80,15 @@ func (c *child) tail(n int) string {
 }
 
 // servicePids returns the pids of the stack's services (deploy/local/stack records them in
-// .stack/run/NAME.pid), for the CPU they spend on a peer's behalf.
-func servicePids(stackDir string) map[string]int {
+// .stack/run/NAME.pid, the cluster stack's in .stack/cluster/run), for the CPU they spend on a
+// peer's behalf.
+func servicePids(stackDirs ...string) map[string]int {
 	out := map[string]int{}
-	files, _ := filepath.Glob(filepath.Join(stackDir, "run", "*.pid"))
+	var files []string
+	for _, d := range stackDirs {
+		f, _ := filepath.Glob(filepath.Join(d, "run", "*.pid"))
+		files = append(files, f...)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -338,10 +339,13 @@ func (r *results) markdown() string {
 	case layoutRun:
 		w("backflow ran as `make demo` runs it: one `backflow run` process with every stage.\n\n")
 	}
+	if names := r.peerNames(); len(names) > 0 && !slices.Contains(allPeers, names[len(names)-1]) {
+		w("backflow-x*N* is *N* copies of backflow's processes sharing its consumer groups; its CPU and peak RSS are the sums over the copies.\n\n")
+	}
 	if len(r.Scale) > 0 {
 		w("## Against the backlog's size\n\n| backlog records | peer | records/s | seconds | CPU µs per record | services µs per record | peak RSS MB | ClickHouse rows (FINAL) |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range summarizeScale(r) {
-			for _, p := range allPeers {
+			for _, p := range r.peerNames() {
 				if m, ok := s.Peers[p]; ok {
 					w("| %d | %s | %.0f | %.0f | %.1f | %.1f | %.0f | %d (%d) |\n", s.Records, p, m.RecordsPerSec, m.Seconds, m.CPUPerRecord, m.ServicesCPU, m.PeakRSSMB, m.Rows, m.RowsFinal)
 				}
@@ -351,7 +355,7 @@ func (r *results) markdown() string {
 	}
 	w("## Draining the backlog\n\n")
 	w("| peer | records/s (end to end) | seconds | CPU s per million records | peak RSS MB | ClickHouse rows (FINAL) | Redis keys |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, p := range allPeers {
+	for _, p := range r.peerNames() {
 		pr := r.Peers[p]
 		if pr == nil {
 			continue
@@ -371,7 +375,7 @@ func (r *results) markdown() string {
 		}
 	}
 	w("\n## Per stage\n\n| peer | stage | input records | records/s (from start) | steady records/s (10–90 %%) |\n|---|---|---:|---:|---:|\n")
-	for _, p := range allPeers {
+	for _, p := range r.peerNames() {
 		if pr := r.Peers[p]; pr != nil {
 			for _, s := range pr.Median.Stages {
 				w("| %s | %s | %d | %.0f | %.0f |\n", p, s.Stage, s.Input, s.RecordsPerSec, s.SteadyPerSec)
@@ -379,7 +383,7 @@ func (r *results) markdown() string {
 		}
 	}
 	w("\n## Per process\n\n| peer | process | CPU s | cores busy | CPU s per million | peak RSS MB |\n|---|---|---:|---:|---:|---:|\n")
-	for _, p := range allPeers {
+	for _, p := range r.peerNames() {
 		if pr := r.Peers[p]; pr != nil {
 			for _, pm := range pr.Median.Procs {
 				w("| %s | %s | %.1f | %.2f | %.1f | %.0f |\n", p, pm.Name, pm.CPUSeconds, pm.Cores, pm.CPUPerMillion, pm.PeakRSSMB)
@@ -388,7 +392,7 @@ func (r *results) markdown() string {
 	}
 	w("\nCPU of the stack's services while each peer ran (seconds per million source records):\n\n| peer |")
 	var svc []string
-	for _, p := range allPeers {
+	for _, p := range r.peerNames() {
 		if pr := r.Peers[p]; pr != nil {
 			for _, s := range pr.Median.Services {
 				if !contains(svc, s.Name) {
@@ -402,7 +406,7 @@ func (r *results) markdown() string {
 		w(" %s |", s)
 	}
 	w("\n|---|%s\n", strings.Repeat("---:|", len(svc)))
-	for _, p := range allPeers {
+	for _, p := range r.peerNames() {
 		pr := r.Peers[p]
 		if pr == nil {
 			continue
@@ -430,7 +434,7 @@ func (r *results) markdown() string {
 		w("| **median** | %d | %d | **%.0f** | **%.0f** | **%.0f** | %.0f |\n", l.Median.Requests, l.Median.Samples, l.Median.P50, l.Median.P95, l.Median.P99, l.Median.Max)
 	}
 	w("\n## Every run\n\n| peer | run | records/s | seconds | CPU s per million | peak RSS MB | rows | FINAL |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, p := range allPeers {
+	for _, p := range r.peerNames() {
 		if pr := r.Peers[p]; pr != nil {
 			for _, m := range pr.Runs {
 				w("| %s | %d | %.0f | %.1f | %.1f | %.0f | %d | %d |\n", p, m.Run, m.RecordsPerSec, m.Seconds, m.CPUPerMillion, m.PeakRSSMB, m.Rows, m.RowsFinal)
@@ -441,6 +445,24 @@ func (r *results) markdown() string {
 		w("\nProfiles of backflow's first run: `%s` (`go tool pprof -top bin/backflow FILE`).\n", r.ProfileDir)
 	}
 	return b.String()
+}
+
+// peerNames is every peer with results: backflow, the ceiling and Benthos in that order, then
+// backflow's copies (backflow-x2, ...) in name order.
+func (r *results) peerNames() []string {
+	var out, copies []string
+	for _, p := range allPeers {
+		if r.Peers[p] != nil {
+			out = append(out, p)
+		}
+	}
+	for p := range r.Peers {
+		if !slices.Contains(allPeers, p) {
+			copies = append(copies, p)
+		}
+	}
+	sort.Strings(copies)
+	return append(out, copies...)
 }
 
 func contains(xs []string, s string) bool {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -110,14 +111,29 @@ func (s *stack) deleteGroups(ctx context.Context, groups ...string) {
 	}
 }
 
+// onCluster is the ON CLUSTER clause of the harness's DDL: empty on one server.
+func (s *stack) onCluster() string {
+	if c := s.conn.ClickHouse.Cluster; c != "" {
+		return " ON CLUSTER " + c
+	}
+	return ""
+}
+
 // createDatabase creates db on ClickHouse and applies backflow's migrations to it, so every
-// peer writes into the same table shape.
+// peer writes into the same table shape. In cluster mode, on every host of the cluster, with
+// the replicated and Distributed tables backflow migrate makes.
 func (s *stack) createDatabase(ctx context.Context, db string) error {
-	if err := s.ch.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db); err != nil {
+	if err := s.ch.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db+s.onCluster()); err != nil {
 		return fmt.Errorf("create database %s: %w", db, err)
 	}
 	cfg := s.conn.ClickHouse
 	cfg.Database = db
+	if cfg.Cluster != "" {
+		if _, err := clickhouse.MigrateCluster(ctx, cfg, false); err != nil {
+			return fmt.Errorf("migrate %s on cluster %s: %w", db, cfg.Cluster, err)
+		}
+		return nil
+	}
 	conn, err := clickhouse.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -130,7 +146,7 @@ func (s *stack) createDatabase(ctx context.Context, db string) error {
 }
 
 func (s *stack) dropDatabase(ctx context.Context, db string) {
-	_ = s.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+	_ = s.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+db+s.onCluster())
 }
 
 // rowCounts returns the raw rows of inference_results + gateway_logs in db, and the rows
@@ -162,8 +178,28 @@ func (s *stack) latency(ctx context.Context, db string, from time.Time) (latency
 	return r, nil
 }
 
-// redisKeys is the number of keys in the harness's Redis database.
-func (s *stack) redisKeys(ctx context.Context) (int64, error) { return s.rdb.DBSize(ctx).Result() }
+// redisKeys is the number of keys in the harness's Redis database (on a Redis Cluster, the sum
+// over its masters).
+func (s *stack) redisKeys(ctx context.Context) (int64, error) {
+	cc, ok := s.rdb.(*goredis.ClusterClient)
+	if !ok {
+		return s.rdb.DBSize(ctx).Result()
+	}
+	var n atomic.Int64
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		k, err := m.DBSize(ctx).Result()
+		n.Add(k)
+		return err
+	})
+	return n.Load(), err
+}
 
-// flushRedis empties the harness's Redis database (never database 0 unless told so).
-func (s *stack) flushRedis(ctx context.Context) error { return s.rdb.FlushDB(ctx).Err() }
+// flushRedis empties the harness's Redis database (never database 0 of one Redis unless told
+// so; on a Redis Cluster, which has only database 0, every master: the cluster stack is for
+// tests and benchmarks).
+func (s *stack) flushRedis(ctx context.Context) error {
+	if cc, ok := s.rdb.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return m.FlushDB(ctx).Err() })
+	}
+	return s.rdb.FlushDB(ctx).Err()
+}
