@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-micro
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -61,6 +61,11 @@ bench-scale: check-go build stack-up ## scale mode: drain backlogs of BENCH_SCAL
 	$(GO) build -o bin/bench-ceiling ./bench/ceiling
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bin/bench-harness --scale $(BENCH_SCALE) $(BENCH_FLAGS)
+
+bench-cluster: check-go build stack-cluster-up ## how backflow scales out: 1, 2 and 3 backflow run processes sharing the groups drain a 300k backlog on the cluster stack, alternating; summary in bench/scaling.json (commit it), quoted by docs/scaling.md
+	$(GO) build -o bin/bench-harness ./bench/harness
+	bin/bench-harness --env-file .stack/cluster/env --peers backflow,backflow-x2,backflow-x3 --backflow-layout run \
+		--records 300000 --latency=false --profile=false --plot "" --summary bench/scaling.json $(BENCH_FLAGS)
 
 bench-micro: check-go ## Go micro-benchmarks of the hot paths into .bench/results/micro-*.txt (not committed), for benchstat (BENCH_COUNT, BENCH_RUN)
 	bench/micro.sh

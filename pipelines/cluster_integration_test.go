@@ -2,10 +2,12 @@ package pipelines_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
@@ -86,39 +89,43 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
+	// Under faults, the crashes come while the sinks write: clickhouse-s2r2 right after the
+	// ClickHouse sink's first flush (at most BatchRows of about 1,800 rows, so most of them go
+	// to a shard with a replica down), and the Redis master serving slot 0 as the feature sink
+	// submits its first write. Both come back 15 s after the second crash.
+	var (
+		mu                      sync.Mutex
+		crashErr                error
+		chKilled, redisKilled   time.Time
+		flushesAfter, rowsAfter int
+	)
 	restarted := make(chan error, 1)
-	killed := time.Now()
+	var onFlush func(clickhouse.Flush)
+	var crashRedis func()
 	if faults {
-		// A master of the Redis Cluster (roles change with each failover): the one serving slot 0.
-		probe, err := redis.Open(ctx, conns.Redis)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slots, err := probe.ClusterSlots(ctx).Result()
-		probe.Close()
-		if err != nil || len(slots) == 0 {
-			t.Fatalf("cluster slots: %v", err)
-		}
-		master := ""
-		for _, sl := range slots {
-			if sl.Start == 0 {
-				for i, a := range seeds {
-					if a == sl.Nodes[0].Addr {
-						master = fmt.Sprintf("redis-%d", i+1)
-					}
-				}
+		master := slotZeroMaster(t, ctx, conns.Redis, seeds)
+		onFlush = func(f clickhouse.Flush) {
+			mu.Lock()
+			defer mu.Unlock()
+			if chKilled.IsZero() {
+				crashErr = errors.Join(crashErr, cl.Crash("clickhouse-s2r2"))
+				chKilled = time.Now()
+				return
 			}
+			flushesAfter++
+			rowsAfter += f.Rows
 		}
-		if master == "" {
-			t.Fatalf("no seed serves slot 0: %v", slots)
+		crashRedis = func() {
+			mu.Lock()
+			crashErr = errors.Join(crashErr, cl.Crash(master))
+			redisKilled = time.Now()
+			mu.Unlock()
+			go func() {
+				time.Sleep(15 * time.Second)
+				restarted <- cl.StartMissing(ctx)
+			}()
 		}
-		cl.Kill(t, "clickhouse-s2r2")
-		cl.Kill(t, master)
-		t.Logf("killed clickhouse-s2r2 and %s, the master of slot 0", master)
-		go func() {
-			time.Sleep(15 * time.Second)
-			restarted <- cl.StartMissing(ctx)
-		}()
+		t.Logf("will crash clickhouse-s2r2 after the ClickHouse sink's first flush, and %s (the master of slot 0) at the feature sink's first write", master)
 	} else {
 		close(restarted)
 	}
@@ -128,21 +135,36 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	newSink := func() *clickhouse.Sink {
 		sink, err := clickhouse.New(clickhouse.Config{Group: env.SinkGroup, Topic: env.Ingest.EnrichedTopic, DLQTopic: env.SinkDLQ,
 			BatchRows: 500, BatchInterval: 200 * time.Millisecond, FromStart: true, BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
-			clickhouse.RunConfig{Kafka: env.Kafka, Registry: env.Registry, ClickHouse: chcfg, Logger: quiet})
+			clickhouse.RunConfig{Kafka: env.Kafka, Registry: env.Registry, ClickHouse: chcfg, Logger: quiet, OnFlush: onFlush})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return sink
 	}
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, newSink().Run)
+	onFlush = nil // the replay's sink runs without faults
 
-	// The feature sink on the Redis Cluster (with a master down, under faults).
+	// The feature sink on the Redis Cluster (with a master crashed as it writes, under faults).
+	var store features.Store = redis.NewWriter(rdb, redis.Config{})
+	if faults {
+		store = &crashOnFirstSubmit{Store: store, crash: crashRedis}
+	}
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-features", env.Features.Group, []string{env.Ingest.EnrichedTopic}, func(ctx context.Context) error {
-		return features.Run(ctx, env.Features, features.RunConfig{Kafka: env.Kafka, Registry: env.Registry, Store: redis.NewWriter(rdb, redis.Config{}),
+		return features.Run(ctx, env.Features, features.RunConfig{Kafka: env.Kafka, Registry: env.Registry, Store: store,
 			StorageDir: t.TempDir(), Logger: quiet})
 	})
 	if faults {
-		t.Logf("both sinks committed %v after the kills", time.Since(killed).Round(time.Millisecond))
+		mu.Lock()
+		if crashErr != nil {
+			t.Fatal(crashErr)
+		}
+		if chKilled.IsZero() || redisKilled.IsZero() || flushesAfter == 0 || rowsAfter == 0 {
+			t.Fatalf("the crashes did not come mid-run: ClickHouse at %v with %d flushes (%d rows) after it, Redis at %v",
+				chKilled, flushesAfter, rowsAfter, redisKilled)
+		}
+		t.Logf("after clickhouse-s2r2 crashed the ClickHouse sink committed %d more flushes (%d rows); the feature sink committed everything %v after the Redis master crashed (%d write retries, %d ops written)",
+			flushesAfter, rowsAfter, time.Since(redisKilled).Round(time.Millisecond), store.Retries(), store.Written())
+		mu.Unlock()
 	}
 
 	// Lost 0, duplicates 0, through the Distributed tables, read on the other shard's replica.
@@ -312,4 +334,43 @@ func replayOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, c
 		t.Fatalf("after the replay, through v_inference_results (%d originals): lost %d, duplicates %d, unknown %d; rows %d → %d; replay_log %d rows for %d partitions",
 			originals, lost, dups, extra, before, after, logged, len(p.Plan.Rows))
 	}
+}
+
+// slotZeroMaster names the cluster stack's Redis node (redis-N) that is the master of slot 0
+// now: roles change with each failover.
+func slotZeroMaster(t *testing.T, ctx context.Context, c redis.Conn, seeds []string) string {
+	t.Helper()
+	probe, err := redis.Open(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	slots, err := probe.ClusterSlots(ctx).Result()
+	if err != nil || len(slots) == 0 {
+		t.Fatalf("cluster slots: %v", err)
+	}
+	for _, sl := range slots {
+		if sl.Start == 0 {
+			for i, a := range seeds {
+				if a == sl.Nodes[0].Addr {
+					return fmt.Sprintf("redis-%d", i+1)
+				}
+			}
+		}
+	}
+	t.Fatalf("no seed serves slot 0: %v", slots)
+	return ""
+}
+
+// crashOnFirstSubmit is the feature sink's store with a crash of a Redis node just before its
+// first write goes out, so that write and the ones after it meet the outage.
+type crashOnFirstSubmit struct {
+	features.Store
+	once  sync.Once
+	crash func()
+}
+
+func (c *crashOnFirstSubmit) Submit(ctx context.Context, ops []feast.Op, done func(error)) error {
+	c.once.Do(c.crash)
+	return c.Store.Submit(ctx, ops, done)
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,9 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/envfile"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/stackclean"
 )
 
 // Keys of the cluster stack's env file (deploy/local/stack --cluster up), besides the shared
@@ -35,17 +39,26 @@ type ClusterStack struct {
 // crash would; StartMissing brings it back.
 func (c ClusterStack) Kill(t testing.TB, name string) {
 	t.Helper()
+	if err := c.Crash(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Crash is Kill for a goroutine other than the test's (a stage's callback): it returns the
+// error instead of failing the test.
+func (c ClusterStack) Crash(name string) error {
 	b, err := os.ReadFile(filepath.Join(c.dir, "run", name+".pid"))
 	if err != nil {
-		t.Fatalf("testenv: kill %s: %v", name, err)
+		return fmt.Errorf("testenv: kill %s: %w", name, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		t.Fatalf("testenv: kill %s: pid %q: %v", name, b, err)
+		return fmt.Errorf("testenv: kill %s: pid %q: %w", name, b, err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("testenv: kill %s (pid %d): %v", name, pid, err)
+		return fmt.Errorf("testenv: kill %s (pid %d): %w", name, pid, err)
 	}
+	return nil
 }
 
 // StartMissing starts what of the cluster stack is not running (deploy/local/stack --cluster
@@ -134,5 +147,53 @@ func Cluster(t testing.TB) ClusterStack {
 	if err != nil {
 		t.Fatalf("testenv: the cluster stack's env file: %v", err)
 	}
-	return ClusterStack{Values: vals, dir: filepath.Join(dir, "cluster"), run: run}
+	cs := ClusterStack{Values: vals, dir: filepath.Join(dir, "cluster"), run: run}
+	// What the test made on the cluster must be gone once its own cleanups ran (they run
+	// before this one, which runs before the stack's down): test/leftovers looks at the plain
+	// and secured stacks after make test, when the cluster stack is stopped again, so the
+	// check is here. The lock makes everything stamped since it was taken this test's.
+	since := time.Now()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
+		defer cancel()
+		items, err := cs.leftovers(ctx, stackclean.Match{Since: since})
+		if err != nil {
+			t.Errorf("testenv: cluster leftovers: %v", err)
+		}
+		for _, it := range items {
+			t.Errorf("testenv: left behind on the cluster stack: %s", it)
+		}
+	})
+	return cs
+}
+
+// leftovers lists what m selects on the cluster stack: databases and tables on every
+// ClickHouse host (a table that is not replicated lives on one), and keys on the Redis Cluster.
+func (c ClusterStack) leftovers(ctx context.Context, m stackclean.Match) ([]stackclean.Item, error) {
+	var items []stackclean.Item
+	var errs []error
+	seen := map[stackclean.Item]bool{}
+	for _, addr := range c.List(ClusterClickHouseAddrs) {
+		conn, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: addr})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		found, err := stackclean.Find(ctx, stackclean.Stack{CH: conn}, m)
+		conn.Close()
+		errs = append(errs, err)
+		for _, it := range found {
+			if !seen[it] {
+				seen[it] = true
+				items = append(items, it)
+			}
+		}
+	}
+	rdb, err := redis.Open(ctx, redis.Conn{Mode: redis.ModeCluster, Addrs: c.List(ClusterRedisAddrs)})
+	if err != nil {
+		return items, errors.Join(append(errs, err)...)
+	}
+	defer rdb.Close()
+	found, err := stackclean.Find(ctx, stackclean.Stack{Redis: rdb}, m)
+	return append(items, found...), errors.Join(append(errs, err)...)
 }
