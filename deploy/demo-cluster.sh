@@ -37,6 +37,16 @@ stop_all() {
   done
 }
 trap stop_all EXIT
+# alive fails the demo, with the end of its log, if a backflow process has exited.
+alive() {
+  local i
+  for i in $(seq 1 $PROCS); do
+    kill -0 "$(cat "$RUN/demo-run-$i.pid")" 2>/dev/null && continue
+    echo "backflow process $i has exited; the end of $LOGS/demo-run-$i.log:" >&2
+    tail -n 15 "$LOGS/demo-run-$i.log" >&2
+    exit 1
+  done
+}
 
 say "1. backflow ping: the shared Kafka, registry and sensitive-word service; the cluster's ClickHouse and Redis"
 $BF ping
@@ -49,7 +59,13 @@ stop_all
 for topic in cluster.model-inference-result cluster.gateway-log; do
   $KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 1 >/dev/null
 done
+# Each process keeps its local tables in a folder of its own, as each pod of a Deployment would;
+# they are a cache of the table topics, emptied here so a cache from an earlier demo (whose
+# topics may be gone since) is never read against fresh topics.
+STORAGE=.stack/cluster/demo-storage
+rm -rf "$STORAGE"
 for i in $(seq 1 $PROCS); do
+  BACKFLOW_INGEST_STORAGE_DIR="$PWD/$STORAGE/$i/ingest" BACKFLOW_SINK_FEATURES_STORAGE_DIR="$PWD/$STORAGE/$i/features" \
   setsid bin/backflow --env-file "$PWD/$ENV" run --config deploy/demo-cluster.yaml --metrics-addr "127.0.0.1:$((MBASE + i - 1))" \
     >"$LOGS/demo-run-$i.log" 2>&1 </dev/null &
   echo $! >"$RUN/demo-run-$i.pid"
@@ -72,6 +88,7 @@ import json, sys
 want = {"backflow-cluster-ingest", "backflow-cluster-sink-clickhouse", "backflow-cluster-features"}
 gs = [g for g in json.load(sys.stdin) if g.get("group") in want]
 print(sum(int(t.get("lag") or 0) for g in gs for t in g.get("topics") or []) if len(gs) == len(want) else -1)' || echo -1)
+  alive
   echo "   lag $lag ($((SECONDS - start))s)"
   [ "$lag" = 0 ] && break
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
@@ -80,17 +97,24 @@ done
 
 say "6. the oracle: the manifest against the distributed views (read on $LAST)"
 originals=$(grep '"kind":"original"' "$MANIFEST" | grep -c '"topic":"cluster.model-inference-result"' || true)
+# This run's request ids start with the manifest's run id: rows of earlier demos are left out.
+run_id=$(head -n 1 "$MANIFEST" | python3 -c 'import json, sys; print(json.load(sys.stdin)["runId"])')
+THIS_RUN="source_topic = 'cluster.model-inference-result' AND startsWith(request_id, '$run_id-')"
 # The last flush may still be on its way to the other replica (about a second): wait for it.
 for _ in $(seq 30); do
-  read -r rows ids <<<"$($CH_LAST -q "SELECT count(), uniqExact(request_id) FROM v_inference_results WHERE source_topic = 'cluster.model-inference-result'")"
+  read -r rows ids <<<"$($CH_LAST -q "SELECT count(), uniqExact(request_id) FROM v_inference_results WHERE $THIS_RUN")"
   [ "$ids" -ge "$originals" ] && break
   sleep 1
 done
 echo "   inference originals sent: $originals; in v_inference_results: $rows rows, $ids request ids (lost $((originals - ids)), duplicates $((rows - ids)))"
-echo "   rows per shard (inference_results_local):"
+if [ "$ids" -ne "$originals" ] || [ "$rows" -ne "$ids" ]; then
+  echo "the oracle does not match: lost or duplicated rows (logs: $LOGS/demo-run-N.log)" >&2
+  exit 1
+fi
+echo "   rows per shard (inference_results_local, this run's):"
 $CH -q "SELECT shard_num, host_address, port FROM system.clusters WHERE cluster = '$BACKFLOW_CLICKHOUSE_CLUSTER'" |
   while read -r shard host port; do
-    echo "     shard $shard $host:$port $(clickhouse-client --host "$host" --port "$port" -q "SELECT count() FROM inference_results_local WHERE source_topic = 'cluster.model-inference-result'")"
+    echo "     shard $shard $host:$port $(clickhouse-client --host "$host" --port "$port" -q "SELECT count() FROM inference_results_local WHERE $THIS_RUN")"
   done
 echo "   features read back through Feast from the Redis Cluster (3 busiest tenants) against ClickHouse:"
 $CH_LAST --format PrettyCompactNoEscapes -q "SELECT tenant_id, count() AS responses FROM v_gateway_logs WHERE phase = 'RESPONSE' AND source_topic = 'cluster.gateway-log' GROUP BY tenant_id ORDER BY responses DESC LIMIT 3" | sed 's/^/   /'
