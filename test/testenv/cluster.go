@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	chgo "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/backflowhq/backflow/internal/envfile"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/stackclean"
 )
@@ -174,9 +175,13 @@ func (c ClusterStack) leftovers(ctx context.Context, m stackclean.Match) ([]stac
 	var errs []error
 	seen := map[stackclean.Item]bool{}
 	for _, addr := range c.List(ClusterClickHouseAddrs) {
-		conn, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: addr})
+		// clickhouse-go itself: sinks/clickhouse's own tests import this package.
+		conn, err := chgo.Open(&chgo.Options{Addr: []string{addr}, DialTimeout: 5 * time.Second})
+		if err == nil {
+			err = conn.Ping(ctx)
+		}
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("clickhouse %s: %w", addr, err))
 			continue
 		}
 		found, err := stackclean.Find(ctx, stackclean.Stack{CH: conn}, m)
