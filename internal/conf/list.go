@@ -174,6 +174,9 @@ func (l *loader) decodeList(n *yaml.Node, lst *List) {
 		}
 		slice = reflect.Append(slice, v)
 	}
+	if slice.Len() == 0 {
+		slice = reflect.Zero(slice.Type()) // [] is no list, as for a list of strings
+	}
 	l.root.FieldByIndex(lst.index).Set(slice)
 	l.sources[lst.Path] = "file"
 	l.lines[lst.Path] = n.Line

@@ -120,8 +120,9 @@ type Sink struct {
 
 type pending struct {
 	rec  *kgo.Record
-	rows Rows  // the built-in tables' rows
-	err  error // non-nil: the record goes to the DLQ with this error
+	rows Rows      // the built-in tables' rows
+	row  streamRow // or a declared stream's row
+	err  error     // non-nil: the record goes to the DLQ with this error
 	ep   int32
 }
 
