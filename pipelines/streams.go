@@ -19,14 +19,14 @@ import (
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 )
 
-// A declared stream (the streams list of Config) runs as the stage stream:<name>: a
+// A declared stream (the streams list of Config) runs as the stage stream-<name>: a
 // ClickHouse sink of its own (clickhouse.NewStream) over its topic, with its own group, its
 // table derived from its subject's schema. docs/streams.md.
 
 // streamNeeds are the systems a stream's stage needs.
 var streamNeeds = []string{SystemKafka, SystemRegistry, SystemClickHouse}
 
-// streamNamed returns the declared stream whose stage is name (stream:<name>).
+// streamNamed returns the declared stream whose stage is name (stream-<name>).
 func (c Config) streamNamed(stage string) (clickhouse.StreamConfig, bool) {
 	name, ok := strings.CutPrefix(stage, clickhouse.StreamStagePrefix)
 	if !ok {

@@ -16,7 +16,7 @@ func TestExampleStreamsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(path, append([]byte("stages: [stream:agent-task-event, stream:training-data-pipeline]\n"), src...), 0o600)
+	os.WriteFile(path, append([]byte("stages: [stream-agent-task-event, stream-training-data-pipeline]\n"), src...), 0o600)
 	l, err := Load(path, env(stackAddrs))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestExampleStreamsLoad(t *testing.T) {
 // TestStreamErrorsAtTheirKeys: each problem of a stream is reported at its key path with its line.
 func TestStreamErrorsAtTheirKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(path, []byte(`stages: [stream:a, stream:nope]
+	os.WriteFile(path, []byte(`stages: [stream-a, stream-nope]
 streams:
   - name: a
     topic: t1
@@ -59,7 +59,7 @@ streams:
 	}
 	got := err.Error()
 	for _, want := range []string{
-		`stages (line 1): stage "stream:nope": no stream of that name is declared in streams`,
+		`stages (line 1): stage "stream-nope": no stream of that name is declared in streams`,
 		"streams[2].colour (line 12): unknown key",
 		`streams[1].dedupe_key (line 7): "x..y" is not an Avro field path`,
 		"streams[1].dedupe_window (line 8): dedupe window: 1h0m0s without an event_time",

@@ -134,7 +134,7 @@ func migrateStreams(ctx context.Context, out io.Writer, c pipelines.Conns, conn 
 		case p.Create:
 			what = "create"
 		case len(p.Statements) > 0:
-			what = fmt.Sprintf("add %d columns", len(p.Statements))
+			what = fmt.Sprintf("add %d columns", len(p.Statements)-2) // and re-create the view
 		}
 		fmt.Fprintf(out, "stream %s (subject %s, schema id %d): table %s: %s\n", p.Stream.Name, p.Stream.Subject, p.SchemaID, p.Stream.Table, what)
 		for _, s := range p.Statements {

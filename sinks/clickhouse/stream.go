@@ -23,9 +23,9 @@ import (
 // Start with StreamConfig (one section of the config's streams list), PlanStream (what
 // `backflow migrate` shows and applies) and NewStream (the stage's sink).
 
-// StreamStagePrefix names a stream's stage: stream:<name>, in stages, the DLQ's stage header
-// and the metrics' stage label.
-const StreamStagePrefix = "stream:"
+// StreamStagePrefix names a stream's stage: stream-<name>, in stages, the DLQ's stage header
+// and the metrics' stage label (a DLQ stage is lowercase letters, digits, '_' and '-').
+const StreamStagePrefix = "stream-"
 
 // The columns backflow adds to a stream's table besides the schema's. _offset is the
 // ReplacingMergeTree version: a record written twice (a redelivery, a replay) is one row.
@@ -42,7 +42,7 @@ const (
 // field's default is its default tag; Subject, Table and Group default to names made from
 // Name and Topic (withDefaults).
 type StreamConfig struct {
-	Name    string `key:"name" doc:"the stream's name (letters, digits, '_', '-'); its stage is stream:<name>"`
+	Name    string `key:"name" doc:"the stream's name (lowercase letters, digits, '_', '-'; at most 57); its stage is stream-<name>"`
 	Topic   string `key:"topic" doc:"the topic to read: Avro values in the Confluent wire format"`
 	Subject string `key:"subject" doc:"registry subject of the values' schema; empty: <topic>-value"`
 	Table   string `key:"table" doc:"ClickHouse table the stream lands in (and v_<table>, its deduplicated view); empty: the name with '-' as '_'"`
@@ -64,7 +64,7 @@ type StreamConfig struct {
 }
 
 var (
-	streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
+	streamName = regexp.MustCompile(`^[a-z0-9_-]{1,57}$`)
 	identName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	fieldPath  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 )
@@ -83,7 +83,7 @@ func (c StreamConfig) WithDefaults() StreamConfig {
 	return c
 }
 
-// Stage is the stream's stage name, stream:<name>.
+// Stage is the stream's stage name, stream-<name>.
 func (c StreamConfig) Stage() string { return StreamStagePrefix + c.Name }
 
 // View is the stream's deduplicated view, v_<table>.
@@ -96,7 +96,7 @@ func (c StreamConfig) Validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) { errs = append(errs, conf.Errorf(field, format, a...)) }
 	if !streamName.MatchString(c.Name) {
-		bad("Name", "name: %q, want letters, digits, '_' or '-'", c.Name)
+		bad("Name", "name: %q, want lowercase letters, digits, '_' or '-' (at most 57)", c.Name)
 	}
 	if !kafkaName.MatchString(c.Topic) {
 		bad("Topic", "topic: %q is not a valid Kafka topic name", c.Topic)
@@ -279,13 +279,26 @@ func (c StreamConfig) ViewDDL() string {
 	return "CREATE VIEW IF NOT EXISTS " + c.View() + " AS SELECT * FROM " + c.Table + " FINAL"
 }
 
+// viewAfter is stmts, which add columns, followed by what re-creates the view over the table:
+// a view lists the columns its table had when it was created (ClickHouse 18.16 expands the *
+// then), so it is dropped and created again to show the new ones. Readers of the view may
+// see it missing for that moment.
+func (c StreamConfig) viewAfter(stmts []string) []string {
+	if len(stmts) == 0 {
+		return nil
+	}
+	return append(slices.Clone(stmts), "DROP TABLE IF EXISTS "+c.View(), c.ViewDDL())
+}
+
 // StreamPlan is what following a schema takes for a stream's table: creating it (and its
 // view), or the columns to add, or nothing.
 type StreamPlan struct {
-	Stream     StreamConfig
-	Columns    []Column // the schema's columns, as the table will have them
-	Create     bool     // the table does not exist yet
-	Statements []string // DDL in order; empty: up to date
+	Stream  StreamConfig
+	Columns []Column // the schema's columns, as the table will have them
+	Create  bool     // the table does not exist yet
+	// Statements are the DDL in order: CREATE TABLE and CREATE VIEW, or the ADD COLUMNs and
+	// the view's re-creation; empty: up to date.
+	Statements []string
 }
 
 // PlanStream compares the stream's table on the server conn is connected to with the columns
@@ -307,9 +320,11 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 		p.Statements = []string{c.Spec(cols).CreateDDL(), c.ViewDDL()}
 		return p, nil
 	}
-	if p.Statements, err = PlanEvolution(c.Table, have, cols); err != nil {
+	stmts, err := PlanEvolution(c.Table, have, cols)
+	if err != nil {
 		return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
 	}
+	p.Statements = c.viewAfter(stmts)
 	return p, nil
 }
 
@@ -561,7 +576,7 @@ func (t *streamTable) follow(ctx context.Context, s *Sink, id int, writer hamba.
 		s.log.Info("stream: a newer schema adds columns; adding them", "stream", t.sc.Name, "schema_id", id, "statements", strings.Join(stmts, "; "))
 		attempts := 0
 		if err := s.retry(ctx, "alter "+t.sc.Table, &attempts, func(ctx context.Context) error {
-			return ApplyStream(ctx, t.ch, StreamPlan{Stream: t.sc, Statements: stmts})
+			return ApplyStream(ctx, t.ch, StreamPlan{Stream: t.sc, Statements: t.sc.viewAfter(stmts)})
 		}, IsRetryable); err != nil {
 			return fmt.Errorf("stream %s: add columns: %w", t.sc.Name, err)
 		}

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"math"
@@ -25,11 +26,12 @@ type StreamConfig struct {
 	Topic string
 	// Subject is the registry subject the schema is registered under. Default: <topic>-value.
 	Subject string
-	// Schema is the record schema the values are written with. Required.
-	Schema hamba.Schema
+	// Schema is the record schema the values are written with, as written (JSON): it is
+	// registered as is, its fields' defaults included. Required.
+	Schema string
 	// KeyField is the Avro field path of the stream's dedupe key: each original record gets a
-	// value of its own there (<run id>-<sequence> for a string), which is also its Kafka key
-	// and its manifest RequestID. Empty: records are keyed by their sequence number.
+	// value of its own there (<run id>-<sequence> for a string, a UUID made from it for a uuid),
+	// which is also its Kafka key and its manifest RequestID. Empty: records are keyed by their sequence number.
 	KeyField string
 	// TimeField is the Avro field path of the event time (a timestamp): record n is dated
 	// EventStart + (n-1)·EventStep. Default EventStart: the clock at the start, truncated to
@@ -103,8 +105,12 @@ func (c StreamConfig) Validate() error {
 	if c.Topic == "" {
 		bad("topic: empty")
 	}
-	rec, ok := c.Schema.(*hamba.RecordSchema)
-	if !ok {
+	schema, err := hamba.Parse(c.Schema)
+	if err != nil {
+		bad("schema: %v", err)
+	}
+	rec, ok := schema.(*hamba.RecordSchema)
+	if !ok && err == nil {
 		bad("schema: want a record schema")
 	}
 	if c.Records < 0 {
@@ -166,6 +172,7 @@ func fieldSchema(rec *hamba.RecordSchema, path string) hamba.Schema {
 // Deterministic for a seed and run id; not safe for concurrent use.
 type StreamGenerator struct {
 	cfg        StreamConfig
+	schema     *hamba.RecordSchema
 	runID      string
 	rng        *rand.Rand
 	enc        *avro.Encoder[any]
@@ -183,19 +190,20 @@ func NewStreamGenerator(cfg StreamConfig, runID string, reg avro.Registry) (*Str
 		return nil, errors.New("loadgen: run id is empty")
 	}
 	cfg = cfg.withDefaults()
-	enc, err := avro.NewEncoder[any](reg, cfg.Schema, cfg.Subject)
+	enc, err := avro.NewTextEncoder[any](reg, cfg.Schema, cfg.Subject)
 	if err != nil {
 		return nil, err
 	}
-	return &StreamGenerator{cfg: cfg, runID: runID, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73747265616d)), enc: enc}, nil
+	schema := hamba.MustParse(cfg.Schema).(*hamba.RecordSchema)
+	return &StreamGenerator{cfg: cfg, schema: schema, runID: runID, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73747265616d)), enc: enc}, nil
 }
 
 // Record makes record n's value (from 1): random valid values, its key and event time set.
 func (g *StreamGenerator) Record(n int) (map[string]any, string) {
-	v := g.value(g.cfg.Schema, 0).(map[string]any)
+	v := g.value(g.schema, 0).(map[string]any)
 	key := fmt.Sprintf("%s-%08d", g.runID, n)
 	if g.cfg.KeyField != "" {
-		switch fieldSchema(g.cfg.Schema.(*hamba.RecordSchema), g.cfg.KeyField).Type() {
+		switch fieldSchema(g.schema, g.cfg.KeyField).Type() {
 		case hamba.Long:
 			setPath(v, g.cfg.KeyField, int64(n))
 			key = fmt.Sprint(n)
@@ -203,6 +211,9 @@ func (g *StreamGenerator) Record(n int) (map[string]any, string) {
 			setPath(v, g.cfg.KeyField, n)
 			key = fmt.Sprint(n)
 		default:
+			if ls, ok := fieldSchema(g.schema, g.cfg.KeyField).(hamba.LogicalTypeSchema); ok && ls.Logical() != nil && ls.Logical().Type() == hamba.UUID {
+				key = nameUUID(key)
+			}
 			setPath(v, g.cfg.KeyField, key)
 		}
 	}
@@ -210,6 +221,15 @@ func (g *StreamGenerator) Record(n int) (map[string]any, string) {
 		setPath(v, g.cfg.TimeField, g.cfg.EventStart.Add(time.Duration(n-1)*g.cfg.EventStep))
 	}
 	return v, key
+}
+
+// nameUUID is a UUID made from name (its SHA-1, version 5 layout): a unique key for a uuid
+// field, the same for the same run id and sequence.
+func nameUUID(name string) string {
+	h := sha1.Sum([]byte(name))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 func setPath(v map[string]any, path string, x any) {

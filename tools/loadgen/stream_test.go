@@ -24,7 +24,7 @@ func TestStreamTrafficDecodes(t *testing.T) {
 			}
 			ctx := context.Background()
 			reg := newFakeRegistry(t)
-			g, err := NewStreamGenerator(StreamConfig{Topic: "t", Schema: hamba.MustParse(string(b)), KeyField: tc.key, TimeField: "event_time",
+			g, err := NewStreamGenerator(StreamConfig{Topic: "t", Schema: string(b), KeyField: tc.key, TimeField: "event_time",
 				Records: 300, DuplicateRate: 0.1, PoisonRate: 0.05, MaxRecordBytes: 4096}, "run", reg)
 			if err != nil {
 				t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	hamba "github.com/hamba/avro/v2"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
@@ -254,11 +253,7 @@ func streamTraffic(streams []clickhouse.StreamConfig, name, file string, cfg loa
 	if err != nil {
 		return loadgen.StreamConfig{}, fmt.Errorf("--stream-schema: %w", err)
 	}
-	schema, err := hamba.Parse(string(b))
-	if err != nil {
-		return loadgen.StreamConfig{}, fmt.Errorf("--stream-schema %s: %w", file, err)
-	}
-	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: schema, KeyField: sc.DedupeKey, TimeField: sc.EventTime,
+	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), KeyField: sc.DedupeKey, TimeField: sc.EventTime,
 		Records: cfg.Requests, Rate: cfg.Rate, DuplicateRate: cfg.DuplicateRate, CrossPartitionShare: cfg.CrossPartitionShare,
 		PoisonRate: cfg.PoisonRate, MaxRecordBytes: cfg.MaxRecordBytes, Seed: cfg.Seed}
 	if poisonKinds != "all" && poisonKinds != "" {
