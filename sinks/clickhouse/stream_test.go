@@ -104,3 +104,48 @@ func TestStreamColumnsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamDDLOnACluster: a stream's DDL goes through the migrations' cluster rewriting: a
+// replicated <table>_local on every shard, a Distributed table sharded by the dedupe key, the
+// view and the added columns ON CLUSTER (the Distributed table's ADD COLUMN on each host).
+func TestStreamDDLOnACluster(t *testing.T) {
+	agent := StreamConfig{Name: "agent-task-event", Topic: "agent-task-event", DedupeKey: "event_id", EventTime: "event_time"}
+	cols, err := agent.Columns(exampleSchema(t, "agent-task-event.avsc"), Capabilities{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{agent.WithDefaults().Table: true}
+	var got []clusterStmt
+	for _, stmt := range append([]string{agent.Spec(cols).CreateDDL()}, agent.viewAfter([]string{"ALTER TABLE agent_task_event ADD COLUMN `priority` Int32"})...) {
+		cs, err := clusterStatements(stmt, "c1", "db", DefaultZooKeeperPath, names)
+		if err != nil {
+			t.Fatalf("%s: %v", firstLine(stmt), err)
+		}
+		got = append(got, cs...)
+	}
+	want := []struct {
+		prefix  string
+		perHost bool
+	}{
+		{"CREATE TABLE IF NOT EXISTS `db`.agent_task_event_local ON CLUSTER c1 (", false},
+		{"CREATE TABLE IF NOT EXISTS `db`.agent_task_event ON CLUSTER c1 AS `db`.agent_task_event_local ENGINE = Distributed(c1, `db`, agent_task_event_local, cityHash64(event_id))", false},
+		{"ALTER TABLE `db`.agent_task_event_local ON CLUSTER c1 ADD COLUMN `priority` Int32", false},
+		{"ALTER TABLE agent_task_event ADD COLUMN `priority` Int32", true},
+		{"DROP TABLE IF EXISTS `db`.v_agent_task_event ON CLUSTER c1", false},
+		{"CREATE VIEW IF NOT EXISTS `db`.v_agent_task_event ON CLUSTER c1 AS SELECT * FROM `db`.agent_task_event FINAL", false},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d statements, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i].SQL, w.prefix) || got[i].PerHost != w.perHost {
+			t.Errorf("statement %d:\n%s (per host %v)\nwant it to start\n%s (per host %v)", i, got[i].SQL, got[i].PerHost, w.prefix, w.perHost)
+		}
+	}
+	if !strings.Contains(got[0].SQL, "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/db/agent_task_event_local', '{replica}', `_offset`)") {
+		t.Errorf("local table: %s", got[0].SQL)
+	}
+	if got[2].Column != "priority" || got[3].Column != "priority" {
+		t.Errorf("ADD COLUMN statements do not name their column for the already-there check: %+v", got[2:4])
+	}
+}
