@@ -194,6 +194,12 @@ sink_clickhouse:
 		checkStream(t, ctx, env, conn, s)
 	}
 	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	// The dashboard's pipeline section reads the ledger: each stream's group has its row in
+	// v_freshness, counting every record landed (duplicates included, poison not).
+	fresh := queryStrings(t, ctx, conn, "SELECT concat(group, ' ', toString(rows_total)) FROM v_freshness WHERE group IN ('"+agent.group+"', '"+train.group+"') ORDER BY group")
+	if want := []string{fmt.Sprintf("%s %d", agent.group, countValid(agent.sent)), fmt.Sprintf("%s %d", train.group, countValid(train.sent))}; strings.Join(fresh, ",") != strings.Join(want, ",") {
+		t.Errorf("v_freshness rows %q, want %q", fresh, want)
+	}
 
 	// v2 while v1 traffic flows: the table gains priority and reviewer; both land.
 	var wg sync.WaitGroup
