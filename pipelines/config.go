@@ -117,7 +117,7 @@ func Defaults() Config { return conf.Defaults[Config]() }
 // all errors at once; each is a conf.FieldError naming its field, so that Load reports it at
 // its key.
 func (c Config) Validate() error {
-	return errors.Join(c.validateStages(), c.Conns.missing(NeedsOf(c.Stages...)...), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
+	return errors.Join(c.validateStages(), c.Conns.missing(c.needs()...), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
 		c.Conns.Validate(), conf.Nest("Ingest", "", c.Ingest.Validate()), conf.Nest("SinkClickHouse", "", c.SinkClickHouse.Validate()),
 		conf.Nest("SinkFeatures", "", c.SinkFeatures.Validate()), c.validateStreams())
 }

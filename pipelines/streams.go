@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/conf"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 )
@@ -40,11 +42,27 @@ func (c Config) streamNamed(stage string) (clickhouse.StreamConfig, bool) {
 	return clickhouse.StreamConfig{}, false
 }
 
+// needs are the systems the configured stages need: NeedsOf, and the sensitive-word service
+// for a stream that screens text fields.
+func (c Config) needs() []string {
+	out := NeedsOf(c.Stages...)
+	for _, name := range c.Stages {
+		if sc, ok := c.streamNamed(name); ok && len(sc.Screen) > 0 && !slices.Contains(out, SystemSensitiveWords) {
+			out = append(out, SystemSensitiveWords)
+		}
+	}
+	return out
+}
+
 // streamStage is the stage of the declared stream sc.
 func streamStage(sc clickhouse.StreamConfig) stage {
+	needs := streamNeeds
+	if len(sc.Screen) > 0 {
+		needs = append(slices.Clone(streamNeeds), SystemSensitiveWords)
+	}
 	return stage{
 		name:   sc.Stage(),
-		needs:  streamNeeds,
+		needs:  needs,
 		groups: func(Config) []string { return []string{sc.Group} },
 		parts:  justThe(sc.Stage()),
 		run:    func(ctx context.Context, e *stageEnv) error { return runStream(ctx, e, sc) },
@@ -137,9 +155,15 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 		}
 		return err
 	}
-	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps},
-		clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse, Logger: log,
-			Metrics: e.metrics.Stage(sc.Stage()), OnAssigned: e.readyHook(sc.Stage())})
+	rc := clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse, Logger: log,
+		Metrics: e.metrics.Stage(sc.Stage()), OnAssigned: e.readyHook(sc.Stage())}
+	if len(sc.Screen) > 0 {
+		if rc.SensitiveWords, err = moderation.New(e.conn.SensitiveWords); err != nil {
+			return err
+		}
+		defer rc.SensitiveWords.Close()
+	}
+	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps}, rc)
 	if err != nil {
 		return err
 	}

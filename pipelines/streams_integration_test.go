@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -103,9 +105,33 @@ func TestStreamsEndToEnd(t *testing.T) {
 	agent.check = []valueCheck{{"task_id", field("task_id")}, {"toString(state)", field("state")}, {"toString(event_type)", field("event_type")},
 		{"toString(attempt)", field("attempt")}, {"agent_id", field("agent.id")}, {"ifNull(agent_model, 'NULL')", field("agent.model")},
 		{"toString(length(tool_calls_tool))", field("tool_calls")}, {"toString(toUnixTimestamp(event_time))", field("event_time")}}
+	// The training stream screens feedback_text: the oracle of its words is the service itself.
+	mod := env.Moderation(t)
+	screened := map[string]string{}
+	sensitive := func(m map[string]any) string {
+		text := field("feedback_text")(m)
+		if text == "NULL" {
+			return ""
+		}
+		if w, ok := screened[text]; ok {
+			return w
+		}
+		res, err := mod.Check(ctx, []moderation.Item{{ID: "1", Text: text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var words []string
+		for _, h := range res[0].Hits {
+			words = append(words, h.Word)
+		}
+		slices.Sort(words)
+		screened[text] = strings.Join(slices.Compact(words), ",")
+		return screened[text]
+	}
 	train.check = []valueCheck{{"toString(kind)", field("kind")}, {"user_id", field("user.id")}, {"tenant_id", field("user.tenant")},
 		{"toString(accepted)", field("accepted")}, {"dataset", field("dataset")}, {"ifNull(toString(rating), 'NULL')", field("rating")},
-		{"toString(length(actions))", field("actions")}, {"toString(toUnixTimestamp(event_time))", field("event_time")}}
+		{"toString(length(actions))", field("actions")}, {"toString(toUnixTimestamp(event_time))", field("event_time")},
+		{"arrayStringConcat(_sensitive_words, ',')", sensitive}}
 
 	schemaFile := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("..", "deploy", "streams", name))
@@ -194,6 +220,11 @@ sink_clickhouse:
 		checkStream(t, ctx, env, conn, s)
 	}
 	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	if hits := queryStrings(t, ctx, conn, "SELECT toString(countIf(length(_sensitive_words) > 0)) FROM v_training_data")[0]; hits == "0" {
+		t.Error("no training row has a sensitive word: the screening was not exercised")
+	} else {
+		t.Logf("training-data-pipeline: %s rows with sensitive words in feedback_text", hits)
+	}
 	// The dashboard's pipeline section reads the ledger: each stream's group has its row in
 	// v_freshness, counting every record landed (duplicates included, poison not).
 	fresh := queryStrings(t, ctx, conn, "SELECT concat(group, ' ', toString(rows_total)) FROM v_freshness WHERE group IN ('"+agent.group+"', '"+train.group+"') ORDER BY group")

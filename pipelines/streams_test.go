@@ -32,7 +32,7 @@ func TestExampleStreamsLoad(t *testing.T) {
 	if tr.Table != "training_data" || tr.DedupeWindow != 24*time.Hour || tr.Rename["user_tenant"] != "tenant_id" || len(tr.Exclude) != 1 {
 		t.Errorf("training stream %+v", tr)
 	}
-	if got := NeedsOf(l.Config.Stages...); strings.Join(got, ",") != "kafka,registry,clickhouse" {
+	if got := l.Config.needs(); strings.Join(got, ",") != "kafka,registry,clickhouse,sensitive-words" { // training screens a text field
 		t.Errorf("needs %v", got)
 	}
 }

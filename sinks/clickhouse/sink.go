@@ -17,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 )
@@ -39,6 +40,9 @@ type RunConfig struct {
 	// OnAssigned, when set, is called with true when the group assigns partitions to the sink
 	// and with false when it loses them (readiness).
 	OnAssigned func(assigned bool)
+	// SensitiveWords screens a declared stream's screen fields (NewStream); the built-in sink
+	// does not use it.
+	SensitiveWords *moderation.Client
 }
 
 // Flush describes one committed flush.

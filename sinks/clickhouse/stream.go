@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/moderation"
 )
 
 // A declared stream: any Avro topic into a table derived from its subject's schema
@@ -36,6 +38,9 @@ const (
 	// ColWindow is the dedupe window the record's event time falls in (event time divided by
 	// dedupe_window); only with a dedupe window.
 	ColWindow = "_window"
+	// ColSensitiveWords are the dictionary words the sensitive-word service found in the
+	// screened fields, distinct and sorted; only with screen.
+	ColSensitiveWords = "_sensitive_words"
 )
 
 // StreamConfig is one declared stream: one section of the config file's streams list. Each
@@ -61,6 +66,9 @@ type StreamConfig struct {
 	Exclude   []string `key:"exclude" doc:"Avro field paths whose columns the table leaves out"`
 	// Rename maps a derived column name (user_id) to the name the table uses.
 	Rename map[string]string `key:"rename" doc:"column renames: derived column name (user_id) to the table's name for it"`
+	// Screen are the Avro field paths of text fields checked with the sensitive-word service;
+	// the dictionary words found in them land in ColSensitiveWords.
+	Screen []string `key:"screen" doc:"Avro field paths of text fields (string or optional string) to screen with the sensitive-word service: the dictionary words found land in _sensitive_words; the stage then needs sensitive_words"`
 }
 
 var (
@@ -118,7 +126,7 @@ func (c StreamConfig) Validate() error {
 	for _, f := range []struct {
 		name  string
 		paths []string
-	}{{"Include", c.Include}, {"Exclude", c.Exclude}} {
+	}{{"Include", c.Include}, {"Exclude", c.Exclude}, {"Screen", c.Screen}} {
 		for _, p := range f.paths {
 			if !fieldPath.MatchString(p) {
 				bad(f.name, "%q is not an Avro field path (name.name...)", p)
@@ -217,6 +225,14 @@ func (c StreamConfig) Columns(schema hamba.Schema, caps Capabilities) ([]Column,
 			bad("EventTime", "field %s is %s: an event time must be a timestamp-millis, timestamp-micros or date, not null", c.EventTime, col.Type)
 		}
 	}
+	for _, f := range c.Screen {
+		switch col, ok := columnOf(cols, f); {
+		case !ok:
+			bad("Screen", "field %s: %s", f, missing(all, f))
+		case col.Type != "String" && col.Type != "Nullable(String)" || col.JSON:
+			bad("Screen", "field %s is %s: only a string (or an optional string) is screened", f, col.Type)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -269,6 +285,9 @@ func (c StreamConfig) meta() []Column {
 	m := []Column{{Name: ColPartition, Type: "Int32"}, {Name: ColOffset, Type: "UInt64"}, {Name: ColSchemaID, Type: "UInt32"}}
 	if c.DedupeWindow > 0 {
 		m = append(m, Column{Name: ColWindow, Type: "UInt64"})
+	}
+	if len(c.Screen) > 0 {
+		m = append(m, Column{Name: ColSensitiveWords, Type: "Array(String)"})
 	}
 	return m
 }
@@ -429,6 +448,7 @@ type streamCols struct {
 	cols   []Column
 	insert []string // backquoted
 	event  int      // index of the event-time column in cols, -1 without one
+	screen []int    // indexes of the screened columns in cols
 }
 
 func newStreamCols(c StreamConfig, cols []Column) *streamCols {
@@ -436,6 +456,9 @@ func newStreamCols(c StreamConfig, cols []Column) *streamCols {
 	for i, col := range cols {
 		if c.EventTime != "" && col.Field == c.EventTime && col.MapPart == "" {
 			sc.event = i
+		}
+		if slices.Contains(c.Screen, col.Field) {
+			sc.screen = append(sc.screen, i)
 		}
 	}
 	for _, col := range append(slices.Clone(cols), c.meta()...) {
@@ -461,6 +484,7 @@ type streamTable struct {
 	ch   Conn
 	caps Capabilities
 	dec  *avro.GenericDecoder
+	mod  *moderation.Client // screens the Screen fields; nil without
 
 	mu     sync.Mutex
 	reader hamba.Schema // the newest schema the table follows
@@ -497,11 +521,15 @@ func NewStream(sc StreamConfig, cfg Config, sr StreamRun, rc RunConfig) (*Sink, 
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", sc.Name, err)
 	}
+	if len(sc.Screen) > 0 && rc.SensitiveWords == nil {
+		return nil, fmt.Errorf("stream %s: screen needs the sensitive-word service", sc.Name)
+	}
 	dec, err := avro.NewGenericDecoder(rc.Registry, avro.DecoderConfig{})
 	if err != nil {
 		return nil, err
 	}
-	st := &streamTable{sc: sc, ch: rc.ClickHouse, caps: sr.Caps, dec: dec, reader: sr.Schema, cur: newStreamCols(sc, cols), met: map[int]bool{}}
+	st := &streamTable{sc: sc, ch: rc.ClickHouse, caps: sr.Caps, dec: dec, mod: rc.SensitiveWords, reader: sr.Schema,
+		cur: newStreamCols(sc, cols), met: map[int]bool{}}
 	return newSink(cfg, rc, sc.Stage(), st), nil
 }
 
@@ -551,6 +579,9 @@ func (t *streamTable) decode(ctx context.Context, s *Sink, p *pending) error {
 		}
 		vals = append(vals, w)
 	}
+	if len(t.sc.Screen) > 0 {
+		vals = append(vals, []string(nil)) // filled in by screen, once per flush
+	}
 	p.row = streamRow{cols: t.cur, vals: vals}
 	return nil
 }
@@ -598,6 +629,11 @@ func (t *streamTable) follow(ctx context.Context, s *Sink, id int, writer hamba.
 
 func (t *streamTable) insert(ctx context.Context, s *Sink, ps []*pending, rejects map[*pending]error) (int, error) {
 	attempts := 0
+	if t.mod != nil {
+		if err := t.screen(ctx, s, ps, &attempts); err != nil {
+			return attempts, err
+		}
+	}
 	for len(ps) > 0 {
 		// Rows decoded before and after a schema added columns are inserted apart, each with
 		// its own column list (the older ones get the new columns' defaults).
@@ -617,6 +653,65 @@ func (t *streamTable) insert(ctx context.Context, s *Sink, ps []*pending, reject
 		ps = ps[n:]
 	}
 	return attempts, nil
+}
+
+// screen checks the batch's screened texts with the sensitive-word service, each distinct text
+// once, MaxItems at a time, and sets each row's ColSensitiveWords. An outage of the service is
+// retried like ClickHouse's (fetching paused), never dead-lettered.
+func (t *streamTable) screen(ctx context.Context, s *Sink, ps []*pending, attempts *int) error {
+	words := map[string][]string{}
+	var texts []string
+	for _, p := range ps {
+		for _, i := range p.row.cols.screen {
+			if txt := textOf(p.row.vals[i]); txt != "" {
+				if _, ok := words[txt]; !ok {
+					words[txt] = nil
+					texts = append(texts, txt)
+				}
+			}
+		}
+	}
+	for len(texts) > 0 {
+		chunk := texts[:min(len(texts), t.mod.MaxItems())]
+		texts = texts[len(chunk):]
+		items := make([]moderation.Item, len(chunk))
+		for i, txt := range chunk {
+			items[i] = moderation.Item{ID: strconv.Itoa(i), Text: txt}
+		}
+		var res []moderation.Result
+		if err := s.retry(ctx, "screen", attempts, func(ctx context.Context) (err error) {
+			res, err = t.mod.Check(ctx, items)
+			return err
+		}, moderation.IsRetryable); err != nil {
+			return fmt.Errorf("stream %s: screen: %w", t.sc.Name, err)
+		}
+		for i, r := range res {
+			for _, h := range r.Hits {
+				words[chunk[i]] = append(words[chunk[i]], h.Word)
+			}
+		}
+	}
+	for _, p := range ps {
+		var found []string
+		for _, i := range p.row.cols.screen {
+			found = append(found, words[textOf(p.row.vals[i])]...)
+		}
+		slices.Sort(found)
+		p.row.vals[len(p.row.vals)-1] = slices.Compact(found)
+	}
+	return nil
+}
+
+func textOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case *string:
+		if x != nil {
+			return *x
+		}
+	}
+	return ""
 }
 
 func (t *streamTable) landed(p *pending) (int, int, time.Time) {

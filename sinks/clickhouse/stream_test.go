@@ -42,7 +42,8 @@ func TestStreamTables(t *testing.T) {
 	}
 
 	training := StreamConfig{Name: "training-data-pipeline", Topic: "training-data-pipeline", Table: "training_data", DedupeKey: "record_id",
-		DedupeWindow: 24 * time.Hour, EventTime: "event_time", Exclude: []string{"debug"}, Rename: map[string]string{"user_tenant": "tenant_id"}}
+		DedupeWindow: 24 * time.Hour, EventTime: "event_time", Exclude: []string{"debug"}, Rename: map[string]string{"user_tenant": "tenant_id"},
+		Screen: []string{"feedback_text"}}
 	if err := training.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,8 @@ func TestStreamTables(t *testing.T) {
 	}
 	ddl = training.Spec(cols).CreateDDL()
 	t.Logf("%s\n%s", ddl, training.ViewDDL())
-	for _, want := range []string{"`tenant_id` String,", "`labels_score` Array(Float32),", "`features_values` Array(Float64),", "`_window` UInt64\n",
+	for _, want := range []string{"`tenant_id` String,", "`labels_score` Array(Float32),", "`features_values` Array(Float64),", "`_window` UInt64,\n",
+		"`_sensitive_words` Array(String)\n",
 		"ORDER BY (`record_id`, `_window`)"} {
 		if !strings.Contains(ddl, want) {
 			t.Errorf("DDL lacks %q", want)
@@ -93,6 +95,8 @@ func TestStreamColumnsNameTheField(t *testing.T) {
 		{"time not a time", StreamConfig{EventTime: "rating"}, "EventTime", "field rating is Nullable(Int32): an event time must be"},
 		{"include missing", StreamConfig{Include: []string{"user.name"}}, "Include", "field user.name: not in the schema"},
 		{"rename missing", StreamConfig{Rename: map[string]string{"usr": "u"}}, "Rename", "rename usr: no such column"},
+		{"screen a number", StreamConfig{Screen: []string{"rating"}}, "Screen", "field rating is Nullable(Int32): only a string (or an optional string) is screened"},
+		{"screen missing", StreamConfig{Screen: []string{"comment"}}, "Screen", "field comment: not in the schema"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Name, tc.cfg.Topic = "s", "t"

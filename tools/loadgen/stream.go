@@ -50,6 +50,10 @@ type StreamConfig struct {
 	PoisonRate          float64
 	// PoisonKinds restricts the kinds of poison. Default: StreamPoisonKinds.
 	PoisonKinds []PoisonKind
+	// SensitiveShare is the share of string values with a word of Words planted. Defaults:
+	// 0.05 and DefaultWords.
+	SensitiveShare float64
+	Words          []string
 	// MaxRecordBytes is the stream's size limit; oversized poison is just above it. Default:
 	// avro.DefaultMaxRecordBytes.
 	MaxRecordBytes int
@@ -85,6 +89,10 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	frac(&c.DuplicateRate, 0.02)
 	frac(&c.CrossPartitionShare, 0.25)
 	frac(&c.PoisonRate, 0.01)
+	frac(&c.SensitiveShare, 0.05)
+	if len(c.Words) == 0 {
+		c.Words = DefaultWords
+	}
 	if len(c.PoisonKinds) == 0 {
 		c.PoisonKinds = StreamPoisonKinds
 	}
@@ -116,7 +124,8 @@ func (c StreamConfig) Validate() error {
 	if c.Records < 0 {
 		bad("records: %d is negative", c.Records)
 	}
-	for name, v := range map[string]float64{"duplicate rate": c.DuplicateRate, "cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate} {
+	for name, v := range map[string]float64{"duplicate rate": c.DuplicateRate, "cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate,
+		"sensitive share": c.SensitiveShare} {
 		if v > 1 {
 			bad("%s: %v, want a fraction in [0, 1]", name, v)
 		}
@@ -384,6 +393,9 @@ func (g *StreamGenerator) value(s hamba.Schema, depth int) any {
 		words := make([]string, n)
 		for i := range words {
 			words[i] = vocabulary[g.rng.IntN(len(vocabulary))]
+		}
+		if g.rng.Float64() < g.cfg.SensitiveShare {
+			words[g.rng.IntN(n)] = g.cfg.Words[g.rng.IntN(len(g.cfg.Words))]
 		}
 		return strings.Join(words, " ")
 	case hamba.Bytes:

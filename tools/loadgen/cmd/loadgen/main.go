@@ -255,7 +255,7 @@ func streamTraffic(streams []clickhouse.StreamConfig, name, file string, cfg loa
 	}
 	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), KeyField: sc.DedupeKey, TimeField: sc.EventTime,
 		Records: cfg.Requests, Rate: cfg.Rate, DuplicateRate: cfg.DuplicateRate, CrossPartitionShare: cfg.CrossPartitionShare,
-		PoisonRate: cfg.PoisonRate, MaxRecordBytes: cfg.MaxRecordBytes, Seed: cfg.Seed}
+		PoisonRate: cfg.PoisonRate, SensitiveShare: cfg.SensitiveShare, Words: cfg.Words, MaxRecordBytes: cfg.MaxRecordBytes, Seed: cfg.Seed}
 	if poisonKinds != "all" && poisonKinds != "" {
 		if out.PoisonKinds, err = loadgen.ParsePoisonKinds(poisonKinds); err != nil {
 			return loadgen.StreamConfig{}, fmt.Errorf("--poison-kinds: %w", err)
