@@ -268,6 +268,7 @@ func (s SubjectStrategy) Subject(topic string, schema avro.Schema) string {
 type Encoder[T any] struct {
 	reg     Registry
 	schema  avro.Schema
+	text    string // what is registered: the schema as written, or its canonical form
 	subject string
 
 	mu sync.Mutex
@@ -279,7 +280,24 @@ func NewEncoder[T any](reg Registry, schema avro.Schema, subject string) (*Encod
 	if reg == nil || schema == nil || subject == "" {
 		return nil, errors.New("avro: new encoder: registry, schema and subject are required")
 	}
-	return &Encoder[T]{reg: reg, schema: schema, subject: subject}, nil
+	return &Encoder[T]{reg: reg, schema: schema, text: schema.String(), subject: subject}, nil
+}
+
+// NewTextEncoder is NewEncoder for a schema given as written: it registers text itself, with
+// its defaults and docs, which the canonical form NewEncoder registers leaves out. A reader
+// that follows the subject's evolution (a declared stream adds a field's column only when
+// the field has a default) needs them.
+func NewTextEncoder[T any](reg Registry, text, subject string) (*Encoder[T], error) {
+	schema, err := avro.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("avro: new encoder: %w", err)
+	}
+	e, err := NewEncoder[T](reg, schema, subject)
+	if err != nil {
+		return nil, err
+	}
+	e.text = text
+	return e, nil
 }
 
 // ID registers the schema if needed and returns its id. Registry errors are classified like
@@ -290,7 +308,7 @@ func (e *Encoder[T]) ID(ctx context.Context) (int, error) {
 	if e.id != 0 {
 		return e.id, nil
 	}
-	schema := sr.Schema{Schema: e.schema.String(), Type: sr.TypeAvro}
+	schema := sr.Schema{Schema: e.text, Type: sr.TypeAvro}
 	id, err := e.reg.RegisterSchema(ctx, e.subject, schema, -1, -1)
 	if err != nil {
 		var re *sr.ResponseError

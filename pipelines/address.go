@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/backflowhq/backflow/internal/conf"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -76,6 +78,11 @@ func NeedsOf(stageNames ...string) []string {
 	for _, sys := range []string{SystemKafka, SystemRegistry, SystemClickHouse, SystemRedis, SystemSensitiveWords} {
 		for _, s := range stages {
 			if slices.Contains(stageNames, s.name) && slices.Contains(s.needs, sys) && !slices.Contains(out, sys) {
+				out = append(out, sys)
+			}
+		}
+		for _, n := range stageNames {
+			if strings.HasPrefix(n, clickhouse.StreamStagePrefix) && slices.Contains(streamNeeds, sys) && !slices.Contains(out, sys) {
 				out = append(out, sys)
 			}
 		}

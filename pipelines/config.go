@@ -42,7 +42,7 @@ import (
 // _FILE) holds the secret itself; it wins over a file the config file names. A key such as
 // password or token is rejected with a message that says so.
 type Config struct {
-	Stages          []string      `key:"stages" default:"ingest,sink-clickhouse,sink-features" doc:"stages backflow run starts, in one process: ingest, sink-clickhouse (with its DLQ mirror), sink-features"`
+	Stages          []string      `key:"stages" default:"ingest,sink-clickhouse,sink-features" doc:"stages backflow run starts, in one process: ingest, sink-clickhouse (with its DLQ mirror), sink-features, and stream-<name> for a declared stream"`
 	ShutdownTimeout time.Duration `key:"shutdown_timeout" default:"45s" doc:"on SIGTERM or SIGINT: the longest backflow waits for the stages to stop consuming, flush and commit; past it, it exits with code 3 and what was not committed is redelivered"`
 
 	Log     LogConfig     `key:"log" doc:"structured logs on stderr (log/slog); ids, offsets and counts, never record payloads or secrets"`
@@ -53,6 +53,10 @@ type Config struct {
 	Ingest         IngestConfig       `key:"ingest" doc:"the ingest stage: decode, dedupe, moderate, emit to the enriched topic"`
 	SinkClickHouse clickhouse.Config  `key:"sink_clickhouse" doc:"the ClickHouse sink and its DLQ mirror"`
 	SinkFeatures   SinkFeaturesConfig `key:"sink_features" doc:"the feature-store sink (Redis in Feast's layout)"`
+
+	// Streams are the declared streams: any Avro topic into a ClickHouse table derived from its
+	// subject's schema, each run by the stage stream-<name> (streams.go, docs/streams.md).
+	Streams []clickhouse.StreamConfig `key:"streams" doc:"declared streams: any Avro topic into a ClickHouse table derived from its subject's schema, each the stage stream-<name> (list it in stages); batching, DLQ topic and backoff are sink_clickhouse's. A list is given in the file only: it has no environment variables"`
 }
 
 // Conns holds the connection settings of every external system: the kafka, registry,
@@ -113,9 +117,9 @@ func Defaults() Config { return conf.Defaults[Config]() }
 // all errors at once; each is a conf.FieldError naming its field, so that Load reports it at
 // its key.
 func (c Config) Validate() error {
-	return errors.Join(c.validateStages(), c.Conns.missing(NeedsOf(c.Stages...)...), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
+	return errors.Join(c.validateStages(), c.Conns.missing(c.needs()...), conf.Nest("Log", "", c.Log.Validate()), conf.Nest("Metrics", "", c.Metrics.Validate()),
 		c.Conns.Validate(), conf.Nest("Ingest", "", c.Ingest.Validate()), conf.Nest("SinkClickHouse", "", c.SinkClickHouse.Validate()),
-		conf.Nest("SinkFeatures", "", c.SinkFeatures.Validate()))
+		conf.Nest("SinkFeatures", "", c.SinkFeatures.Validate()), c.validateStreams())
 }
 
 func (c Config) validateStages() error {
@@ -125,9 +129,12 @@ func (c Config) validateStages() error {
 	var errs []error
 	seen := map[string]bool{}
 	for _, s := range c.Stages {
+		_, stream := c.streamNamed(s)
 		switch {
-		case !slices.Contains(StageNames(), s):
-			errs = append(errs, conf.Errorf("Stages", "unknown stage %q; stages: %s", s, strings.Join(StageNames(), ", ")))
+		case strings.HasPrefix(s, clickhouse.StreamStagePrefix) && !stream:
+			errs = append(errs, conf.Errorf("Stages", "stage %q: no stream of that name is declared in streams", s))
+		case !stream && !slices.Contains(StageNames(), s):
+			errs = append(errs, conf.Errorf("Stages", "unknown stage %q; stages: %s, and stream-<name> for each declared stream", s, strings.Join(StageNames(), ", ")))
 		case seen[s]:
 			errs = append(errs, conf.Errorf("Stages", "stage %q given twice", s))
 		}

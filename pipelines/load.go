@@ -22,10 +22,17 @@ func Load(path string, getenv func(string) string, overrides ...Override) (Loade
 // and the variables, where an address not given is no error (the command Requires the
 // systems it talks to).
 func LoadConns(path string, getenv func(string) string) (Conns, error) {
+	c, err := LoadCommand(path, getenv)
+	return c.Conns, err
+}
+
+// LoadCommand is LoadConns with the rest of the configuration: for a command that reads more
+// than the connections (migrate reads the declared streams).
+func LoadCommand(path string, getenv func(string) string) (Config, error) {
 	l, err := Load(path, getenv)
 	var es conf.Errors
 	if !errors.As(err, &es) {
-		return l.Config.Conns, err
+		return l.Config, err
 	}
 	var kept conf.Errors
 	for _, e := range es {
@@ -34,9 +41,9 @@ func LoadConns(path string, getenv func(string) string) (Conns, error) {
 		}
 	}
 	if len(kept) == 0 {
-		return l.Config.Conns, nil
+		return l.Config, nil
 	}
-	return l.Config.Conns, kept
+	return l.Config, kept
 }
 
 // LoadOffline checks the config file at path alone, as check-config --offline does: no

@@ -46,6 +46,17 @@ func ExampleYAML() []byte {
 		}
 		fmt.Fprintf(&b, "%s# %s (%s)\n%s%s: %s\n", indent, k.Doc, note, indent, key, k.DefaultYAML())
 	}
+	for _, l := range schema.Lists() {
+		fmt.Fprintf(&b, "\n# %s\n%s: []\n# Each item is a section with these keys (defaults shown; an example: deploy/streams/streams.yaml):\n", l.Doc, l.Path)
+		for i, k := range l.Keys {
+			lead := "#     "
+			if i == 0 {
+				lead = "#   - "
+			}
+			_, key, _ := strings.Cut(k.Path, "[].")
+			fmt.Fprintf(&b, "%s# %s\n#     %s: %s\n", lead, k.Doc, key, k.DefaultYAML())
+		}
+	}
 	return []byte(b.String())
 }
 
@@ -67,6 +78,16 @@ func ReferenceMarkdown() string {
 			env += ", secret `" + k.Secret + "`"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.Path, d, env, strings.ReplaceAll(k.Doc, "|", "\\|"))
+	}
+	for _, l := range schema.Lists() {
+		fmt.Fprintf(&b, "| `%s` | none | none (a list: in the file only) | %s |\n", l.Path, strings.ReplaceAll(l.Doc, "|", "\\|"))
+		for _, k := range l.Keys {
+			d := "`" + strings.ReplaceAll(k.Default, "|", "\\|") + "`"
+			if k.Default == "" {
+				d = "none"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | none | %s |\n", k.Path, d, strings.ReplaceAll(k.Doc, "|", "\\|"))
+		}
 	}
 	return b.String()
 }

@@ -53,6 +53,10 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 	}
 	var specs []stage
 	for _, name := range f.Stages {
+		if sc, ok := f.streamNamed(name); ok {
+			specs = append(specs, streamStage(sc))
+			continue
+		}
 		s, err := stageByName(name)
 		if err != nil {
 			return err

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,12 +21,15 @@ func newCheckConfigCmd() *cobra.Command {
 		Long: `check-config reads the configuration backflow run would use: the defaults, --config, then the
 BACKFLOW_* variables. It reports every problem at once, each with its key path (and the variable
 it came from, or its line in the file): unknown keys, values of the wrong form, values a stage
-refuses, secrets written inline, secret files it cannot read. It contacts no service; backflow ping
-does that.
+refuses, secrets written inline, secret files it cannot read. It contacts no service (backflow ping
+does that) but the schema registry, when streams are declared: each stream is checked against its
+subject's current schema, and a field path that is missing or does not fit (a dedupe key that is
+nullable, an event time that is no timestamp) is reported with its key and line.
 
 --offline checks the file alone, as it would be checked where it is deployed: no BACKFLOW_*
 variable is read and the secret files it names are not opened (they exist in the pod, not on
-the machine that checks a ConfigMap). Everything else is checked.
+the machine that checks a ConfigMap), and the streams are not checked against the registry.
+Everything else is checked.
 
 Exit codes: 0 the configuration is valid; 2 it is not (or bad usage).
 
@@ -62,6 +67,17 @@ deploy/config.example.yaml holds); --print-reference prints the same as a Markdo
 					return fmt.Errorf("%w: %w", errUsage, errFound)
 				}
 				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			if !offline && len(l.Config.Streams) > 0 {
+				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+				defer cancel()
+				if ce := pipelines.CheckStreams(ctx, l, configPath); len(ce) > 0 {
+					for _, e := range ce {
+						fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "%d problem(s) in the streams, checked against the registry\n", len(ce))
+					return fmt.Errorf("%w: %w", errUsage, errFound)
+				}
 			}
 			src := configPath
 			if src == "" {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/spf13/cobra"
 
 	"github.com/backflowhq/backflow/pipelines"
@@ -32,6 +34,13 @@ text columns such as model and tenant_id are LowCardinality(String) and event ti
 DateTime64(3); on ClickHouse 18.16 they are String and DateTime. 0010_ttl (retention) waits
 until the server has TTL (19.6 and later) and is applied on the first migrate after an upgrade.
 
+With streams declared in --config (docs/streams.md), migrate then plans each stream's table
+against its subject's latest schema and shows the plan: the CREATE TABLE and its v_<table> view
+for a new stream, the ALTER TABLE ... ADD COLUMN statements for fields a newer schema added
+with defaults, or nothing. Without --dry-run it applies them. A change the table cannot follow
+(a field whose type changed, a field added without a default) stops migrate with an error
+naming the field.
+
 The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist (on every host,
 in cluster mode).
 
@@ -46,10 +55,18 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 			if timeout <= 0 {
 				return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, timeout)
 			}
-			cfg, err := loadConfig(pipelines.SystemClickHouse)
+			full, err := pipelines.LoadCommand(configPath, os.Getenv)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: configuration: %w", errUsage, err)
 			}
+			need := []string{pipelines.SystemClickHouse}
+			if len(full.Streams) > 0 {
+				need = append(need, pipelines.SystemRegistry)
+			}
+			if err := full.Conns.Require(need...); err != nil {
+				return fmt.Errorf("%w: configuration: %w", errUsage, err)
+			}
+			cfg := full.Conns
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			conn, err := clickhouse.Open(ctx, cfg.ClickHouse)
@@ -72,7 +89,10 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 				fmt.Fprintf(out, "waiting %04d_%s: needs %s, which this server lacks\n", m.Version, m.Name, strings.Join(m.Requires, ", "))
 			}
 			if cfg.ClickHouse.Cluster != "" {
-				return migrateCluster(ctx, out, cfg.ClickHouse, dryRun)
+				if err := migrateCluster(ctx, out, cfg.ClickHouse, dryRun); err != nil {
+					return err
+				}
+				return migrateStreams(ctx, out, cfg, conn, full.Streams, caps, dryRun)
 			}
 			if dryRun {
 				pending, err := clickhouse.Pending(ctx, conn)
@@ -83,7 +103,7 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 					fmt.Fprintf(out, "pending %04d_%s (%d statements)\n", m.Version, m.Name, len(m.Statements))
 				}
 				fmt.Fprintf(out, "%d pending migrations in %s at %s (dry run: nothing applied)\n", len(pending), database(cfg.ClickHouse), cfg.ClickHouse.Endpoint())
-				return nil
+				return migrateStreams(ctx, out, cfg, conn, full.Streams, caps, dryRun)
 			}
 			applied, err := clickhouse.Migrate(ctx, conn)
 			for _, m := range applied {
@@ -93,12 +113,45 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 				return err
 			}
 			fmt.Fprintf(out, "%d migrations applied in %s at %s; up to date\n", len(applied), database(cfg.ClickHouse), cfg.ClickHouse.Endpoint())
-			return nil
+			return migrateStreams(ctx, out, cfg, conn, full.Streams, caps, dryRun)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations without applying them")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long migrate may take in all")
 	return cmd
+}
+
+// migrateStreams shows each declared stream's plan (its table against its subject's latest
+// schema), then applies it unless dryRun.
+func migrateStreams(ctx context.Context, out io.Writer, c pipelines.Conns, conn driver.Conn, streams []clickhouse.StreamConfig, caps clickhouse.Capabilities, dryRun bool) error {
+	plans, err := pipelines.PlanStreams(ctx, c, conn, streams, caps)
+	if err != nil {
+		return err
+	}
+	for _, p := range plans {
+		what := "up to date"
+		switch {
+		case p.Create:
+			what = "create"
+		case len(p.Statements) > 0:
+			what = fmt.Sprintf("add %d columns", len(p.Statements)-2) // and re-create the view
+		}
+		fmt.Fprintf(out, "stream %s (subject %s, schema id %d): table %s: %s\n", p.Stream.Name, p.Stream.Subject, p.SchemaID, p.Stream.Table, what)
+		for _, s := range p.Statements {
+			fmt.Fprintf(out, "  %s;\n", strings.ReplaceAll(s, "\n", "\n  "))
+		}
+		if dryRun || len(p.Statements) == 0 {
+			continue
+		}
+		if err := clickhouse.ApplyStream(ctx, c.ClickHouse, p.StreamPlan); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "stream %s: applied\n", p.Stream.Name)
+	}
+	if dryRun && len(plans) > 0 {
+		fmt.Fprintf(out, "%d streams planned (dry run: nothing applied)\n", len(plans))
+	}
+	return nil
 }
 
 // migrateCluster is migrate in cluster mode: one line per host and migration.

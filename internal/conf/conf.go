@@ -7,6 +7,7 @@ package conf
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,13 @@ func (k Key) DefaultYAML() string {
 			q[i] = strconv.Quote(k.def.Index(i).String())
 		}
 		return "[" + strings.Join(q, ", ") + "]"
+	case reflect.Map:
+		q := make([]string, 0, k.def.Len())
+		for _, mk := range k.def.MapKeys() {
+			q = append(q, strconv.Quote(mk.String())+": "+strconv.Quote(k.def.MapIndex(mk).String()))
+		}
+		sort.Strings(q)
+		return "{" + strings.Join(q, ", ") + "}"
 	}
 	return k.Default
 }
@@ -90,7 +98,9 @@ type level struct {
 //	                    variable is set: the key's variable without _FILE. A config file
 //	                    never carries a secret inline, and no flag sets one.
 //
-// Supported key types: string (and string kinds), bool, int, time.Duration and []string.
+// Supported key types: string (and string kinds), bool, int, time.Duration, []string and
+// map[string]string (in YAML a mapping; as a variable or flag "a=b,c=d"). A field of type
+// []Struct is a list of sections (list.go).
 //
 // A package's withDefaults applies the declared defaults with FillDefaults, and its Validate
 // returns FieldErrors (Errorf, Nest), so that Load reports each error at its key path without
@@ -105,6 +115,7 @@ type Schema struct {
 	// byField maps a Go field path (SASL.Mechanism; embedded structs left out) to the key path
 	// or section path its errors are reported at.
 	byField map[string]string
+	lists   []*List // lists of sections (list.go)
 }
 
 // New returns the schema of T, whose variables start with envPrefix (e.g. "BACKFLOW_"). It
@@ -168,6 +179,8 @@ func (s *Schema) walk(t reflect.Type, index []int, goPath string, lvl *level, om
 		}
 		_, squash := opts["squash"]
 		switch {
+		case isList(sf.Type):
+			s.addList(sf, name, idx, gp, lvl)
 		case isStruct && (squash || !tagged):
 			drop := map[string]bool{}
 			for k := range omit {
@@ -195,7 +208,7 @@ func (s *Schema) walk(t reflect.Type, index []int, goPath string, lvl *level, om
 
 func (s *Schema) addKey(parent reflect.Type, sf reflect.StructField, name string, opts map[string]string, idx []int, gp string, lvl *level) {
 	path := join(lvl.path, name)
-	if _, dup := s.byPath[path]; dup || lvl.subs[name] != nil {
+	if _, dup := s.byPath[path]; dup || lvl.subs[name] != nil || (lvl.path == "" && s.list(name) != nil) {
 		panic("conf: key " + path + " declared twice")
 	}
 	k := Key{Path: path, Doc: sf.Tag.Get("doc"), index: idx, Type: typeName(sf.Type)}
@@ -247,6 +260,8 @@ func typeName(t reflect.Type) string {
 		return "int"
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		return "strings"
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
+		return "mapping"
 	}
 	return ""
 }
@@ -281,6 +296,9 @@ func (s *Schema) SectionDoc(path string) string {
 // reported at: the key the field declares, or else the nearest enclosing section. Embedded
 // structs are not part of a field path.
 func (s *Schema) PathOf(field string) string {
+	if p, ok := s.listPathOf(field); ok {
+		return p
+	}
 	for {
 		if p, ok := s.byField[field]; ok {
 			return p
@@ -373,6 +391,22 @@ func setString(v reflect.Value, s string) error {
 			list = reflect.Zero(v.Type())
 		}
 		v.Set(list)
+	case v.Kind() == reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for _, x := range strings.Split(s, ",") {
+			if x = strings.TrimSpace(x); x == "" {
+				continue
+			}
+			a, b, ok := strings.Cut(x, "=")
+			if !ok {
+				return fmt.Errorf("want name=value pairs, got %q", x)
+			}
+			m.SetMapIndex(reflect.ValueOf(strings.TrimSpace(a)).Convert(v.Type().Key()), reflect.ValueOf(strings.TrimSpace(b)).Convert(v.Type().Elem()))
+		}
+		if m.Len() == 0 {
+			m = reflect.Zero(v.Type())
+		}
+		v.Set(m)
 	default:
 		return fmt.Errorf("unsupported key type %s", v.Type())
 	}
@@ -389,6 +423,13 @@ func stringOf(v reflect.Value) string {
 		for i := range items {
 			items[i] = v.Index(i).String()
 		}
+		return strings.Join(items, ",")
+	case v.Kind() == reflect.Map:
+		items := make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			items = append(items, k.String()+"="+v.MapIndex(k).String())
+		}
+		sort.Strings(items)
 		return strings.Join(items, ",")
 	}
 	return fmt.Sprint(v.Interface())

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -121,6 +122,10 @@ func (l *loader) add(path, msg string) {
 	case "file":
 		e.Line = l.lines[path]
 	case "default", "":
+		// A key of a list item left at its default: the item's line.
+		if i := strings.Index(path, "]"); i > 0 {
+			e.Line = l.lines[path[:i+1]]
+		}
 	default:
 		e.Source = src
 	}
@@ -168,6 +173,10 @@ func (l *loader) decodeMapping(n *yaml.Node, lvl *level) {
 			l.decodeMapping(vn, sub)
 			continue
 		}
+		if lst := l.s.list(name); lst != nil && lvl.path == "" {
+			l.decodeList(vn, lst)
+			continue
+		}
 		ki, ok := lvl.keys[name]
 		if !ok {
 			l.errs = append(l.errs, &Error{Path: path, Line: kn.Line, Msg: l.unknownKey(lvl, name)})
@@ -213,6 +222,16 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
 		return nil // key: with no value keeps the default
+	case n.Kind == yaml.MappingNode && v.Kind() == reflect.Map:
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i+1].Kind != yaml.ScalarNode {
+				return errors.New("want a mapping of names to single values")
+			}
+			m.SetMapIndex(reflect.ValueOf(n.Content[i].Value).Convert(v.Type().Key()), reflect.ValueOf(n.Content[i+1].Value).Convert(v.Type().Elem()))
+		}
+		v.Set(m)
+		return nil
 	case n.Kind == yaml.SequenceNode && v.Kind() == reflect.Slice:
 		list := reflect.MakeSlice(v.Type(), 0, len(n.Content))
 		for _, item := range n.Content {
@@ -230,6 +249,15 @@ func decodeLeaf(n *yaml.Node, v reflect.Value) error {
 		return setString(v, n.Value)
 	}
 	return errors.New("want a single value, not a mapping or list")
+}
+
+// readFile reads a config file.
+func readFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %w", err)
+	}
+	return data, nil
 }
 
 // secrets puts each secret given in its own variable in its field. The variable wins over a
@@ -329,12 +357,17 @@ func (l *loader) validate() {
 	}
 }
 
+var listIndex = regexp.MustCompile(`^[a-z0-9_]+\[`)
+
 // sort orders the errors as the keys are declared. An unknown key or a section's error takes
 // the place of its section's first key; an error outside every section comes last.
 func (l *loader) sort() {
 	rank := func(p string) int {
 		if n, ok := l.s.byPath[p]; ok {
 			return n
+		}
+		if m := listIndex.FindStringIndex(p); m != nil {
+			return len(l.s.keys) // after the sections, in the file's order
 		}
 		best := len(l.s.keys)
 		section, _, _ := strings.Cut(p, ".")

@@ -90,6 +90,9 @@ func New(cfg Conn) (*Client, error) {
 	}, nil
 }
 
+// MaxItems is the most items one Check may send (Conn.MaxItems).
+func (c *Client) MaxItems() int { return c.cfg.MaxItems }
+
 // Close releases idle connections. The Client must not be used afterwards.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 

@@ -54,7 +54,7 @@ var (
 	createView  = regexp.MustCompile(`(?is)^CREATE\s+VIEW\s+IF\s+NOT\s+EXISTS\s+([A-Za-z0-9_]+)\s+AS\s`)
 	dropTable   = regexp.MustCompile(`(?is)^DROP\s+TABLE\s+IF\s+EXISTS\s+([A-Za-z0-9_]+)\s*$`)
 	alterTable  = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+(.*)$`)
-	orderBy     = regexp.MustCompile(`(?is)ORDER\s+BY\s+\(?([A-Za-z0-9_,\s]+?)\)?\s*(?:SETTINGS|$)`)
+	orderBy     = regexp.MustCompile("(?is)ORDER\\s+BY\\s+\\(?([A-Za-z0-9_,`\\s]+?)\\)?\\s*(?:SETTINGS|$)")
 )
 
 // objectNames lists the tables and views the migrations create.
@@ -141,7 +141,7 @@ func shardingKey(rest string) (string, error) {
 	}
 	var cols []string
 	for _, c := range strings.Split(m[1], ",") {
-		if c = strings.TrimSpace(c); c != "" {
+		if c = strings.Trim(strings.TrimSpace(c), "`"); c != "" {
 			cols = append(cols, c)
 		}
 	}

@@ -286,7 +286,7 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	return applied, nil
 }
 
-var addColumn = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z0-9_]+)\s`)
+var addColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+ADD\\s+COLUMN\\s+(?:IF\\s+NOT\\s+EXISTS\\s+)?`?([A-Za-z0-9_]+)`?\\s")
 
 // columnExists reports whether stmt is an ALTER TABLE ... ADD COLUMN whose column the table in
 // the current database already has; any other statement reports false.

@@ -17,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 )
@@ -39,6 +40,9 @@ type RunConfig struct {
 	// OnAssigned, when set, is called with true when the group assigns partitions to the sink
 	// and with false when it loses them (readiness).
 	OnAssigned func(assigned bool)
+	// SensitiveWords screens a declared stream's screen fields (NewStream); the built-in sink
+	// does not use it.
+	SensitiveWords *moderation.Client
 }
 
 // Flush describes one committed flush.
@@ -94,14 +98,15 @@ type Stats struct {
 // Rebalances wait (kgo.BlockRebalanceOnPoll) until no flush is under way, so a flush never
 // races a revocation.
 type Sink struct {
-	cfg  Config
-	rc   RunConfig
-	log  *slog.Logger
-	dec  *avro.Decoder[avro.EnrichedRecord]
-	w    *Writer // the ClickHouse side, once Run has connected
-	cl   *kgo.Client
-	dlqw *dlq.Writer
-	pcl  *kgo.Client
+	cfg   Config
+	rc    RunConfig
+	log   *slog.Logger
+	recs  records // what the records become: the built-in tables, or a declared stream's
+	stage string  // the DLQ's stage name: Stage, or a stream's
+	w     *Writer // the ClickHouse side, once Run has connected
+	cl    *kgo.Client
+	dlqw  *dlq.Writer
+	pcl   *kgo.Client
 
 	mu       sync.Mutex
 	buf      map[int32][]pending
@@ -119,9 +124,29 @@ type Sink struct {
 
 type pending struct {
 	rec  *kgo.Record
-	rows Rows
-	err  error // non-nil: the record goes to the DLQ with this error
+	rows Rows      // the built-in tables' rows
+	row  streamRow // or a declared stream's row
+	err  error     // non-nil: the record goes to the DLQ with this error
 	ep   int32
+}
+
+// records is what a Sink does with the records it consumes: how one becomes rows, and how a
+// batch of rows lands. enrichedTables (the built-in tables) and streamTable (a declared stream's table,
+// stream.go) implement it; the batching, retries, DLQ, ledger and commits around them are the
+// Sink's. decode is called from Run's goroutine, one record at a time; insert and landed from
+// the flush under way, one flush at a time.
+type records interface {
+	// decode fills p from p.rec: its rows, or the error it goes to the DLQ with (p.err). An
+	// error returned stops the sink with p and what follows it uncommitted: ctx ended during
+	// an outage, or a change the table cannot follow.
+	decode(ctx context.Context, s *Sink, p *pending) error
+	// insert lands the rows of the batch's records (those without p.err, in partition and
+	// offset order) and records in rejects the records whose rows ClickHouse rejected; it
+	// returns the retries it made.
+	insert(ctx context.Context, s *Sink, ps []*pending, rejects map[*pending]error) (int, error)
+	// landed is what one landed record counts in the ledger: rows in the main tables, hit rows,
+	// and its event time.
+	landed(p *pending) (rows, hitRows int, eventTime time.Time)
 }
 
 // New validates cfg and builds the sink; it does not contact any service.
@@ -135,17 +160,21 @@ func New(cfg Config, rc RunConfig) (*Sink, error) {
 	if rc.Registry == nil {
 		return nil, errors.New("clickhouse sink: registry: nil")
 	}
+	dec, err := avro.NewDecoder[avro.EnrichedRecord](rc.Registry, avro.EnrichedSchema, avro.DecoderConfig{})
+	if err != nil {
+		return nil, err
+	}
+	return newSink(cfg, rc, Stage, &enrichedTables{dec: dec}), nil
+}
+
+func newSink(cfg Config, rc RunConfig, stage string, recs records) *Sink {
 	cfg = cfg.withDefaults()
-	s := &Sink{cfg: cfg, rc: rc, log: rc.Logger, buf: map[int32][]pending{},
+	s := &Sink{cfg: cfg, rc: rc, log: rc.Logger, recs: recs, stage: stage, buf: map[int32][]pending{},
 		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano()), m: newMetrics(rc.Metrics, cfg.Group)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	var err error
-	if s.dec, err = avro.NewDecoder[avro.EnrichedRecord](rc.Registry, avro.EnrichedSchema, avro.DecoderConfig{}); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s
 }
 
 // Stats returns the running totals.
@@ -194,7 +223,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		return err
 	}
 	defer s.pcl.Close()
-	if s.dlqw, err = dlq.NewWriter(s.pcl, dlq.Config{Topic: s.cfg.DLQTopic, Stage: Stage}); err != nil {
+	if s.dlqw, err = dlq.NewWriter(s.pcl, dlq.Config{Topic: s.cfg.DLQTopic, Stage: s.stage}); err != nil {
 		return err
 	}
 
@@ -388,31 +417,12 @@ func (s *Sink) drop(m map[string][]int32) {
 	}
 }
 
-// add decodes r and buffers it. A registry outage is retried here, holding up polling.
+// add decodes r and buffers it. A registry outage is retried while decoding, holding up
+// polling.
 func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
 	p := pending{rec: r}
-	var e avro.EnrichedRecord
-	err := retry.Do(ctx, s.policy(), avro.IsRetryable, func(err error, attempt int, _ time.Duration) {
-		s.stats.retries.Add(1)
-		s.log.Warn("clickhouse sink: registry unavailable, retrying", "attempt", attempt, "err", err)
-	}, func() (err error) {
-		e, _, err = s.dec.Decode(ctx, r.Value)
+	if err := s.recs.decode(ctx, s, &p); err != nil {
 		return err
-	})
-	switch {
-	case err == nil:
-		p.ep = e.Epoch
-		if p.rows, err = MapRecord(&e); err != nil {
-			p.err = dlq.WithClass("invalid", err)
-		}
-	case !avro.IsRetryable(err):
-		// A record ingest wrote that we cannot read is a bug of ours, not an outage: it goes to
-		// the DLQ (with the decoder's class) so that the partition is not blocked forever.
-		s.log.Warn("clickhouse sink: enriched record does not decode; sending it to the DLQ",
-			"partition", r.Partition, "offset", r.Offset, "err", err)
-		p.err = err
-	default: // ctx ended during the outage
-		return ctx.Err()
 	}
 	s.mu.Lock()
 	if s.n == 0 {
@@ -465,12 +475,7 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 
 	var (
-		inf     []InferenceRow
-		infOwn  []*pending
-		gw      []GatewayRow
-		gwOwn   []*pending
-		hits    []HitRow
-		hitOwn  []*pending
+		ok      []*pending
 		dead    []dlq.Entry
 		rejects = map[*pending]error{}
 	)
@@ -481,47 +486,15 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 				dead = append(dead, dlq.NewEntry(dlq.OriginOf(pd.rec), pd.err))
 				continue
 			}
-			if pd.rows.Inference != nil {
-				inf, infOwn = append(inf, *pd.rows.Inference), append(infOwn, pd)
-			}
-			if pd.rows.Gateway != nil {
-				gw, gwOwn = append(gw, *pd.rows.Gateway), append(gwOwn, pd)
-			}
-			for _, h := range pd.rows.Hits {
-				hits, hitOwn = append(hits, h), append(hitOwn, pd)
-			}
+			ok = append(ok, pd)
 		}
 	}
 	attempts := 1
 	defer s.resume()
-	// The three tables are inserted at once, each on a connection of its own: a flush takes as
-	// long as its slowest insert, and every row of it is stamped landed at about its start.
-	// Each insert records its rejected rows apart; they are merged once all are done.
-	steps := []func(rejects map[*pending]error) (int, error){
-		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableInference, inf, infOwn, r) },
-		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableGateway, gw, gwOwn, r) },
-		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableHits, hits, hitOwn, r) },
-	}
-	var wg sync.WaitGroup
-	tries, errs := make([]int, len(steps)), make([]error, len(steps))
-	stepRejects := make([]map[*pending]error, len(steps))
-	for i, step := range steps {
-		stepRejects[i] = map[*pending]error{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tries[i], errs[i] = step(stepRejects[i])
-		}()
-	}
-	wg.Wait()
-	for i := range steps {
-		attempts += tries[i]
-		maps.Copy(rejects, stepRejects[i])
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err // the first table's, in the order above
-		}
+	tries, err := s.recs.insert(ctx, s, ok, rejects)
+	attempts += tries
+	if err != nil {
+		return err
 	}
 	for pd, err := range rejects {
 		dead = append(dead, dlq.NewEntry(dlq.OriginOf(pd.rec), dlq.WithClass(ClassRejected, err)))
@@ -551,13 +524,14 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 			if _, rejected := rejects[pd]; rejected || pd.err != nil {
 				continue
 			}
-			if pd.rows.Inference != nil || pd.rows.Gateway != nil {
-				l.Rows++
-				if et := pd.rows.EventTime(); et.After(l.MaxEventTime) {
+			r, h, et := s.recs.landed(pd)
+			if r > 0 {
+				l.Rows += uint32(r)
+				if et.After(l.MaxEventTime) {
 					l.MaxEventTime = et
 				}
 			}
-			l.HitRows += uint32(len(pd.rows.Hits))
+			l.HitRows += uint32(h)
 		}
 		rows += int(l.Rows)
 		hitRows += int(l.HitRows)
@@ -602,6 +576,106 @@ func (s *Sink) commit(ctx context.Context, recs []*kgo.Record, attempts *int) {
 	if err != nil {
 		s.log.Warn("clickhouse sink: commit failed; these records will be read and written again", "records", len(recs), "err", err)
 	}
+}
+
+// enrichedTables is the built-in sink's records: enriched records into inference_results,
+// gateway_logs and moderation_hits.
+type enrichedTables struct {
+	dec *avro.Decoder[avro.EnrichedRecord]
+}
+
+func (en *enrichedTables) decode(ctx context.Context, s *Sink, p *pending) error {
+	var e avro.EnrichedRecord
+	err := s.decodeRetrying(ctx, func() (err error) {
+		e, _, err = en.dec.Decode(ctx, p.rec.Value)
+		return err
+	})
+	switch {
+	case err == nil:
+		p.ep = e.Epoch
+		if p.rows, err = MapRecord(&e); err != nil {
+			p.err = dlq.WithClass("invalid", err)
+		}
+	case !avro.IsRetryable(err):
+		// A record ingest wrote that we cannot read is a bug of ours, not an outage: it goes to
+		// the DLQ (with the decoder's class) so that the partition is not blocked forever.
+		s.log.Warn("clickhouse sink: enriched record does not decode; sending it to the DLQ",
+			"partition", p.rec.Partition, "offset", p.rec.Offset, "err", err)
+		p.err = err
+	default: // ctx ended during the outage
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (en *enrichedTables) insert(ctx context.Context, s *Sink, ps []*pending, rejects map[*pending]error) (int, error) {
+	var (
+		inf    []InferenceRow
+		infOwn []*pending
+		gw     []GatewayRow
+		gwOwn  []*pending
+		hits   []HitRow
+		hitOwn []*pending
+	)
+	for _, pd := range ps {
+		if pd.rows.Inference != nil {
+			inf, infOwn = append(inf, *pd.rows.Inference), append(infOwn, pd)
+		}
+		if pd.rows.Gateway != nil {
+			gw, gwOwn = append(gw, *pd.rows.Gateway), append(gwOwn, pd)
+		}
+		for _, h := range pd.rows.Hits {
+			hits, hitOwn = append(hits, h), append(hitOwn, pd)
+		}
+	}
+	// The three tables are inserted at once, each on a connection of its own: a flush takes as
+	// long as its slowest insert, and every row of it is stamped landed at about its start.
+	// Each insert records its rejected rows apart; they are merged once all are done.
+	steps := []func(rejects map[*pending]error) (int, error){
+		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableInference, inf, infOwn, r) },
+		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableGateway, gw, gwOwn, r) },
+		func(r map[*pending]error) (int, error) { return insertRows(ctx, s, TableHits, hits, hitOwn, r) },
+	}
+	var wg sync.WaitGroup
+	tries, errs := make([]int, len(steps)), make([]error, len(steps))
+	stepRejects := make([]map[*pending]error, len(steps))
+	for i, step := range steps {
+		stepRejects[i] = map[*pending]error{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tries[i], errs[i] = step(stepRejects[i])
+		}()
+	}
+	wg.Wait()
+	attempts := 0
+	for i := range steps {
+		attempts += tries[i]
+		maps.Copy(rejects, stepRejects[i])
+	}
+	for _, err := range errs {
+		if err != nil {
+			return attempts, err // the first table's, in the order above
+		}
+	}
+	return attempts, nil
+}
+
+func (en *enrichedTables) landed(p *pending) (int, int, time.Time) {
+	rows := 0
+	if p.rows.Inference != nil || p.rows.Gateway != nil {
+		rows = 1
+	}
+	return rows, len(p.rows.Hits), p.rows.EventTime()
+}
+
+// decodeRetrying runs decode until it succeeds, fails for the record's own fault, or ctx
+// ends: a registry outage (avro.IsRetryable) is waited out, holding up polling.
+func (s *Sink) decodeRetrying(ctx context.Context, decode func() error) error {
+	return retry.Do(ctx, s.policy(), avro.IsRetryable, func(err error, attempt int, _ time.Duration) {
+		s.stats.retries.Add(1)
+		s.log.Warn("clickhouse sink: registry unavailable, retrying", "attempt", attempt, "err", err)
+	}, decode)
 }
 
 // insertRows inserts rows into table in one batch, retrying retryable errors. When the batch is

@@ -11,7 +11,8 @@ import (
 )
 
 // Table is one batch for one table: Rows is a slice of one of the row types (InferenceRow,
-// GatewayRow, HitRow, LedgerRow, DLQRow), whose `ch` tags name the columns.
+// GatewayRow, HitRow, LedgerRow, DLQRow), whose `ch` tags name the columns, or of a declared
+// stream's rows (stream.go), which carry their column names.
 type Table struct {
 	Name string
 	Rows any
@@ -63,6 +64,8 @@ func (w *Writer) WriteBatch(ctx context.Context, t Table) error {
 		sql, cols = insertSQL(t.Name, LedgerRow{}), ledgerColumns(rs)
 	case []DLQRow:
 		sql, cols = insertSQL(t.Name, DLQRow{}), dlqColumns(rs)
+	case []streamRow:
+		return appendStreamRows(ctx, w.conn, t.Name, rs)
 	default:
 		return fmt.Errorf("%w: no insert for %T", ErrClickHouseFatal, t.Rows)
 	}

@@ -29,6 +29,7 @@ type Planned struct {
 	Kind           Kind
 	Poison         PoisonKind // KindPoison only
 	SchemaVersion  int        // inference: 1 or 2; gateway: 1; poison: 0
+	SchemaID       int        // a stream's record: the registry id it is written with
 	Sensitive      bool       // its text contains a dictionary word
 	OtherPartition bool       // send to a partition other than the key's
 }

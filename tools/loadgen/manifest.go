@@ -14,28 +14,34 @@ const ManifestFormat = "backflow-loadgen/1"
 
 // Header is the manifest's first line: what run it describes.
 type Header struct {
-	Manifest       string    `json:"manifest"` // ManifestFormat
-	RunID          string    `json:"runId"`
-	Seed           uint64    `json:"seed"`
-	InferenceTopic string    `json:"inferenceTopic"`
-	GatewayTopic   string    `json:"gatewayTopic"`
-	Started        time.Time `json:"started"`
+	Manifest       string `json:"manifest"` // ManifestFormat
+	RunID          string `json:"runId"`
+	Seed           uint64 `json:"seed"`
+	InferenceTopic string `json:"inferenceTopic"`
+	GatewayTopic   string `json:"gatewayTopic"`
+	// Topic is a declared stream's topic, for a stream's run (RunStream); the two above are
+	// then empty.
+	Topic   string    `json:"topic,omitempty"`
+	Started time.Time `json:"started"`
 }
 
 // Entry is one record the brokers acknowledged, one JSON object per line after the header.
 // Only acknowledged records are listed: the manifest is exactly what is in the topics.
 type Entry struct {
-	Topic          string `json:"topic"`
-	Partition      int32  `json:"partition"`
-	Offset         int64  `json:"offset"`
-	RequestID      string `json:"requestId"`
-	Phase          string `json:"phase,omitempty"`
-	Kind           Kind   `json:"kind"`
-	Poison         string `json:"poison,omitempty"` // PoisonKind
-	Class          string `json:"class,omitempty"`  // decode error class the pipeline must assign
-	SchemaVersion  int    `json:"schemaVersion,omitempty"`
-	Sensitive      bool   `json:"sensitive,omitempty"`
-	CrossPartition bool   `json:"crossPartition,omitempty"`
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	Offset        int64  `json:"offset"`
+	RequestID     string `json:"requestId"`
+	Phase         string `json:"phase,omitempty"`
+	Kind          Kind   `json:"kind"`
+	Poison        string `json:"poison,omitempty"` // PoisonKind
+	Class         string `json:"class,omitempty"`  // decode error class the pipeline must assign
+	SchemaVersion int    `json:"schemaVersion,omitempty"`
+	// SchemaID is the registry id a stream's record was written with (RunStream); its
+	// RequestID is the record's key (the stream's dedupe key), or its sequence number.
+	SchemaID       int  `json:"schemaId,omitempty"`
+	Sensitive      bool `json:"sensitive,omitempty"`
+	CrossPartition bool `json:"crossPartition,omitempty"`
 }
 
 // Valid reports whether the pipeline must accept the record (originals and duplicates).

@@ -69,7 +69,29 @@ func Run(ctx context.Context, cfg Config, cl *kgo.Client, reg avro.Registry, opt
 	if err != nil {
 		return Stats{}, err
 	}
-	partitions, err := partitionCounts(ctx, cl, cfg.InferenceTopic, cfg.GatewayTopic)
+	return run(ctx, gen, limits{requests: cfg.Requests, duration: cfg.Duration, rate: cfg.Rate}, cl, opts,
+		Header{RunID: opts.RunID, Seed: cfg.Seed, InferenceTopic: cfg.InferenceTopic, GatewayTopic: cfg.GatewayTopic},
+		cfg.InferenceTopic, cfg.GatewayTopic)
+}
+
+// planner plans the records to send, one request (or stream record) at a time: Generator,
+// StreamGenerator.
+type planner interface {
+	Next(ctx context.Context) ([]Planned, error)
+	Drain() []Planned
+}
+
+// limits are when a run stops: after requests (0: no count limit) or duration (0: none), sent
+// at rate per second (0: flat out).
+type limits struct {
+	requests int
+	duration time.Duration
+	rate     float64
+}
+
+// run sends what gen plans to topics until lim is reached, and writes the manifest.
+func run(ctx context.Context, gen planner, lim limits, cl *kgo.Client, opts Options, h Header, topics ...string) (Stats, error) {
+	partitions, err := partitionCounts(ctx, cl, topics...)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -77,8 +99,8 @@ func Run(ctx context.Context, cfg Config, cl *kgo.Client, reg avro.Registry, opt
 	if out == nil {
 		out = io.Discard
 	}
-	mw, err := newManifestWriter(out, Header{RunID: opts.RunID, Seed: cfg.Seed, InferenceTopic: cfg.InferenceTopic,
-		GatewayTopic: cfg.GatewayTopic, Started: time.Now().UTC()})
+	h.Started = time.Now().UTC()
+	mw, err := newManifestWriter(out, h)
 	if err != nil {
 		return Stats{}, fmt.Errorf("loadgen: manifest: %w", err)
 	}
@@ -114,7 +136,7 @@ func Run(ctx context.Context, cfg Config, cl *kgo.Client, reg avro.Registry, opt
 				return
 			}
 			e := Entry{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, RequestID: p.RequestID, Phase: p.Phase,
-				Kind: p.Kind, SchemaVersion: p.SchemaVersion, Sensitive: p.Sensitive, CrossPartition: p.OtherPartition && n > 1}
+				Kind: p.Kind, SchemaVersion: p.SchemaVersion, SchemaID: p.SchemaID, Sensitive: p.Sensitive, CrossPartition: p.OtherPartition && n > 1}
 			if p.Kind == KindPoison {
 				e.Poison, e.Class = string(p.Poison), p.Poison.Class()
 			}
@@ -126,16 +148,16 @@ func Run(ctx context.Context, cfg Config, cl *kgo.Client, reg avro.Registry, opt
 	}
 
 	var limiter *rate.Limiter
-	if cfg.Rate > 0 {
-		limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate/20)))
+	if lim.rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(lim.rate), max(1, int(lim.rate/20)))
 	}
 	start := time.Now()
 	var deadline time.Time
-	if cfg.Duration > 0 {
-		deadline = start.Add(cfg.Duration)
+	if lim.duration > 0 {
+		deadline = start.Add(lim.duration)
 	}
 	var runErr error
-	for cfg.Requests == 0 || st.Requests < cfg.Requests {
+	for lim.requests == 0 || st.Requests < lim.requests {
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			break
 		}
@@ -194,7 +216,7 @@ func (st *Stats) count(e Entry) {
 	if e.Sensitive {
 		st.Sensitive++
 	}
-	if e.Kind == KindOriginal && e.Phase == "" {
+	if e.Kind == KindOriginal && e.Phase == "" && e.SchemaVersion > 0 {
 		if e.SchemaVersion == 1 {
 			st.InferenceV1++
 		} else {

@@ -20,6 +20,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/envfile"
 	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
@@ -64,6 +65,8 @@ func newLoadgenCmd() *cobra.Command {
 		runID        string
 		noProgress   bool
 		subjects     string
+		stream       string
+		streamSchema string
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -80,10 +83,17 @@ The manifest (JSON lines: a header, then one line per acknowledged record with i
 partition, offset, requestId, kind, and for poison the class the pipeline must assign) is the
 oracle tests check the pipeline against. Only records the brokers acknowledged are listed.
 
+With --stream NAME it sends traffic for the stream of that name declared in --config instead
+(docs/streams.md): --requests records of the schema in --stream-schema, registered under the
+stream's subject, with random valid values for every field, a unique value in its dedupe key
+(also the record's Kafka key and the manifest's requestId), event times one second apart, and
+duplicates and poison (bad_magic, short, unknown_schema, truncated, garbage, oversized).
+
 Stop with Ctrl-C at any time: records in flight are flushed and the manifest stays exact.`,
 		Example: `  loadgen --env-file .stack/env --requests 100000 --manifest /tmp/run.jsonl
   loadgen --duration 5m --rate 2000 --poison-rate 0.001
-  loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0`,
+  loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0
+  loadgen --config deploy/streams/streams.yaml --stream agent-task-event --stream-schema deploy/streams/agent-task-event.avsc --requests 5000`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -135,7 +145,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			}
 			defer cl.Close()
 			ctx := cmd.Context()
-			if createTopics {
+			if createTopics && stream == "" {
 				tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				err := loadgen.EnsureTopics(tctx, cl, partitions, replication, topicOr(cfg.InferenceTopic, avro.TopicInferenceResult), topicOr(cfg.GatewayTopic, avro.TopicGatewayLog))
 				cancel()
@@ -144,6 +154,20 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 				}
 			}
 
+			var sc loadgen.StreamConfig
+			if stream != "" {
+				if sc, err = streamTraffic(l.Config.Streams, stream, streamSchema, cfg, poisonKinds); err != nil {
+					return fmt.Errorf("%w: %w", errUsage, err)
+				}
+				if createTopics {
+					tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+					err := loadgen.EnsureTopics(tctx, cl, partitions, replication, sc.Topic)
+					cancel()
+					if err != nil {
+						return err
+					}
+				}
+			}
 			var manifest io.Writer
 			if manifestPath != "" {
 				f, err := os.Create(manifestPath)
@@ -154,7 +178,13 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 				manifest = f
 			}
 			bar := newProgressBar(cmd.ErrOrStderr(), cfg.Requests, noProgress)
-			st, err := loadgen.Run(ctx, cfg, cl, reg, loadgen.Options{RunID: runID, Manifest: manifest, Progress: func(n int) { bar.Set(n) }})
+			opts := loadgen.Options{RunID: runID, Manifest: manifest, Progress: func(n int) { bar.Set(n) }}
+			var st loadgen.Stats
+			if stream != "" {
+				st, err = loadgen.RunStream(ctx, sc, cl, reg, opts)
+			} else {
+				st, err = loadgen.Run(ctx, cfg, cl, reg, opts)
+			}
 			bar.Finish()
 			fmt.Fprintln(cmd.OutOrStdout(), st)
 			if manifestPath != "" {
@@ -198,7 +228,40 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 	f.Int32Var(&partitions, "partitions", 3, "partitions of topics it creates")
 	f.Int16Var(&replication, "replication", 1, "replication factor of topics it creates")
 	f.BoolVar(&noProgress, "no-progress", false, "do not draw a progress bar")
+	f.StringVar(&stream, "stream", "", "send traffic for the stream of this name declared in --config, instead of the source topics")
+	f.StringVar(&streamSchema, "stream-schema", "", "with --stream: the Avro schema file (.avsc) to write its records with")
 	return cmd
+}
+
+// streamTraffic is the traffic of the declared stream name, written with the schema in file,
+// shaped by the flags that apply to a stream.
+func streamTraffic(streams []clickhouse.StreamConfig, name, file string, cfg loadgen.Config, poisonKinds string) (loadgen.StreamConfig, error) {
+	var sc clickhouse.StreamConfig
+	found := false
+	for _, s := range streams {
+		if s.Name == name {
+			sc, found = s.WithDefaults(), true
+		}
+	}
+	if !found {
+		return loadgen.StreamConfig{}, fmt.Errorf("--stream: no stream %q is declared in the config's streams", name)
+	}
+	if file == "" {
+		return loadgen.StreamConfig{}, errors.New("--stream needs --stream-schema")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return loadgen.StreamConfig{}, fmt.Errorf("--stream-schema: %w", err)
+	}
+	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), KeyField: sc.DedupeKey, TimeField: sc.EventTime,
+		Records: cfg.Requests, Rate: cfg.Rate, DuplicateRate: cfg.DuplicateRate, CrossPartitionShare: cfg.CrossPartitionShare,
+		PoisonRate: cfg.PoisonRate, SensitiveShare: cfg.SensitiveShare, Words: cfg.Words, MaxRecordBytes: cfg.MaxRecordBytes, Seed: cfg.Seed}
+	if poisonKinds != "all" && poisonKinds != "" {
+		if out.PoisonKinds, err = loadgen.ParsePoisonKinds(poisonKinds); err != nil {
+			return loadgen.StreamConfig{}, fmt.Errorf("--poison-kinds: %w", err)
+		}
+	}
+	return out, out.Validate()
 }
 
 func topicOr(t, def string) string {

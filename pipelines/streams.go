@@ -1,0 +1,283 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	hamba "github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/conf"
+	"github.com/backflowhq/backflow/internal/moderation"
+	"github.com/backflowhq/backflow/internal/retry"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+)
+
+// A declared stream (the streams list of Config) runs as the stage stream-<name>: a
+// ClickHouse sink of its own (clickhouse.NewStream) over its topic, with its own group, its
+// table derived from its subject's schema. docs/streams.md.
+
+// streamNeeds are the systems a stream's stage needs.
+var streamNeeds = []string{SystemKafka, SystemRegistry, SystemClickHouse}
+
+// streamNamed returns the declared stream whose stage is name (stream-<name>).
+func (c Config) streamNamed(stage string) (clickhouse.StreamConfig, bool) {
+	name, ok := strings.CutPrefix(stage, clickhouse.StreamStagePrefix)
+	if !ok {
+		return clickhouse.StreamConfig{}, false
+	}
+	for _, s := range c.Streams {
+		if s.Name == name {
+			return s.WithDefaults(), true
+		}
+	}
+	return clickhouse.StreamConfig{}, false
+}
+
+// needs are the systems the configured stages need: NeedsOf, and the sensitive-word service
+// for a stream that screens text fields.
+func (c Config) needs() []string {
+	out := NeedsOf(c.Stages...)
+	for _, name := range c.Stages {
+		if sc, ok := c.streamNamed(name); ok && len(sc.Screen) > 0 && !slices.Contains(out, SystemSensitiveWords) {
+			out = append(out, SystemSensitiveWords)
+		}
+	}
+	return out
+}
+
+// streamStage is the stage of the declared stream sc.
+func streamStage(sc clickhouse.StreamConfig) stage {
+	needs := streamNeeds
+	if len(sc.Screen) > 0 {
+		needs = append(slices.Clone(streamNeeds), SystemSensitiveWords)
+	}
+	return stage{
+		name:   sc.Stage(),
+		needs:  needs,
+		groups: func(Config) []string { return []string{sc.Group} },
+		parts:  justThe(sc.Stage()),
+		run:    func(ctx context.Context, e *stageEnv) error { return runStream(ctx, e, sc) },
+	}
+}
+
+// validateStreams checks each stream and that no two share a name, table or group.
+func (c Config) validateStreams() error {
+	var errs []error
+	names, tables, groups := map[string]int{}, map[string]int{}, map[string]int{}
+	for i, s := range c.Streams {
+		at := "Streams[" + strconv.Itoa(i) + "]"
+		errs = append(errs, conf.Nest(at, "", s.Validate()))
+		s = s.WithDefaults()
+		for _, u := range []struct {
+			seen        map[string]int
+			field, what string
+			v           string
+		}{{names, "Name", "name", s.Name}, {tables, "Table", "table", s.Table}, {groups, "Group", "group", s.Group}} {
+			if j, dup := u.seen[u.v]; dup {
+				errs = append(errs, conf.Errorf(at+"."+u.field, "%s %q is streams[%d]'s too", u.what, u.v, j))
+				continue
+			}
+			u.seen[u.v] = i
+		}
+		if s.Group == c.SinkClickHouse.Group || s.Group == c.Ingest.Group || s.Group == c.SinkFeatures.Group {
+			errs = append(errs, conf.Errorf(at+".Group", "group %q is a built-in stage's", s.Group))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runStream runs the declared stream sc: it waits for its subject's schema and its topic,
+// brings its table to the schema (creating it only when sink_clickhouse.migrate is on;
+// otherwise `backflow migrate` does), then runs its sink.
+func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) error {
+	log := e.log.With("stage", sc.Stage())
+	reg, err := avro.NewRegistryClient(e.conn.Registry)
+	if err != nil {
+		return err
+	}
+	if err := e.waitForTopics(ctx, log, sc.Topic); err != nil {
+		return nil // stopped while waiting
+	}
+	wait := retry.Policy{Min: time.Second, Max: 30 * time.Second}
+	var schema hamba.Schema
+	err = retry.Do(ctx, wait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
+		log.Warn("stream: waiting for the subject's schema", "subject", sc.Subject, "attempt", attempt, "error", err)
+	}, func() (err error) {
+		schema, _, err = LatestSchema(ctx, reg, sc.Subject)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	var caps clickhouse.Capabilities
+	err = retry.Do(ctx, wait, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
+		log.Warn("clickhouse unavailable for the stream's table; retrying", "attempt", attempt, "error", err)
+	}, func() error {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		conn, err := clickhouse.Open(tctx, e.conn.ClickHouse)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		v, err := clickhouse.Server(tctx, conn)
+		if err != nil {
+			return err
+		}
+		caps = v.Capabilities()
+		plan, err := clickhouse.PlanStream(tctx, conn, sc, schema, caps)
+		if err != nil {
+			return err
+		}
+		if plan.Create && !e.cfg.SinkClickHouse.Migrate {
+			return fmt.Errorf("stream %s: table %s does not exist: run backflow migrate (or set sink_clickhouse.migrate)", sc.Name, sc.Table)
+		}
+		for _, s := range plan.Statements {
+			log.Info("stream: bringing the table to the subject's schema", "statement", firstLine(s))
+		}
+		return clickhouse.ApplyStream(tctx, e.conn.ClickHouse, plan)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	rc := clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse, Logger: log,
+		Metrics: e.metrics.Stage(sc.Stage()), OnAssigned: e.readyHook(sc.Stage())}
+	if len(sc.Screen) > 0 {
+		if rc.SensitiveWords, err = moderation.New(e.conn.SensitiveWords); err != nil {
+			return err
+		}
+		defer rc.SensitiveWords.Close()
+	}
+	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps}, rc)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = sink.Run(ctx)
+	st := sink.Stats()
+	log.Info("stream stopped", "records", st.Records, "rows", st.Rows, "dlq", st.DLQ, "flushes", st.Flushes,
+		"retries", st.Retries, "ran", time.Since(start).Round(time.Second).String())
+	return err
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// errNoSubject: the registry has no schema under the subject yet (no producer registered one).
+var errNoSubject = errors.New("pipelines: the registry has no schema under the subject")
+
+// LatestSchema is the newest schema registered under subject, parsed, with its id.
+func LatestSchema(ctx context.Context, reg *sr.Client, subject string) (hamba.Schema, int, error) {
+	ss, err := reg.SchemaByVersion(ctx, subject, -1)
+	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			return nil, 0, fmt.Errorf("%w: %s", errNoSubject, subject)
+		}
+		return nil, 0, &avro.DecodeError{Kind: avro.ErrRegistryUnavailable, Err: err}
+	}
+	s, err := hamba.ParseWithCache(ss.Schema.Schema, "", &hamba.SchemaCache{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("subject %s version %d: %w", subject, ss.Version, err)
+	}
+	return s, ss.ID, nil
+}
+
+// CheckStreams checks each declared stream of l against its subject's current schema: the
+// subject exists, and the field paths it names exist and fit (a dedupe key is a single
+// non-null value, an event time a timestamp or date). Each problem is a conf.Error at its
+// key (streams[1].dedupe_key) with its line in the file at path ("" for none).
+func CheckStreams(ctx context.Context, l Loaded, path string) conf.Errors {
+	if len(l.Config.Streams) == 0 {
+		return nil
+	}
+	var lines map[string]int
+	if path != "" {
+		lines, _ = schema.Lines(path)
+	}
+	var out conf.Errors
+	add := func(p, msg string) {
+		e := &conf.Error{Path: p, Msg: msg}
+		if ln, ok := lines[p]; ok {
+			e.Line = ln
+		} else if i := strings.Index(p, "]"); i > 0 {
+			e.Line = lines[p[:i+1]]
+		}
+		out = append(out, e)
+	}
+	reg, err := avro.NewRegistryClient(l.Config.Registry)
+	if err != nil {
+		add("registry", err.Error())
+		return out
+	}
+	for i, s := range l.Config.Streams {
+		s = s.WithDefaults()
+		at := "Streams[" + strconv.Itoa(i) + "]"
+		sch, id, err := LatestSchema(ctx, reg, s.Subject)
+		if err != nil {
+			add(schema.PathOf(at+".Subject"), fmt.Sprintf("subject %s: %v", s.Subject, err))
+			continue
+		}
+		if _, err := s.Columns(sch, clickhouse.Capabilities{}); err != nil {
+			fes := conf.Fields(err)
+			for _, fe := range fes {
+				p := schema.PathOf(at)
+				if fe.Field != "" {
+					p = schema.PathOf(at + "." + fe.Field)
+				}
+				add(p, fmt.Sprintf("%v (subject %s, schema id %d)", fe, s.Subject, id))
+			}
+		}
+	}
+	return out
+}
+
+// StreamPlanned is what `backflow migrate` found for one declared stream.
+type StreamPlanned struct {
+	clickhouse.StreamPlan
+	SchemaID int // the subject's latest schema, which the plan follows
+}
+
+// PlanStreams plans each declared stream's table against its subject's latest schema on the
+// server conn is connected to (clickhouse.PlanStream). It stops at the first stream it cannot
+// plan: a subject with no schema, or a change the table cannot follow.
+func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []clickhouse.StreamConfig, caps clickhouse.Capabilities) ([]StreamPlanned, error) {
+	if len(streams) == 0 {
+		return nil, nil
+	}
+	reg, err := avro.NewRegistryClient(c.Registry)
+	if err != nil {
+		return nil, err
+	}
+	var out []StreamPlanned
+	for _, sc := range streams {
+		sc = sc.WithDefaults()
+		s, id, err := LatestSchema(ctx, reg, sc.Subject)
+		if err != nil {
+			return out, fmt.Errorf("stream %s: subject %s: %w", sc.Name, sc.Subject, err)
+		}
+		p, err := clickhouse.PlanStream(ctx, conn, sc, s, caps)
+		if err != nil {
+			return out, fmt.Errorf("%w (subject %s, schema id %d)", err, sc.Subject, id)
+		}
+		out = append(out, StreamPlanned{StreamPlan: p, SchemaID: id})
+	}
+	return out, nil
+}

@@ -1,0 +1,63 @@
+package clickhouse_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+)
+
+// TestStreamTableOnTheCluster: on the 2 x 2 cluster stack, a stream's plan creates a replicated
+// agent_task_event_local and a Distributed agent_task_event on every host, with its view; v2's
+// plan adds its two columns on every host (local and Distributed tables) and re-creates the
+// view with them; applying a plan again changes nothing.
+func TestStreamTableOnTheCluster(t *testing.T) {
+	c, hosts := clusterDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := clickhouse.Open(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	schema := func(name string) avro.Schema {
+		b, err := os.ReadFile("../../deploy/streams/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return avro.MustParse(string(b))
+	}
+	sc := clickhouse.StreamConfig{Name: "agent-task-event", Topic: "agent-task-event", DedupeKey: "event_id", EventTime: "event_time"}
+	for _, file := range []string{"agent-task-event.avsc", "agent-task-event.v2.avsc", "agent-task-event.v2.avsc"} {
+		p, err := clickhouse.PlanStream(ctx, conn, sc, schema(file), clickhouse.Capabilities{})
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		t.Logf("%s: create %v, %d statements", file, p.Create, len(p.Statements))
+		if err := clickhouse.ApplyStream(ctx, c, p); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	for _, h := range hosts {
+		hc := c
+		hc.Addr, hc.Cluster = h, ""
+		hconn, err := clickhouse.Open(ctx, hc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range []string{"agent_task_event_local", "agent_task_event", "v_agent_task_event"} {
+			n := queryUint(t, ctx, hconn, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name IN ('priority', 'reviewer', 'event_id')", table)
+			if n != 3 {
+				t.Errorf("host %s: %s has %d of event_id, priority, reviewer", h, table, n)
+			}
+		}
+		if n := queryUint(t, ctx, hconn, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'agent_task_event_local' AND engine = 'ReplicatedReplacingMergeTree'"); n != 1 {
+			t.Errorf("host %s: agent_task_event_local is not a ReplicatedReplacingMergeTree", h)
+		}
+		hconn.Close()
+	}
+}

@@ -1,0 +1,434 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"time"
+
+	hamba "github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/avro"
+)
+
+// StreamConfig is the traffic of a declared stream (pipelines' streams list): records of its
+// schema with random valid values for each Avro type, duplicates and poison, and the same
+// manifest as Run writes. Zero fields take the defaults stated on each.
+type StreamConfig struct {
+	// Topic is the stream's topic. Required.
+	Topic string
+	// Subject is the registry subject the schema is registered under. Default: <topic>-value.
+	Subject string
+	// Schema is the record schema the values are written with, as written (JSON): it is
+	// registered as is, its fields' defaults included. Required.
+	Schema string
+	// KeyField is the Avro field path of the stream's dedupe key: each original record gets a
+	// value of its own there (<run id>-<sequence> for a string, a UUID made from it for a uuid),
+	// which is also its Kafka key and its manifest RequestID. Empty: records are keyed by their sequence number.
+	KeyField string
+	// TimeField is the Avro field path of the event time (a timestamp): record n is dated
+	// EventStart + (n-1)·EventStep. Default EventStart: the clock at the start, truncated to
+	// the second; EventStep: 1s.
+	TimeField  string
+	EventStart time.Time
+	EventStep  time.Duration
+	// Records is how many original records to send. Default: 1000.
+	Records int
+	// Rate is records per second; 0 sends flat out.
+	Rate float64
+	// DuplicateRate, CrossPartitionShare and PoisonRate mean what they mean in Config (per
+	// original record). Defaults: 0.02, 0.25, 0.01.
+	DuplicateRate       float64
+	CrossPartitionShare float64
+	PoisonRate          float64
+	// PoisonKinds restricts the kinds of poison. Default: StreamPoisonKinds.
+	PoisonKinds []PoisonKind
+	// SensitiveShare is the share of string values with a word of Words planted. Defaults:
+	// 0.05 and DefaultWords.
+	SensitiveShare float64
+	Words          []string
+	// MaxRecordBytes is the stream's size limit; oversized poison is just above it. Default:
+	// avro.DefaultMaxRecordBytes.
+	MaxRecordBytes int
+	// Seed makes the traffic reproducible. Default: 1.
+	Seed uint64
+}
+
+// StreamPoisonKinds are the poison kinds of a declared stream: everything that is wrong with
+// a record whatever its schema (the built-in streams' missing request id and absurd timestamp
+// are rules of theirs).
+var StreamPoisonKinds = []PoisonKind{PoisonBadMagic, PoisonShort, PoisonUnknownSchema, PoisonTruncated, PoisonGarbage, PoisonOversized}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Subject == "" {
+		c.Subject = c.Topic + "-value"
+	}
+	if c.EventStart.IsZero() {
+		c.EventStart = time.Now().UTC().Truncate(time.Second)
+	}
+	if c.EventStep == 0 {
+		c.EventStep = time.Second
+	}
+	if c.Records == 0 {
+		c.Records = 1000
+	}
+	frac := func(p *float64, d float64) {
+		if *p == 0 {
+			*p = d
+		} else if *p < 0 {
+			*p = 0
+		}
+	}
+	frac(&c.DuplicateRate, 0.02)
+	frac(&c.CrossPartitionShare, 0.25)
+	frac(&c.PoisonRate, 0.01)
+	frac(&c.SensitiveShare, 0.05)
+	if len(c.Words) == 0 {
+		c.Words = DefaultWords
+	}
+	if len(c.PoisonKinds) == 0 {
+		c.PoisonKinds = StreamPoisonKinds
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = avro.DefaultMaxRecordBytes
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	return c
+}
+
+// Validate reports every bad field at once, by name.
+func (c StreamConfig) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("loadgen: stream: "+format, a...)) }
+	if c.Topic == "" {
+		bad("topic: empty")
+	}
+	schema, err := hamba.Parse(c.Schema)
+	if err != nil {
+		bad("schema: %v", err)
+	}
+	rec, ok := schema.(*hamba.RecordSchema)
+	if !ok && err == nil {
+		bad("schema: want a record schema")
+	}
+	if c.Records < 0 {
+		bad("records: %d is negative", c.Records)
+	}
+	for name, v := range map[string]float64{"duplicate rate": c.DuplicateRate, "cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate,
+		"sensitive share": c.SensitiveShare} {
+		if v > 1 {
+			bad("%s: %v, want a fraction in [0, 1]", name, v)
+		}
+	}
+	for _, k := range c.PoisonKinds {
+		if k == PoisonMissingRequestID || k == PoisonAbsurdTimestamp {
+			bad("poison kind %q is the built-in streams' only (stream kinds: %v)", k, StreamPoisonKinds)
+		} else if _, ok := poisonClass[k]; !ok {
+			bad("poison kind %q is unknown (stream kinds: %v)", k, StreamPoisonKinds)
+		}
+	}
+	if ok {
+		for _, f := range []string{c.KeyField, c.TimeField} {
+			if f != "" && fieldSchema(rec, f) == nil {
+				bad("field %s: not in the schema", f)
+			}
+		}
+		if c.KeyField != "" {
+			if s := fieldSchema(rec, c.KeyField); s != nil && s.Type() != hamba.String && s.Type() != hamba.Long && s.Type() != hamba.Int {
+				bad("key field %s is a %s; want a string, int or long", c.KeyField, s.Type())
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fieldSchema is the schema of the field at a dot path in rec, or nil.
+func fieldSchema(rec *hamba.RecordSchema, path string) hamba.Schema {
+	var s hamba.Schema = rec
+	for _, name := range strings.Split(path, ".") {
+		r, ok := s.(*hamba.RecordSchema)
+		if !ok {
+			return nil
+		}
+		var next hamba.Schema
+		for _, f := range r.Fields() {
+			if f.Name() == name {
+				next = f.Type()
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		if ref, ok := next.(*hamba.RefSchema); ok {
+			next = ref.Schema()
+		}
+		s = next
+	}
+	return s
+}
+
+// StreamGenerator makes the traffic of a StreamConfig, one original record at a time.
+// Deterministic for a seed and run id; not safe for concurrent use.
+type StreamGenerator struct {
+	cfg        StreamConfig
+	schema     *hamba.RecordSchema
+	runID      string
+	rng        *rand.Rand
+	enc        *avro.Encoder[any]
+	seq        int
+	poisonNext int
+	pending    []pendingDup
+}
+
+// NewStreamGenerator validates cfg; the schema is registered with reg on first use.
+func NewStreamGenerator(cfg StreamConfig, runID string, reg avro.Registry) (*StreamGenerator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if runID == "" {
+		return nil, errors.New("loadgen: run id is empty")
+	}
+	cfg = cfg.withDefaults()
+	enc, err := avro.NewTextEncoder[any](reg, cfg.Schema, cfg.Subject)
+	if err != nil {
+		return nil, err
+	}
+	schema := hamba.MustParse(cfg.Schema).(*hamba.RecordSchema)
+	return &StreamGenerator{cfg: cfg, schema: schema, runID: runID, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73747265616d)), enc: enc}, nil
+}
+
+// Record makes record n's value (from 1): random valid values, its key and event time set.
+func (g *StreamGenerator) Record(n int) (map[string]any, string) {
+	v := g.value(g.schema, 0).(map[string]any)
+	key := fmt.Sprintf("%s-%08d", g.runID, n)
+	if g.cfg.KeyField != "" {
+		switch fieldSchema(g.schema, g.cfg.KeyField).Type() {
+		case hamba.Long:
+			setPath(v, g.cfg.KeyField, int64(n))
+			key = fmt.Sprint(n)
+		case hamba.Int:
+			setPath(v, g.cfg.KeyField, n)
+			key = fmt.Sprint(n)
+		default:
+			if ls, ok := fieldSchema(g.schema, g.cfg.KeyField).(hamba.LogicalTypeSchema); ok && ls.Logical() != nil && ls.Logical().Type() == hamba.UUID {
+				key = nameUUID(key)
+			}
+			setPath(v, g.cfg.KeyField, key)
+		}
+	}
+	if g.cfg.TimeField != "" {
+		setPath(v, g.cfg.TimeField, g.cfg.EventStart.Add(time.Duration(n-1)*g.cfg.EventStep))
+	}
+	return v, key
+}
+
+// nameUUID is a UUID made from name (its SHA-1, version 5 layout): a unique key for a uuid
+// field, the same for the same run id and sequence.
+func nameUUID(name string) string {
+	h := sha1.Sum([]byte(name))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func setPath(v map[string]any, path string, x any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		v = v[p].(map[string]any)
+	}
+	v[parts[len(parts)-1]] = x
+}
+
+// Next plans one more original record, any poison due, and any duplicates due.
+func (g *StreamGenerator) Next(ctx context.Context) ([]Planned, error) {
+	g.seq++
+	rec, key := g.Record(g.seq)
+	value, err := g.enc.Encode(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	id, err := g.enc.ID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := Planned{Topic: g.cfg.Topic, Key: []byte(key), Value: value, RequestID: key, Kind: KindOriginal, SchemaID: id}
+	out := []Planned{p}
+	if g.rng.Float64() < g.cfg.DuplicateRate {
+		d := p
+		d.Kind = KindDuplicate
+		d.OtherPartition = g.rng.Float64() < g.cfg.CrossPartitionShare
+		g.pending = append(g.pending, pendingDup{due: g.seq + 1 + g.rng.IntN(20), rec: d})
+	}
+	for due := int(math.Floor(g.cfg.PoisonRate*float64(g.seq) + 1e-9)); g.poisonNext < due; {
+		out = append(out, g.poison(value))
+	}
+	return append(out, g.dueDuplicates(false)...), nil
+}
+
+// Drain returns the duplicates still waiting for their turn; call it once after the last Next.
+func (g *StreamGenerator) Drain() []Planned { return g.dueDuplicates(true) }
+
+func (g *StreamGenerator) dueDuplicates(all bool) []Planned {
+	var out []Planned
+	keep := g.pending[:0]
+	for _, d := range g.pending {
+		if all || d.due <= g.seq {
+			out = append(out, d.rec)
+		} else {
+			keep = append(keep, d)
+		}
+	}
+	g.pending = keep
+	return out
+}
+
+// poison makes the next poison record in rotation from a valid value.
+func (g *StreamGenerator) poison(valid []byte) Planned {
+	kind := g.cfg.PoisonKinds[g.poisonNext%len(g.cfg.PoisonKinds)]
+	g.poisonNext++
+	id := fmt.Sprintf("%s-poison-%06d", g.runID, g.poisonNext)
+	value := append([]byte(nil), valid...)
+	switch kind {
+	case PoisonBadMagic:
+		value[0] = byte(1 + g.rng.IntN(255))
+	case PoisonShort:
+		value = []byte{0, 0, 0, 1}[:1+g.rng.IntN(4)]
+	case PoisonUnknownSchema:
+		value = append(avro.AppendFrame(nil, UnknownSchemaID), value[avro.HeaderSize:]...)
+	case PoisonTruncated:
+		value = value[:avro.HeaderSize+(len(value)-avro.HeaderSize)/2]
+	case PoisonGarbage:
+		// A run of 0xff bytes is a varint that never ends: no reading of it succeeds.
+		value = append(value[:avro.HeaderSize], []byte(strings.Repeat("\xff", 12+g.rng.IntN(20)))...)
+	case PoisonOversized:
+		value = append(value, make([]byte, g.cfg.MaxRecordBytes)...)
+	}
+	return Planned{Topic: g.cfg.Topic, Key: []byte(id), Value: value, RequestID: id, Kind: KindPoison, Poison: kind}
+}
+
+// value is a random valid value of s, as hamba/avro encodes an any: a map per record, a
+// union's non-null value keyed by its type's name.
+func (g *StreamGenerator) value(s hamba.Schema, depth int) any {
+	if ref, ok := s.(*hamba.RefSchema); ok {
+		s = ref.Schema()
+	}
+	if ls, ok := s.(hamba.LogicalTypeSchema); ok && ls.Logical() != nil {
+		switch l := ls.Logical(); l.Type() {
+		case hamba.TimestampMillis, hamba.TimestampMicros, hamba.LocalTimestampMillis, hamba.LocalTimestampMicros:
+			return g.cfg.EventStart.Add(-time.Duration(g.rng.IntN(3600)) * time.Second)
+		case hamba.Date:
+			return g.cfg.EventStart.Truncate(24 * time.Hour)
+		case hamba.UUID:
+			b := make([]byte, 16)
+			for i := range b {
+				b[i] = byte(g.rng.IntN(256))
+			}
+			return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		case hamba.Decimal:
+			if dl, ok := l.(*hamba.DecimalLogicalSchema); ok {
+				scale := int64(math.Pow10(dl.Scale()))
+				return big.NewRat(g.rng.Int64N(1000*scale), scale)
+			}
+		}
+	}
+	switch t := s.(type) {
+	case *hamba.RecordSchema:
+		m := map[string]any{}
+		for _, f := range t.Fields() {
+			m[f.Name()] = g.value(f.Type(), depth+1)
+		}
+		return m
+	case *hamba.EnumSchema:
+		return t.Symbols()[g.rng.IntN(len(t.Symbols()))]
+	case *hamba.FixedSchema:
+		arr := reflect.New(reflect.ArrayOf(t.Size(), reflect.TypeFor[byte]())).Elem()
+		for i := range t.Size() {
+			arr.Index(i).SetUint(uint64('a' + g.rng.IntN(26)))
+		}
+		return arr.Interface()
+	case *hamba.ArraySchema:
+		n := g.rng.IntN(4)
+		out := make([]any, n)
+		for i := range out {
+			out[i] = g.value(t.Items(), depth+1)
+		}
+		return out
+	case *hamba.MapSchema:
+		m := map[string]any{}
+		for range g.rng.IntN(4) {
+			m[vocabulary[g.rng.IntN(len(vocabulary))]] = g.value(t.Values(), depth+1)
+		}
+		return m
+	case *hamba.UnionSchema:
+		types := t.Types()
+		i := g.rng.IntN(len(types))
+		if types[i].Type() == hamba.Null {
+			return nil
+		}
+		return map[string]any{unionName(types[i]): g.value(types[i], depth+1)}
+	}
+	switch s.Type() {
+	case hamba.Boolean:
+		return g.rng.IntN(2) == 1
+	case hamba.Int:
+		return int(g.rng.Int32N(10000))
+	case hamba.Long:
+		return g.rng.Int64N(1 << 40)
+	case hamba.Float:
+		return float32(g.rng.IntN(1000)) / 8 // exact in binary: reads back as written
+	case hamba.Double:
+		return float64(g.rng.IntN(100000)) / 16
+	case hamba.String:
+		n := 1 + g.rng.IntN(4)
+		words := make([]string, n)
+		for i := range words {
+			words[i] = vocabulary[g.rng.IntN(len(vocabulary))]
+		}
+		if g.rng.Float64() < g.cfg.SensitiveShare {
+			words[g.rng.IntN(n)] = g.cfg.Words[g.rng.IntN(len(g.cfg.Words))]
+		}
+		return strings.Join(words, " ")
+	case hamba.Bytes:
+		b := make([]byte, g.rng.IntN(16))
+		for i := range b {
+			b[i] = byte(g.rng.IntN(256))
+		}
+		return b
+	}
+	return nil
+}
+
+// unionName is how hamba/avro names a union branch in a decoded or encoded any.
+func unionName(s hamba.Schema) string {
+	if ref, ok := s.(*hamba.RefSchema); ok {
+		s = ref.Schema()
+	}
+	if n, ok := s.(hamba.NamedSchema); ok {
+		return n.FullName()
+	}
+	return string(s.Type())
+}
+
+// RunStream sends cfg's traffic with cl (built with ProducerOpts) and writes the manifest as
+// Run does: exactly the acknowledged records, each original's RequestID its key.
+func RunStream(ctx context.Context, cfg StreamConfig, cl *kgo.Client, reg avro.Registry, opts Options) (Stats, error) {
+	if err := cfg.Validate(); err != nil {
+		return Stats{}, err
+	}
+	cfg = cfg.withDefaults()
+	gen, err := NewStreamGenerator(cfg, opts.RunID, reg)
+	if err != nil {
+		return Stats{}, err
+	}
+	return run(ctx, gen, limits{requests: cfg.Records, rate: cfg.Rate}, cl, opts, Header{RunID: opts.RunID, Seed: cfg.Seed, Topic: cfg.Topic}, cfg.Topic)
+}
