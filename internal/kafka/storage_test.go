@@ -3,8 +3,12 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	ldbstorage "github.com/syndtr/goleveldb/leveldb/storage"
 
 	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb"
@@ -219,4 +223,97 @@ func must(v int64, err error) int64 {
 		panic(err)
 	}
 	return v
+}
+
+// TestBufferedTables: a table file's bytes reach the file on Sync and Close, not with each
+// block; the journal is written as before; and a database on it reads back, after a reopen,
+// every value of a fill large enough to be compacted into table files.
+func TestBufferedTables(t *testing.T) {
+	dir := t.TempDir()
+	files, err := ldbstorage.OpenFile(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := bufferedTables{files}
+	size := func(fd ldbstorage.FileDesc) int64 {
+		info, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%06d.%s", fd.Num, map[ldbstorage.FileType]string{ldbstorage.TypeTable: "ldb", ldbstorage.TypeJournal: "log"}[fd.Type])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Size()
+	}
+	for _, c := range []struct {
+		fd       ldbstorage.FileDesc
+		buffered bool
+	}{{ldbstorage.FileDesc{Type: ldbstorage.TypeTable, Num: 7}, true}, {ldbstorage.FileDesc{Type: ldbstorage.TypeJournal, Num: 8}, false}} {
+		w, err := bt.Create(c.fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block := make([]byte, 4096)
+		for range 3 {
+			if _, err := w.Write(block); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, want := size(c.fd), map[bool]int64{true: 0, false: 3 * 4096}[c.buffered]; got != want {
+			t.Fatalf("%v: %d bytes in the file after three blocks, want %d", c.fd, got, want)
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(c.fd); got != 3*4096 {
+			t.Fatalf("%v: %d bytes after Sync, want %d", c.fd, got, 3*4096)
+		}
+		if _, err := w.Write(block); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(c.fd); got != 4*4096 {
+			t.Fatalf("%v: %d bytes after Close, want %d", c.fd, got, 4*4096)
+		}
+	}
+	files.Close()
+
+	tables := t.TempDir()
+	const n = 60_000 // about 14 MB of values: several write buffers, flushed and compacted into table files
+	value := func(i int) string { return fmt.Sprintf("value-%d-%0200d", i, i) }
+	st, err := GokaStorage(tables)("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := st.Set(fmt.Sprintf("key-%06d", i), []byte(value(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetOffset(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ldb, _ := filepath.Glob(filepath.Join(tables, "t.0", "*.ldb"))
+	if len(ldb) == 0 {
+		t.Fatal("no table file written: the fill did not reach the buffered path")
+	}
+	st, err = GokaStorage(tables)("t", 0) // reopens: the first Close released the lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if off, err := st.GetOffset(-1); err != nil || off != n {
+		t.Fatalf("offset %d, %v; want %d", off, err, n)
+	}
+	for i := 0; i < n; i += 997 {
+		v, err := st.Get(fmt.Sprintf("key-%06d", i))
+		if err != nil || string(v) != value(i) {
+			t.Fatalf("key-%06d: %.30q, %v", i, v, err)
+		}
+	}
 }
