@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
-	"time"
 
 	"github.com/hamba/avro/v2"
-	"github.com/twmb/franz-go/pkg/sr"
-	"golang.org/x/sync/singleflight"
 )
 
 // GenericDecoder decodes framed values of any record schema into map[string]any: what a
@@ -24,11 +20,10 @@ type GenericDecoder struct {
 	reg Registry
 	cfg DecoderConfig
 
+	writers *writerSchemas // id → writer schema
+
 	mu       sync.RWMutex
-	writers  map[int]avro.Schema // id → writer schema
 	resolved map[[2]string]avro.Schema
-	unknown  map[int]unknownID
-	fetch    singleflight.Group
 }
 
 // NewGenericDecoder returns a GenericDecoder over reg.
@@ -39,8 +34,9 @@ func NewGenericDecoder(reg Registry, cfg DecoderConfig) (*GenericDecoder, error)
 	if reg == nil {
 		return nil, errors.New("avro: new generic decoder: registry is required")
 	}
-	return &GenericDecoder{reg: reg, cfg: cfg.withDefaults(), writers: map[int]avro.Schema{},
-		resolved: map[[2]string]avro.Schema{}, unknown: map[int]unknownID{}}, nil
+	cfg = cfg.withDefaults()
+	return &GenericDecoder{reg: reg, cfg: cfg, writers: newWriterSchemas(reg, cfg.UnknownIDTTL, nil),
+		resolved: map[[2]string]avro.Schema{}}, nil
 }
 
 // Frame checks a value's size and frame and returns its writer schema id and body.
@@ -55,46 +51,7 @@ func (d *GenericDecoder) Frame(b []byte) (int, []byte, error) {
 // ErrUnknownSchemaID (remembered for UnknownIDTTL); one it could not be asked about is
 // ErrRegistryUnavailable (IsRetryable).
 func (d *GenericDecoder) Writer(ctx context.Context, id int) (avro.Schema, error) {
-	d.mu.RLock()
-	s, ok := d.writers[id]
-	u, known := d.unknown[id]
-	d.mu.RUnlock()
-	if ok {
-		return s, nil
-	}
-	if known && time.Now().Before(u.until) {
-		return nil, u.err
-	}
-	res, err, _ := d.fetch.Do(strconv.Itoa(id), func() (any, error) {
-		got, err := d.reg.SchemaByID(ctx, id)
-		if err != nil {
-			err = classifyRegistryErr(id, err)
-			if errors.Is(err, ErrUnknownSchemaID) && d.cfg.UnknownIDTTL > 0 {
-				d.mu.Lock()
-				if len(d.unknown) < maxUnknownIDs {
-					d.unknown[id] = unknownID{err: err, until: time.Now().Add(d.cfg.UnknownIDTTL)}
-				}
-				d.mu.Unlock()
-			}
-			return nil, err
-		}
-		if got.Type != sr.TypeAvro {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("schema type %s, want AVRO", got.Type)}
-		}
-		w, err := avro.ParseWithCache(got.Schema, "", &avro.SchemaCache{})
-		if err != nil {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("parse writer schema: %w", err)}
-		}
-		d.mu.Lock()
-		d.writers[id] = w
-		delete(d.unknown, id)
-		d.mu.Unlock()
-		return w, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res.(avro.Schema), nil
+	return d.writers.get(ctx, id)
 }
 
 // Decode decodes body, written with writer, as reader (the same schema, or a newer one the

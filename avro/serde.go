@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/backflowhq/backflow/internal/conf"
 )
@@ -77,11 +75,8 @@ type Decoder[T any] struct {
 	reader avro.Schema
 	cfg    DecoderConfig
 
-	mu       sync.RWMutex
-	resolved map[int]avro.Schema // writer id -> schema resolved against reader
-	unknown  map[int]unknownID   // writer id -> the registry's 40403, until it expires
-	fetch    singleflight.Group
-	readers  sync.Pool
+	writers *writerSchemas // writer id -> schema resolved against reader
+	readers sync.Pool
 }
 
 // NewDecoder returns a Decoder into T with reader as the reader schema.
@@ -92,7 +87,14 @@ func NewDecoder[T any](reg Registry, reader avro.Schema, cfg DecoderConfig) (*De
 	if reg == nil || reader == nil {
 		return nil, errors.New("avro: new decoder: registry and reader schema are required")
 	}
-	d := &Decoder[T]{reg: reg, reader: reader, cfg: cfg.withDefaults(), resolved: map[int]avro.Schema{}, unknown: map[int]unknownID{}}
+	d := &Decoder[T]{reg: reg, reader: reader, cfg: cfg.withDefaults()}
+	d.writers = newWriterSchemas(reg, d.cfg.UnknownIDTTL, func(id int, writer avro.Schema) (avro.Schema, error) {
+		resolved, err := avro.NewSchemaCompatibility().Resolve(reader, writer)
+		if err != nil {
+			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: err}
+		}
+		return resolved, nil
+	})
 	d.readers.New = func() any { return avro.NewReader(nil, 0) }
 	return d, nil
 }
@@ -108,7 +110,7 @@ func (d *Decoder[T]) Decode(ctx context.Context, b []byte) (T, int, error) {
 	if err != nil {
 		return v, 0, err
 	}
-	schema, err := d.writerSchema(ctx, id)
+	schema, err := d.writers.get(ctx, id)
 	if err != nil {
 		return v, id, err
 	}
@@ -146,72 +148,6 @@ func (d *Decoder[T]) unmarshal(schema avro.Schema, body []byte, v *T) error {
 		return errors.New("bytes left over after the record")
 	}
 	return nil
-}
-
-// writerSchema returns the writer schema for id resolved against the reader schema.
-func (d *Decoder[T]) writerSchema(ctx context.Context, id int) (avro.Schema, error) {
-	d.mu.RLock()
-	s, ok := d.resolved[id]
-	u, known := d.unknown[id]
-	d.mu.RUnlock()
-	if ok {
-		return s, nil
-	}
-	if known && time.Now().Before(u.until) {
-		return nil, u.err
-	}
-	res, err, _ := d.fetch.Do(strconv.Itoa(id), func() (any, error) {
-		got, err := d.reg.SchemaByID(ctx, id)
-		if err != nil {
-			err = classifyRegistryErr(id, err)
-			if errors.Is(err, ErrUnknownSchemaID) && d.cfg.UnknownIDTTL > 0 {
-				d.rememberUnknown(id, err)
-			}
-			return nil, err
-		}
-		if got.Type != sr.TypeAvro {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("schema type %s, want AVRO", got.Type)}
-		}
-		writer, err := avro.ParseWithCache(got.Schema, "", &avro.SchemaCache{})
-		if err != nil {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("parse writer schema: %w", err)}
-		}
-		resolved, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
-		if err != nil {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: err}
-		}
-		d.mu.Lock()
-		d.resolved[id] = resolved
-		delete(d.unknown, id)
-		d.mu.Unlock()
-		return resolved, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res.(avro.Schema), nil
-}
-
-// maxUnknownIDs bounds the remembered unknown ids, so poison with ever new ids cannot grow
-// the decoder without limit: past it, expired answers are dropped, and when none has expired
-// the new answer is not remembered.
-const maxUnknownIDs = 4096
-
-func (d *Decoder[T]) rememberUnknown(id int, err error) {
-	now := time.Now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.unknown) >= maxUnknownIDs {
-		for k, u := range d.unknown {
-			if !now.Before(u.until) {
-				delete(d.unknown, k)
-			}
-		}
-		if len(d.unknown) >= maxUnknownIDs {
-			return
-		}
-	}
-	d.unknown[id] = unknownID{err: err, until: now.Add(d.cfg.UnknownIDTTL)}
 }
 
 // unknownID is a remembered "no such schema" answer.
