@@ -49,7 +49,7 @@ type Generator struct {
 
 	seq        int
 	poisonNext int // poison records planned so far
-	pending    []pendingDup
+	pending    duplicates
 	now        func() time.Time
 	started    time.Time // the clock at the first Next, for Backfill
 }
@@ -57,6 +57,33 @@ type Generator struct {
 type pendingDup struct {
 	due int // request sequence number at which to send it
 	rec Planned
+}
+
+// duplicates are the planned duplicates not sent yet: each falls due 1 to 20 originals after
+// the one it copies (Generator and StreamGenerator each keep theirs).
+type duplicates []pendingDup
+
+// plan queues a duplicate of p, due after original number seq; crossShare of them are marked
+// to be sent to another partition.
+func (q *duplicates) plan(rng *rand.Rand, seq int, p Planned, crossShare float64) {
+	p.Kind = KindDuplicate
+	p.OtherPartition = rng.Float64() < crossShare
+	*q = append(*q, pendingDup{due: seq + 1 + rng.IntN(20), rec: p})
+}
+
+// take returns and forgets the duplicates due at original number seq, or all of them.
+func (q *duplicates) take(seq int, all bool) []Planned {
+	var out []Planned
+	keep := (*q)[:0]
+	for _, d := range *q {
+		if all || d.due <= seq {
+			out = append(out, d.rec)
+		} else {
+			keep = append(keep, d)
+		}
+	}
+	*q = keep
+	return out
 }
 
 // NewGenerator validates cfg. Schemas are registered with reg on first use, under the
@@ -172,10 +199,7 @@ func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 	}
 	for _, p := range out[:3] {
 		if g.rng.Float64() < g.cfg.DuplicateRate {
-			d := p
-			d.Kind = KindDuplicate
-			d.OtherPartition = g.rng.Float64() < g.cfg.CrossPartitionShare
-			g.pending = append(g.pending, pendingDup{due: g.seq + 1 + g.rng.IntN(20), rec: d})
+			g.pending.plan(g.rng, g.seq, p, g.cfg.CrossPartitionShare)
 		}
 	}
 	// Poison due so far, computed from the total rather than accumulated, so float error
@@ -187,7 +211,7 @@ func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 		}
 		out = append(out, p)
 	}
-	return append(out, g.dueDuplicates(false)...), nil
+	return append(out, g.pending.take(g.seq, false)...), nil
 }
 
 // eventClock is the clock, set back by the part of Config.Backfill that the run has not yet
@@ -214,21 +238,7 @@ func (g *Generator) eventClock() time.Time {
 }
 
 // Drain returns the duplicates still waiting for their turn; call it once after the last Next.
-func (g *Generator) Drain() []Planned { return g.dueDuplicates(true) }
-
-func (g *Generator) dueDuplicates(all bool) []Planned {
-	var out []Planned
-	keep := g.pending[:0]
-	for _, d := range g.pending {
-		if all || d.due <= g.seq {
-			out = append(out, d.rec)
-		} else {
-			keep = append(keep, d)
-		}
-	}
-	g.pending = keep
-	return out
-}
+func (g *Generator) Drain() []Planned { return g.pending.take(g.seq, true) }
 
 // poison makes the next poison record in rotation, from this request's valid records.
 func (g *Generator) poison(ctx context.Context, inf avro.InferenceResult, reqLog avro.GatewayLog) (Planned, error) {

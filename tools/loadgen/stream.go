@@ -187,7 +187,7 @@ type StreamGenerator struct {
 	enc        *avro.Encoder[any]
 	seq        int
 	poisonNext int
-	pending    []pendingDup
+	pending    duplicates
 }
 
 // NewStreamGenerator validates cfg; the schema is registered with reg on first use.
@@ -264,33 +264,16 @@ func (g *StreamGenerator) Next(ctx context.Context) ([]Planned, error) {
 	p := Planned{Topic: g.cfg.Topic, Key: []byte(key), Value: value, RequestID: key, Kind: KindOriginal, SchemaID: id}
 	out := []Planned{p}
 	if g.rng.Float64() < g.cfg.DuplicateRate {
-		d := p
-		d.Kind = KindDuplicate
-		d.OtherPartition = g.rng.Float64() < g.cfg.CrossPartitionShare
-		g.pending = append(g.pending, pendingDup{due: g.seq + 1 + g.rng.IntN(20), rec: d})
+		g.pending.plan(g.rng, g.seq, p, g.cfg.CrossPartitionShare)
 	}
 	for due := int(math.Floor(g.cfg.PoisonRate*float64(g.seq) + 1e-9)); g.poisonNext < due; {
 		out = append(out, g.poison(value))
 	}
-	return append(out, g.dueDuplicates(false)...), nil
+	return append(out, g.pending.take(g.seq, false)...), nil
 }
 
 // Drain returns the duplicates still waiting for their turn; call it once after the last Next.
-func (g *StreamGenerator) Drain() []Planned { return g.dueDuplicates(true) }
-
-func (g *StreamGenerator) dueDuplicates(all bool) []Planned {
-	var out []Planned
-	keep := g.pending[:0]
-	for _, d := range g.pending {
-		if all || d.due <= g.seq {
-			out = append(out, d.rec)
-		} else {
-			keep = append(keep, d)
-		}
-	}
-	g.pending = keep
-	return out
-}
+func (g *StreamGenerator) Drain() []Planned { return g.pending.take(g.seq, true) }
 
 // poison makes the next poison record in rotation from a valid value.
 func (g *StreamGenerator) poison(valid []byte) Planned {
