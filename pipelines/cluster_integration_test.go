@@ -308,17 +308,7 @@ func replayOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, c
 	reader driver.Conn, check func() (lost, dups, extra int), originals int) {
 	t.Helper()
 	before := queryCount(t, ctx, reader, "SELECT count() FROM inference_results")
-	p, err := replay.Prepare(ctx, env.Admin, replay.Request{Group: env.SinkGroup, Scope: replay.Scope{AllTopics: true},
-		Spec: replay.Spec{Kind: replay.ToEarliest}}, replay.Options{ControlTopic: env.Ingest.ControlTopic, Reason: "cluster test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Plan.Reread() == 0 {
-		t.Fatalf("the replay would re-read nothing: %+v", p.Plan.Rows)
-	}
-	if _, err := p.Execute(ctx, env.Admin, replay.Systems{ClickHouse: chcfg, Replication: 1}); err != nil {
-		t.Fatal(err)
-	}
+	p := replayToEarliest(t, ctx, env, env.SinkGroup, chcfg, "cluster test")
 	testenv.RunUntilCommitted(t, ctx, env.Admin, "sink-clickhouse (replayed)", env.SinkGroup, []string{env.Ingest.EnrichedTopic}, newSink().Run)
 	start := time.Now()
 	lost, dups, extra := check()
@@ -373,4 +363,23 @@ type crashOnFirstSubmit struct {
 func (c *crashOnFirstSubmit) Submit(ctx context.Context, ops []feast.Op, done func(error)) error {
 	c.once.Do(c.crash)
 	return c.Store.Submit(ctx, ops, done)
+}
+
+// replayToEarliest moves group back to the earliest offsets of every topic it has committed
+// on, with backflow replay's code (--all-topics --to-earliest --execute), and returns what it
+// did; it fails t when there was nothing to re-read.
+func replayToEarliest(t *testing.T, ctx context.Context, env *pipelinetest.Env, group string, chcfg clickhouse.Conn, reason string) *replay.Prepared {
+	t.Helper()
+	p, err := replay.Prepare(ctx, env.Admin, replay.Request{Group: group, Scope: replay.Scope{AllTopics: true},
+		Spec: replay.Spec{Kind: replay.ToEarliest}}, replay.Options{ControlTopic: env.Ingest.ControlTopic, Reason: reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Plan.Reread() == 0 {
+		t.Fatalf("the replay of %s would re-read nothing: %+v", group, p.Plan.Rows)
+	}
+	if _, err := p.Execute(ctx, env.Admin, replay.Systems{ClickHouse: chcfg, Replication: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

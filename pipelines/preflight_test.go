@@ -17,7 +17,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/moderation"
-	"github.com/backflowhq/backflow/tools/sensitive-words"
+	sensitivewords "github.com/backflowhq/backflow/tools/sensitive-words"
 )
 
 // TestPreflight: a registry and a sensitive-word service that refuse our credentials stop

@@ -24,7 +24,6 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -267,17 +266,7 @@ sink_clickhouse:
 	// A replay of the agent stream's group from the start converges to the same rows.
 	run.Stop()
 	before := queryStrings(t, ctx, conn, "SELECT toString(count()) FROM agent_task_event")[0]
-	p, err := replay.Prepare(ctx, env.Admin, replay.Request{Group: agent.group, Scope: replay.Scope{AllTopics: true},
-		Spec: replay.Spec{Kind: replay.ToEarliest}}, replay.Options{ControlTopic: env.Ingest.ControlTopic, Reason: "streams test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Plan.Reread() == 0 {
-		t.Fatalf("the replay would re-read nothing: %+v", p.Plan.Rows)
-	}
-	if _, err := p.Execute(ctx, env.Admin, replay.Systems{ClickHouse: chcfg, Replication: 1}); err != nil {
-		t.Fatal(err)
-	}
+	p := replayToEarliest(t, ctx, env, agent.group, chcfg, "streams test")
 	agent.passes++
 	run = start()
 	waitStreams(run)
