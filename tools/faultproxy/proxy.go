@@ -385,12 +385,16 @@ func (p *Proxy) pipe(pr *pair, up bool) {
 			if !p.pass(pr, up, buf[:n]) {
 				return
 			}
+			if up {
+				// Counted before the server has the bytes: its reply can come back (and be
+				// judged by LoseReplies) before this goroutine runs again.
+				pr.sinceReply.Add(int64(n))
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 			if up {
 				p.up.Add(int64(n))
-				pr.sinceReply.Add(int64(n))
 			} else {
 				p.down.Add(int64(n))
 				pr.sinceReply.Store(0)
