@@ -139,9 +139,12 @@ func TestHelpExamplesRun(t *testing.T) {
 		"127.0.0.1:9466", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 	}
 	// Implicit defaults that name production's: the dlq and replay commands' topics, and
-	// replay --reset-state's project, enriched topic and storage.
+	// replay --reset-state's project, enriched topic and storage; and the dashboard's port.
+	dashAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	extra := func(e example) string {
 		switch {
+		case strings.Contains(e.line, "backflow dashboard") && !strings.Contains(e.line, "--addr"):
+			return " --addr " + dashAddr // its default port may be taken by make demo's dashboard
 		case strings.Contains(e.line, "backflow dlq "):
 			return " --topic " + d.Ingest.DLQTopic
 		case strings.Contains(e.line, "replay") && strings.Contains(e.line, "--reset-state"):
