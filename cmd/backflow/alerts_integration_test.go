@@ -90,16 +90,18 @@ func TestLagAlertFiresAndResolves(t *testing.T) {
 	client := prom.Alerts(t)
 
 	e.SourceTopics(t, ctx, 3)
-	startRun(t, bin, e.vars, "run", "--config", ingestCfg, "--metrics-addr", ingestAddr).base(ctx)
+	ingest := startRun(t, bin, e.vars, "run", "--config", ingestCfg, "--metrics-addr", ingestAddr)
+	ingest.base(ctx)
 	sink := startRun(t, bin, e.vars, "run", "--config", sinkCfg, "--metrics-addr", sinkAddr)
 	sink.base(ctx)
 
 	// Traffic for the whole test, ended when it returns.
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})
+	var loadErr error // set once loadDone is closed
 	go func() {
 		defer close(loadDone)
-		_, _, _ = e.TryLoad(loadCtx, loadgen.Config{Duration: 6 * time.Minute, Rate: 100, Seed: 19})
+		_, _, loadErr = e.TryLoad(loadCtx, loadgen.Config{Duration: 6 * time.Minute, Rate: 100, Seed: 19})
 	}()
 	defer func() { stopLoad(); <-loadDone }()
 
@@ -107,7 +109,14 @@ func TestLagAlertFiresAndResolves(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for sum(scrape(t, "http://"+ingestAddr), kafka.MetricConsumerCommitted, map[string]string{"group": e.SinkGroup}) <= 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the ingest process exports no committed offset of %s after 2 minutes:\n%s", e.SinkGroup, sink.log())
+			load := "loadgen still sending"
+			select {
+			case <-loadDone:
+				load = fmt.Sprintf("loadgen ended: %v", loadErr)
+			default:
+			}
+			t.Fatalf("the ingest process exports no committed offset of %s after 2 minutes (%s)\ningest's log:\n%s\nsink-clickhouse's log:\n%s",
+				e.SinkGroup, load, ingest.log(), sink.log())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
