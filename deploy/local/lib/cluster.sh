@@ -148,6 +148,11 @@ cluster_clickhouse_up() {
     require_port_free "$name" "$(ch_node_port "$i")"
     require_port_free "$name http" $((CLUSTER_CH_HTTP_PORT + i))
     require_port_free "$name interserver" $((CLUSTER_CH_INTERSERVER_PORT + i))
+    # The fault tests SIGKILL replicas mid-insert. A replica can then hold parts ZooKeeper
+    # never heard of, and ClickHouse refuses to start with such a table until told to restore
+    # it from the other replica: this flag file (removed by the server once read) says so.
+    mkdir -p "$STATE_DIR/$name/data/flags"
+    : >"$STATE_DIR/$name/data/flags/force_restore_data"
     log "starting ClickHouse $name on $HOST:$(ch_node_port "$i") (shard $((i / 2 + 1)), replica $((i % 2 + 1)))"
     start_bg "$name" clickhouse-server --config-file="$STATE_DIR/$name/config.xml"
   done
