@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -47,6 +48,9 @@ type stageEnv struct {
 	log     *slog.Logger
 	metrics *ops.Metrics
 	ready   *ops.Readiness
+
+	migrateMu sync.Mutex // migrateBuiltIn runs once per process
+	migrated  bool
 }
 
 // readyHook returns the callback a stage part reports its consuming state with: /readyz and
@@ -178,37 +182,8 @@ func redisUnreachable(err error) bool {
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	log := e.log.With("stage", StageSinkClickHouse)
 	f := e.cfg
-	if f.SinkClickHouse.Migrate {
-		// ClickHouse down at start-up is waited for like an outage later on; each attempt
-		// applies what is still pending (every migration is safe to re-run).
-		err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
-			log.Warn("clickhouse unavailable for the migrations; retrying", "attempt", attempt, "error", err)
-		}, func() error {
-			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			defer cancel()
-			if e.conn.ClickHouse.Cluster != "" {
-				reports, err := clickhouse.MigrateCluster(mctx, e.conn.ClickHouse, false)
-				for _, r := range reports {
-					for _, m := range r.Recorded {
-						log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
-					}
-				}
-				return err
-			}
-			db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			applied, err := clickhouse.Migrate(mctx, db)
-			for _, m := range applied {
-				log.Info("applied migration", "version", m.Version, "name", m.Name)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	if err := e.migrateBuiltIn(ctx, log); err != nil {
+		return err
 	}
 	reg, err := avro.NewRegistryClient(e.conn.Registry)
 	if err != nil {
@@ -262,4 +237,51 @@ var systemChecks = map[string]func(context.Context, Conns) (string, error){
 	"clickhouse":         checkClickHouse,
 	"redis":              checkRedis,
 	SystemSensitiveWords: checkSensitiveWords,
+}
+
+// migrateBuiltIn applies the pending built-in migrations once per process, when
+// sink_clickhouse.migrate is on: the first ClickHouse stage to start (the sink, or a declared
+// stream's) applies them, and the others wait for it and find nothing left to do. Two runs at
+// once against one database would both succeed but could race on a view's re-creation.
+func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
+	if !e.cfg.SinkClickHouse.Migrate {
+		return nil
+	}
+	e.migrateMu.Lock()
+	defer e.migrateMu.Unlock()
+	if e.migrated {
+		return nil
+	}
+	// ClickHouse down at start-up is waited for like an outage later on; each attempt
+	// applies what is still pending (every migration is safe to re-run).
+	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
+		log.Warn("clickhouse unavailable for the migrations; retrying", "attempt", attempt, "error", err)
+	}, func() error {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if e.conn.ClickHouse.Cluster != "" {
+			reports, err := clickhouse.MigrateCluster(mctx, e.conn.ClickHouse, false)
+			for _, r := range reports {
+				for _, m := range r.Recorded {
+					log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
+				}
+			}
+			return err
+		}
+		db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		applied, err := clickhouse.Migrate(mctx, db)
+		for _, m := range applied {
+			log.Info("applied migration", "version", m.Version, "name", m.Name)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.migrated = true
+	return nil
 }

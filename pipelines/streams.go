@@ -108,14 +108,23 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 		return nil // stopped while waiting
 	}
 	wait := retry.Policy{Min: time.Second, Max: 30 * time.Second}
-	var schema hamba.Schema
+	var (
+		schema   hamba.Schema
+		schemaID int
+	)
 	err = retry.Do(ctx, wait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
 		log.Warn("stream: waiting for the subject's schema", "subject", sc.Subject, "attempt", attempt, "error", err)
 	}, func() (err error) {
-		schema, _, err = LatestSchema(ctx, reg, sc.Subject)
+		schema, schemaID, err = LatestSchema(ctx, reg, sc.Subject)
 		return err
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if err := e.migrateBuiltIn(ctx, log); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -137,7 +146,7 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 			return err
 		}
 		caps = v.Capabilities()
-		plan, err := clickhouse.PlanStream(tctx, conn, sc, schema, caps)
+		plan, err := clickhouse.PlanStream(tctx, conn, sc, schema, schemaID, caps)
 		if err != nil {
 			return err
 		}
@@ -147,7 +156,11 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 		for _, s := range plan.Statements {
 			log.Info("stream: bringing the table to the subject's schema", "statement", firstLine(s))
 		}
-		return clickhouse.ApplyStream(tctx, e.conn.ClickHouse, plan)
+		version, err := clickhouse.ApplyStream(tctx, e.conn.ClickHouse, plan)
+		if err == nil && version > 0 {
+			log.Info("stream: recorded the table's migration", "version", version, "schema_id", schemaID, "change", plan.Change())
+		}
+		return err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -249,16 +262,10 @@ func CheckStreams(ctx context.Context, l Loaded, path string) conf.Errors {
 	return out
 }
 
-// StreamPlanned is what `backflow migrate` found for one declared stream.
-type StreamPlanned struct {
-	clickhouse.StreamPlan
-	SchemaID int // the subject's latest schema, which the plan follows
-}
-
 // PlanStreams plans each declared stream's table against its subject's latest schema on the
 // server conn is connected to (clickhouse.PlanStream). It stops at the first stream it cannot
 // plan: a subject with no schema, or a change the table cannot follow.
-func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []clickhouse.StreamConfig, caps clickhouse.Capabilities) ([]StreamPlanned, error) {
+func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []clickhouse.StreamConfig, caps clickhouse.Capabilities) ([]clickhouse.StreamPlan, error) {
 	if len(streams) == 0 {
 		return nil, nil
 	}
@@ -266,18 +273,18 @@ func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []click
 	if err != nil {
 		return nil, err
 	}
-	var out []StreamPlanned
+	var out []clickhouse.StreamPlan
 	for _, sc := range streams {
 		sc = sc.WithDefaults()
 		s, id, err := LatestSchema(ctx, reg, sc.Subject)
 		if err != nil {
 			return out, fmt.Errorf("stream %s: subject %s: %w", sc.Name, sc.Subject, err)
 		}
-		p, err := clickhouse.PlanStream(ctx, conn, sc, s, caps)
+		p, err := clickhouse.PlanStream(ctx, conn, sc, s, id, caps)
 		if err != nil {
 			return out, fmt.Errorf("%w (subject %s, schema id %d)", err, sc.Subject, id)
 		}
-		out = append(out, StreamPlanned{StreamPlan: p, SchemaID: id})
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -262,6 +262,22 @@ sink_clickhouse:
 	if bySchema[0] != "2" {
 		t.Errorf("rows of %s schema ids after v2, want 2 (v1 and v2)", bySchema[0])
 	}
+	// The table's DDL is versioned: created at start-up (v1), columns added by the running
+	// stage when v2 arrived (v2), each under the schema id it followed.
+	history := func(when string) {
+		t.Helper()
+		got := queryStrings(t, ctx, conn, "SELECT concat(stream, ' v', toString(version), ': ', change) FROM stream_migrations ORDER BY stream, version")
+		want := []string{"agent-task-event v1: create", "agent-task-event v2: add columns priority, reviewer", "training-data-pipeline v1: create"}
+		if strings.Join(got, "; ") != strings.Join(want, "; ") {
+			t.Errorf("stream_migrations %s: %q, want %q", when, got, want)
+		}
+		ids := queryStrings(t, ctx, conn, "SELECT toString(schema_id) FROM stream_migrations WHERE stream = 'agent-task-event' ORDER BY schema_id")
+		rowIDs := queryStrings(t, ctx, conn, "SELECT DISTINCT toString(_schema_id) FROM v_agent_task_event ORDER BY _schema_id")
+		if strings.Join(ids, ",") != strings.Join(rowIDs, ",") {
+			t.Errorf("stream_migrations %s: agent-task-event's versions follow schema ids %v, its rows carry %v", when, ids, rowIDs)
+		}
+	}
+	history("after v2")
 
 	// A replay of the agent stream's group from the start converges to the same rows.
 	run.Stop()
@@ -274,6 +290,7 @@ sink_clickhouse:
 	t.Logf("replay re-read %d records of %s: rows stored %s before, %s after", p.Plan.Reread(), agent.group, before, after)
 	checkStream(t, ctx, env, conn, agent)
 	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	history("after the replay") // a replay re-reads records; the table is already at v2
 
 	// v3 changes attempt's type: the run stops naming the field; nothing of v3 lands.
 	subject := agent.topic + "-value"

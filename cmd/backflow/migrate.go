@@ -37,7 +37,9 @@ until the server has TTL (19.6 and later) and is applied on the first migrate af
 With streams declared in --config (docs/streams.md), migrate then plans each stream's table
 against its subject's latest schema and shows the plan: the CREATE TABLE and its v_<table> view
 for a new stream, the ALTER TABLE ... ADD COLUMN statements for fields a newer schema added
-with defaults, or nothing. Without --dry-run it applies them. A change the table cannot follow
+with defaults, or nothing, each as the stream's next versioned migration. Without --dry-run it
+applies them and records each in the stream_migrations table (version, schema id, change and
+DDL). A change the table cannot follow
 (a field whose type changed, a field added without a default) stops migrate with an error
 naming the field.
 
@@ -129,24 +131,22 @@ func migrateStreams(ctx context.Context, out io.Writer, c pipelines.Conns, conn 
 		return err
 	}
 	for _, p := range plans {
-		what := "up to date"
-		switch {
-		case p.Create:
-			what = "create"
-		case len(p.Statements) > 0:
-			what = fmt.Sprintf("add %d columns", len(p.Statements)-2) // and re-create the view
+		at := fmt.Sprintf("version %d", p.Version)
+		if len(p.Statements) > 0 {
+			at = fmt.Sprintf("migration %d", p.Version)
 		}
-		fmt.Fprintf(out, "stream %s (subject %s, schema id %d): table %s: %s\n", p.Stream.Name, p.Stream.Subject, p.SchemaID, p.Stream.Table, what)
+		fmt.Fprintf(out, "stream %s (subject %s, schema id %d): table %s: %s: %s\n", p.Stream.Name, p.Stream.Subject, p.SchemaID, p.Stream.Table, at, p.Change())
 		for _, s := range p.Statements {
 			fmt.Fprintf(out, "  %s;\n", strings.ReplaceAll(s, "\n", "\n  "))
 		}
 		if dryRun || len(p.Statements) == 0 {
 			continue
 		}
-		if err := clickhouse.ApplyStream(ctx, c.ClickHouse, p.StreamPlan); err != nil {
+		v, err := clickhouse.ApplyStream(ctx, c.ClickHouse, p)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "stream %s: applied\n", p.Stream.Name)
+		fmt.Fprintf(out, "stream %s: applied, recorded as version %d in %s\n", p.Stream.Name, v, clickhouse.StreamMigrationsTable)
 	}
 	if dryRun && len(plans) > 0 {
 		fmt.Fprintf(out, "%d streams planned (dry run: nothing applied)\n", len(plans))

@@ -24,7 +24,7 @@ func TestStreamsMigrateAndCheckConfig(t *testing.T) {
 	defer cancel()
 	_, conn := env.Database(t, ctx, "")
 	agentTopic, trainTopic := "agent-"+env.ID, "train-"+env.ID
-	register := func(subject, file string) {
+	register := func(subject, file string) int {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "streams", file))
 		if err != nil {
@@ -34,12 +34,40 @@ func TestStreamsMigrateAndCheckConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := enc.ID(ctx); err != nil {
+		id, err := enc.ID(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return id
 	}
-	register(agentTopic+"-value", "agent-task-event.avsc")
-	register(trainTopic+"-value", "training-data-pipeline.avsc")
+	agentV1 := register(agentTopic+"-value", "agent-task-event.avsc")
+	trainV1 := register(trainTopic+"-value", "training-data-pipeline.avsc")
+	// history reads the recorded migrations: stream, version, schema id and change, one line
+	// each, in order.
+	history := func() string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT stream, version, schema_id, change, length(statements) FROM stream_migrations ORDER BY stream, version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var (
+				stream, change string
+				version, id    uint32
+				stmts          uint64
+			)
+			if err := rows.Scan(&stream, &version, &id, &change, &stmts); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s v%d id %d: %s (%d statements)\n", stream, version, id, change, stmts)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
 
 	example, err := os.ReadFile(filepath.Join("..", "..", "deploy", "streams", "streams.yaml"))
 	if err != nil {
@@ -66,7 +94,7 @@ func TestStreamsMigrateAndCheckConfig(t *testing.T) {
 	}
 
 	code, out, errOut = runCLIErr(t, "migrate", "--config", good, "--dry-run")
-	if code != exitOK || !strings.Contains(out, "table agent_task_event: create") || !strings.Contains(out, "table training_data: create") ||
+	if code != exitOK || !strings.Contains(out, "table agent_task_event: migration 1: create") || !strings.Contains(out, "table training_data: migration 1: create") ||
 		!strings.Contains(out, "CREATE TABLE IF NOT EXISTS agent_task_event (") || !strings.Contains(out, "2 streams planned (dry run: nothing applied)") {
 		t.Fatalf("migrate --dry-run: exit %d\n%s%s", code, out, errOut)
 	}
@@ -76,20 +104,24 @@ func TestStreamsMigrateAndCheckConfig(t *testing.T) {
 		t.Fatalf("after the dry run: %d stream tables (%v), want 0", n, err)
 	}
 	code, out, errOut = runCLIErr(t, "migrate", "--config", good)
-	if code != exitOK || strings.Count(out, ": applied") != 2 {
+	if code != exitOK || strings.Count(out, ": applied, recorded as version 1 in stream_migrations") != 2 {
 		t.Fatalf("migrate: exit %d\n%s%s", code, out, errOut)
+	}
+	want = fmt.Sprintf("agent-task-event v1 id %d: create (2 statements)\ntraining-data-pipeline v1 id %d: create (2 statements)\n", agentV1, trainV1)
+	if got := history(); got != want {
+		t.Fatalf("stream_migrations after migrate:\n%swant\n%s", got, want)
 	}
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name IN ('agent_task_event', 'training_data', 'v_agent_task_event', 'v_training_data')").Scan(&n); err != nil || n != 4 {
 		t.Fatalf("after migrate: %d stream tables and views (%v), want 4", n, err)
 	}
 	code, out, _ = runCLIErr(t, "migrate", "--config", good)
-	if code != exitOK || strings.Count(out, ": up to date") != 2 {
+	if code != exitOK || strings.Count(out, ": version 1: up to date") != 2 {
 		t.Fatalf("second migrate: exit %d\n%s", code, out)
 	}
 
-	register(agentTopic+"-value", "agent-task-event.v2.avsc")
+	agentV2 := register(agentTopic+"-value", "agent-task-event.v2.avsc")
 	code, out, errOut = runCLIErr(t, "migrate", "--config", good, "--dry-run")
-	if code != exitOK || !strings.Contains(out, "table agent_task_event: add 2 columns") || !strings.Contains(out, "ALTER TABLE agent_task_event ADD COLUMN `priority` Int32;") ||
+	if code != exitOK || !strings.Contains(out, "table agent_task_event: migration 2: add columns priority, reviewer") || !strings.Contains(out, "ALTER TABLE agent_task_event ADD COLUMN `priority` Int32;") ||
 		!strings.Contains(out, "ALTER TABLE agent_task_event ADD COLUMN `reviewer` Nullable(String);") {
 		t.Fatalf("migrate --dry-run after v2: exit %d\n%s%s", code, out, errOut)
 	}
@@ -99,5 +131,11 @@ func TestStreamsMigrateAndCheckConfig(t *testing.T) {
 	}
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table IN ('agent_task_event', 'v_agent_task_event') AND name IN ('priority', 'reviewer')").Scan(&n); err != nil || n != 4 {
 		t.Fatalf("after migrate with v2: %d of priority and reviewer in the table and view (%v), want 4", n, err)
+	}
+	// Two ADD COLUMNs, then the view dropped and created again.
+	want = fmt.Sprintf("agent-task-event v1 id %d: create (2 statements)\nagent-task-event v2 id %d: add columns priority, reviewer (4 statements)\n"+
+		"training-data-pipeline v1 id %d: create (2 statements)\n", agentV1, agentV2, trainV1)
+	if got := history(); got != want {
+		t.Fatalf("stream_migrations after migrate with v2:\n%swant\n%s", got, want)
 	}
 }

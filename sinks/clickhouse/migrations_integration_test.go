@@ -55,7 +55,7 @@ func TestMigrateTwice(t *testing.T) {
 	if recorded != uint64(len(all)) || distinct != uint64(len(all)) {
 		t.Fatalf("%s holds %d rows over %d versions, want %d each", clickhouse.MigrationsTable, recorded, distinct, len(all))
 	}
-	want := []string{clickhouse.MigrationsTable, "dlq_entries", "gateway_logs", "inference_results", "moderation_hits", "replay_log", "sink_ledger",
+	want := []string{clickhouse.MigrationsTable, "dlq_entries", "gateway_logs", "inference_results", "moderation_hits", "replay_log", "sink_ledger", clickhouse.StreamMigrationsTable,
 		"v_category_minute", "v_dlq_entries", "v_dlq_minute", "v_freshness", "v_gateway_logs", "v_inference_results", "v_model_minute",
 		"v_moderation_hits", "v_moderation_minute", "v_replay_history", "v_sink_minute", "v_tenant_minute"}
 	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", cfg.Database)

@@ -310,41 +310,160 @@ func (c StreamConfig) viewAfter(stmts []string) []string {
 }
 
 // StreamPlan is what following a schema takes for a stream's table: creating it (and its
-// view), or the columns to add, or nothing.
+// view), or the columns to add, or nothing. Applied (ApplyStream), it is recorded as the
+// stream's next version in StreamMigrationsTable.
 type StreamPlan struct {
-	Stream  StreamConfig
-	Columns []Column // the schema's columns, as the table will have them
-	Create  bool     // the table does not exist yet
+	Stream   StreamConfig
+	SchemaID int      // the registry id of the schema the plan follows
+	Columns  []Column // the schema's columns, as the table will have them
+	Create   bool     // the table does not exist yet
 	// Statements are the DDL in order: CREATE TABLE and CREATE VIEW, or the ADD COLUMNs and
 	// the view's re-creation; empty: up to date.
 	Statements []string
+	// Version is the version the plan would be recorded under (the stream's last one, plus
+	// one), or with no Statements the version the table is at; 0 for a stream whose table
+	// backflow has not recorded (StreamMigrationsTable missing or without its rows).
+	Version uint32
+}
+
+// Change says in a few words what the plan does: "create", "add columns a, b" or "up to date".
+func (p StreamPlan) Change() string {
+	if p.Create {
+		return "create"
+	}
+	var cols []string
+	for _, s := range p.Statements {
+		if m := addColumn.FindStringSubmatch(s); m != nil {
+			cols = append(cols, m[2])
+		}
+	}
+	if len(cols) == 0 {
+		return "up to date"
+	}
+	return "add columns " + strings.Join(cols, ", ")
 }
 
 // PlanStream compares the stream's table on the server conn is connected to with the columns
-// schema derives: a table to create, columns to add (PlanEvolution), or nothing. A change the
-// table cannot follow is an *IncompatibleError naming the field.
-func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema hamba.Schema, caps Capabilities) (StreamPlan, error) {
+// schema (registry id schemaID) derives: a table to create, columns to add (PlanEvolution), or
+// nothing. A change the table cannot follow is an *IncompatibleError naming the field.
+func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema hamba.Schema, schemaID int, caps Capabilities) (StreamPlan, error) {
 	c = c.WithDefaults()
 	cols, err := c.Columns(schema, caps)
 	if err != nil {
 		return StreamPlan{}, fmt.Errorf("stream %s: %w", c.Name, err)
 	}
-	p := StreamPlan{Stream: c, Columns: cols}
+	p := StreamPlan{Stream: c, SchemaID: schemaID, Columns: cols}
 	have, err := tableColumns(ctx, conn, c.Table)
 	if err != nil {
 		return p, err
 	}
+	last, err := lastStreamVersion(ctx, conn, c.Name)
+	if err != nil {
+		return p, err
+	}
+	p.Version = last
 	if len(have) == 0 {
 		p.Create = true
 		p.Statements = []string{c.Spec(cols).CreateDDL(), c.ViewDDL()}
-		return p, nil
+	} else {
+		stmts, err := PlanEvolution(c.Table, have, cols)
+		if err != nil {
+			return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
+		}
+		p.Statements = c.viewAfter(stmts)
 	}
-	stmts, err := PlanEvolution(c.Table, have, cols)
-	if err != nil {
-		return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
+	if len(p.Statements) > 0 {
+		p.Version = last + 1
 	}
-	p.Statements = c.viewAfter(stmts)
 	return p, nil
+}
+
+// StreamMigrationsTable records each declared stream's versioned migrations, one row per
+// version (migration 0013): version 1 created the table, each later one added the columns of
+// a newer schema.
+const StreamMigrationsTable = "stream_migrations"
+
+// StreamMigration is a row of StreamMigrationsTable.
+type StreamMigration struct {
+	Stream     string
+	Table      string
+	Version    uint32
+	SchemaID   uint32
+	Change     string // what StreamPlan.Change said
+	Statements []string
+	AppliedAt  time.Time
+}
+
+// StreamMigrations lists the stream's recorded migrations in version order (none when
+// StreamMigrationsTable does not exist yet).
+func StreamMigrations(ctx context.Context, conn driver.Conn, stream string) ([]StreamMigration, error) {
+	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil || !ok {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT stream, table_name, version, schema_id, change, statements, applied_at FROM `+
+		StreamMigrationsTable+` WHERE stream = ? ORDER BY version, applied_at`, stream)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
+	}
+	defer rows.Close()
+	var out []StreamMigration
+	for rows.Next() {
+		var m StreamMigration
+		if err := rows.Scan(&m.Stream, &m.Table, &m.Version, &m.SchemaID, &m.Change, &m.Statements, &m.AppliedAt); err != nil {
+			return nil, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// lastStreamVersion is the highest version recorded for the stream, 0 for none.
+func lastStreamVersion(ctx context.Context, conn driver.Conn, stream string) (uint32, error) {
+	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil || !ok {
+		return 0, err
+	}
+	var v uint32
+	if err := conn.QueryRow(ctx, `SELECT max(version) FROM `+StreamMigrationsTable+` WHERE stream = ?`, stream).Scan(&v); err != nil {
+		return 0, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
+	}
+	return v, nil
+}
+
+func tableExists(ctx context.Context, conn driver.Conn, table string) (bool, error) {
+	var n uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?`, table).Scan(&n); err != nil {
+		return false, fmt.Errorf("clickhouse: look up table %s: %w", table, err)
+	}
+	return n > 0, nil
+}
+
+// recordStream records an applied plan as the stream's next version.
+func recordStream(ctx context.Context, conn driver.Conn, p StreamPlan) (uint32, error) {
+	ok, err := tableExists(ctx, conn, StreamMigrationsTable)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("stream %s: table %s is missing: run backflow migrate (or set sink_clickhouse.migrate)", p.Stream.Name, StreamMigrationsTable)
+	}
+	last, err := lastStreamVersion(ctx, conn, p.Stream.Name)
+	if err != nil {
+		return 0, err
+	}
+	// Inserts go through PrepareBatch with named columns: conn.Exec of an INSERT hangs
+	// against 18.16.
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO `+StreamMigrationsTable+` (stream, table_name, version, schema_id, change, statements, applied_at) VALUES`)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
+	}
+	if err := b.Append(p.Stream.Name, p.Stream.Table, last+1, uint32(p.SchemaID), p.Change(), p.Statements, time.Now().UTC()); err != nil {
+		b.Abort()
+		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
+	}
+	if err := b.Send(); err != nil {
+		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
+	}
+	return last + 1, nil
 }
 
 // tableColumns lists the columns the table has in the connection's database (none when it
@@ -366,20 +485,29 @@ func tableColumns(ctx context.Context, conn driver.Conn, table string) ([]Column
 	return out, rows.Err()
 }
 
-// ApplyStream runs a plan's statements on the ClickHouse c points at. In cluster mode they
-// run as the migrations' do (cluster.go): the table as a replicated <table>_local on every
-// shard under a Distributed <table>, the view and the added columns ON CLUSTER. An ADD COLUMN
-// whose column is already there is skipped, so applying a plan twice converges.
-func ApplyStream(ctx context.Context, c Conn, p StreamPlan) error {
+// ApplyStream runs a plan's statements on the ClickHouse c points at, then records them in
+// StreamMigrationsTable as the stream's next version, which it returns (0: nothing to apply).
+// In cluster mode they run as the migrations' do (cluster.go): the table as a replicated
+// <table>_local on every shard under a Distributed <table>, the view and the added columns ON
+// CLUSTER. An ADD COLUMN whose column is already there is skipped, so applying a plan twice
+// converges (and records it twice: a failure between the DDL and its row is retried whole).
+func ApplyStream(ctx context.Context, c Conn, p StreamPlan) (uint32, error) {
 	if len(p.Statements) == 0 {
-		return nil
+		return 0, nil
 	}
 	c = c.withDefaults()
 	conn, err := Open(ctx, c)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
+	if err := applyStream(ctx, c, conn, p); err != nil {
+		return 0, err
+	}
+	return recordStream(ctx, conn, p)
+}
+
+func applyStream(ctx context.Context, c Conn, conn driver.Conn, p StreamPlan) error {
 	if c.Cluster == "" {
 		for _, stmt := range p.Statements {
 			exists, err := columnExists(ctx, conn, stmt)
@@ -607,7 +735,11 @@ func (t *streamTable) follow(ctx context.Context, s *Sink, id int, writer hamba.
 		s.log.Info("stream: a newer schema adds columns; adding them", "stream", t.sc.Name, "schema_id", id, "statements", strings.Join(stmts, "; "))
 		attempts := 0
 		if err := s.retry(ctx, "alter "+t.sc.Table, &attempts, func(ctx context.Context) error {
-			return ApplyStream(ctx, t.ch, StreamPlan{Stream: t.sc, Statements: t.sc.viewAfter(stmts)})
+			v, err := ApplyStream(ctx, t.ch, StreamPlan{Stream: t.sc, SchemaID: id, Statements: t.sc.viewAfter(stmts)})
+			if err == nil {
+				s.log.Info("stream: recorded the table's migration", "stream", t.sc.Name, "version", v, "schema_id", id)
+			}
+			return err
 		}, IsRetryable); err != nil {
 			return fmt.Errorf("stream %s: add columns: %w", t.sc.Name, err)
 		}

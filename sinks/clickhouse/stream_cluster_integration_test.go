@@ -31,16 +31,33 @@ func TestStreamTableOnTheCluster(t *testing.T) {
 		}
 		return avro.MustParse(string(b))
 	}
+	// The built-in migrations make stream_migrations, where each applied plan is recorded.
+	if _, err := clickhouse.MigrateCluster(ctx, c, false); err != nil {
+		t.Fatal(err)
+	}
 	sc := clickhouse.StreamConfig{Name: "agent-task-event", Topic: "agent-task-event", DedupeKey: "event_id", EventTime: "event_time"}
-	for _, file := range []string{"agent-task-event.avsc", "agent-task-event.v2.avsc", "agent-task-event.v2.avsc"} {
-		p, err := clickhouse.PlanStream(ctx, conn, sc, schema(file), clickhouse.Capabilities{})
+	for i, step := range []struct {
+		file    string
+		version uint32 // the version the plan is recorded as (0: nothing to apply)
+	}{{"agent-task-event.avsc", 1}, {"agent-task-event.v2.avsc", 2}, {"agent-task-event.v2.avsc", 0}} {
+		p, err := clickhouse.PlanStream(ctx, conn, sc, schema(step.file), 100+i, clickhouse.Capabilities{})
 		if err != nil {
-			t.Fatalf("%s: %v", file, err)
+			t.Fatalf("%s: %v", step.file, err)
 		}
-		t.Logf("%s: create %v, %d statements", file, p.Create, len(p.Statements))
-		if err := clickhouse.ApplyStream(ctx, c, p); err != nil {
-			t.Fatalf("%s: %v", file, err)
+		t.Logf("%s: %s, %d statements", step.file, p.Change(), len(p.Statements))
+		v, err := clickhouse.ApplyStream(ctx, c, p)
+		if err != nil {
+			t.Fatalf("%s: %v", step.file, err)
 		}
+		if v != step.version {
+			t.Fatalf("%s: recorded as version %d, want %d", step.file, v, step.version)
+		}
+	}
+	// The history is one Distributed table: every host reads the same two versions.
+	ms, err := clickhouse.StreamMigrations(ctx, conn, sc.Name)
+	if err != nil || len(ms) != 2 || ms[0].Version != 1 || ms[0].SchemaID != 100 || ms[0].Change != "create" ||
+		ms[1].Version != 2 || ms[1].SchemaID != 101 || ms[1].Change != "add columns priority, reviewer" {
+		t.Fatalf("stream migrations: %+v (%v), want version 1 create (id 100) and 2 adding priority, reviewer (id 101)", ms, err)
 	}
 	for _, h := range hosts {
 		hc := c

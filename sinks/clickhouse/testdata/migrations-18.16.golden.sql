@@ -272,3 +272,14 @@ ALTER TABLE inference_results ADD COLUMN landed_time_ms Int64 DEFAULT 0;
 ALTER TABLE gateway_logs ADD COLUMN event_time_ms Int64 DEFAULT toInt64(toUInt32(event_time)) * 1000;
 -- 0012_latency_ms statement 4
 ALTER TABLE gateway_logs ADD COLUMN landed_time_ms Int64 DEFAULT 0;
+-- 0013_stream_migrations statement 1
+CREATE TABLE IF NOT EXISTS stream_migrations (
+    stream      String,
+    table_name  String,
+    version     UInt32,
+    schema_id   UInt32,
+    change      String,
+    statements  Array(String),
+    applied_at  DateTime
+) ENGINE = MergeTree
+ORDER BY (stream, version);
