@@ -1,6 +1,7 @@
 package pipelines_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/feast"
+	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
@@ -30,8 +32,9 @@ import (
 // feature sink in cluster mode, on the cluster stack (ClickHouse 2 shards x 2 replicas, a Redis
 // Cluster), with loadgen's manifest as the oracle: through the distributed views, read on
 // another host than the one written to, every original is there once (lost 0, duplicates 0)
-// and the rows are spread over both shards; Feast's SDK reads from the Redis Cluster the same
-// request count per tenant as ClickHouse holds.
+// and the rows are spread over both shards; a replay converges; a declared stream lands the
+// same way (streamOnCluster); Feast's SDK reads from the Redis Cluster the same request count
+// per tenant as ClickHouse holds.
 func TestClusterEndToEnd(t *testing.T) { clusterEndToEnd(t, false) }
 
 // TestClusterFaults is TestClusterEndToEnd with a ClickHouse replica (shard 2's second) and a
@@ -241,6 +244,7 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	}
 	if !faults {
 		replayOnCluster(t, ctx, env, chcfg, newSink, reader, check, len(want))
+		streamOnCluster(t, ctx, env, chcfg, reader, hosts, quiet)
 	}
 	s1 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[0]+"', "+env.DB+".inference_results_local)")
 	s2 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[2]+"', "+env.DB+".inference_results_local)")
@@ -382,4 +386,117 @@ func replayToEarliest(t *testing.T, ctx context.Context, env *pipelinetest.Env, 
 		t.Fatal(err)
 	}
 	return p
+}
+
+// streamOnCluster runs a declared stream, agent-task-event, into the cluster: the stage's plan
+// creates a replicated agent_task_event_local on every shard under a Distributed table (version
+// 1 in stream_migrations), and through v_agent_task_event, read on another host than the one
+// written to, each event id sent is one row (lost 0, duplicates 0), the rows spread over both
+// shards, and the poison is in the DLQ once.
+func streamOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, chcfg clickhouse.Conn, reader driver.Conn, hosts []string, quiet *slog.Logger) {
+	t.Helper()
+	sc := clickhouse.StreamConfig{Name: "agent-task-event", Topic: "agent-" + env.ID, Group: "stream-agent-" + env.ID,
+		DedupeKey: "event_id", EventTime: "event_time"}.WithDefaults()
+	testenv.Topics(t, ctx, env.Kafka, 3, sc.Topic)
+	testenv.Groups(t, env.Kafka, sc.Group)
+	dlqBefore := endOffsetSum(t, ctx, env, env.SinkDLQ)
+	schemaText, err := os.ReadFile("../deploy/streams/agent-task-event.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := env.Kafka.NewClient(loadgen.ProducerOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	st, err := loadgen.RunStream(ctx, loadgen.StreamConfig{Topic: sc.Topic, Schema: string(schemaText), KeyField: "event_id", TimeField: "event_time",
+		Records: 600, DuplicateRate: 0.05, PoisonRate: 0.02, Seed: 3}, prod, env.Registry, loadgen.Options{RunID: env.ID + "-s", Manifest: &buf})
+	prod.Close()
+	if err != nil || st.Failed > 0 {
+		t.Fatalf("loadgen %s: %v (%v)", sc.Name, err, st)
+	}
+	m, err := loadgen.ParseManifest(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, poison := map[string]bool{}, 0
+	for _, e := range m.Entries {
+		if e.Valid() {
+			want[e.RequestID] = true
+		} else {
+			poison++
+		}
+	}
+
+	schema, id, err := pipelines.LatestSchema(ctx, env.Registry, sc.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := clickhouse.PlanStream(ctx, reader, sc, schema, id, clickhouse.Capabilities{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := clickhouse.ApplyStream(ctx, chcfg, plan); err != nil || v != 1 || !plan.Create {
+		t.Fatalf("the stream's plan (%s): recorded as version %d (%v), want a create as version 1", plan.Change(), v, err)
+	}
+	sink, err := clickhouse.NewStream(sc, clickhouse.Config{DLQTopic: env.SinkDLQ, BatchRows: 500, BatchInterval: 200 * time.Millisecond,
+		FromStart: true, BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
+		clickhouse.StreamRun{Schema: schema}, clickhouse.RunConfig{Kafka: env.Kafka, Registry: env.Registry, ClickHouse: chcfg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunUntilCommitted(t, ctx, env.Admin, sc.Stage(), sc.Group, []string{sc.Topic}, sink.Run)
+
+	check := func() (lost, dups, extra int) {
+		rows, err := reader.Query(ctx, "SELECT toString(event_id), count() FROM v_agent_task_event GROUP BY event_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		lost = len(want)
+		for rows.Next() {
+			var key string
+			var n uint64
+			if err := rows.Scan(&key, &n); err != nil {
+				t.Fatal(err)
+			}
+			if want[key] {
+				lost--
+			} else {
+				extra++
+			}
+			if n > 1 {
+				dups++
+			}
+		}
+		return lost, dups, extra
+	}
+	start := time.Now()
+	lost, dups, extra := check()
+	for lost > 0 && time.Since(start) < 30*time.Second { // a replica may not have fetched a part yet
+		time.Sleep(500 * time.Millisecond)
+		lost, dups, extra = check()
+	}
+	s1 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[0]+"', "+env.DB+".agent_task_event_local)")
+	s2 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[2]+"', "+env.DB+".agent_task_event_local)")
+	dead := endOffsetSum(t, ctx, env, env.SinkDLQ) - dlqBefore
+	versions := queryCount(t, ctx, reader, "SELECT count() FROM stream_migrations WHERE stream = 'agent-task-event' AND version = 1 AND change = 'create'")
+	t.Logf("stream %s on the cluster: %d keys sent (%d records, %d poison); lost %d, duplicates %d, unknown %d; rows per shard %d and %d; DLQ +%d",
+		sc.Name, len(want), len(m.Entries), poison, lost, dups, extra, s1, s2, dead)
+	if len(want) < 500 || lost != 0 || dups != 0 || extra != 0 || s1 == 0 || s2 == 0 || dead != int64(poison) || versions != 1 {
+		t.Fatalf("stream on the cluster: lost %d, duplicates %d, unknown %d, rows per shard %d/%d, DLQ %d for %d poison, stream_migrations v1 rows %d",
+			lost, dups, extra, s1, s2, dead, poison, versions)
+	}
+}
+
+// endOffsetSum is the sum of topic's end offsets: how many records it holds.
+func endOffsetSum(t *testing.T, ctx context.Context, env *pipelinetest.Env, topic string) int64 {
+	t.Helper()
+	ends, err := kadm.NewClient(env.Admin).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
 }

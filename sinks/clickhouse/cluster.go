@@ -102,7 +102,7 @@ func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) 
 		if args != "" {
 			repArgs += ", " + args
 		}
-		key, err := shardingKey(rest)
+		key, err := shardingKey(cols, rest)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", name, err)
 		}
@@ -133,24 +133,54 @@ func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) 
 }
 
 // shardingKey is cityHash64(request_id) for a table ordered by request_id (and more), else
-// cityHash64 of its whole ORDER BY key: a row's key decides its shard, so re-writes meet.
-func shardingKey(rest string) (string, error) {
+// cityHash64 of its whole ORDER BY key: a row's key decides its shard, so re-writes meet. cols
+// is the table's column list; a key column of a type ClickHouse 18.16's cityHash64 refuses
+// (UUID, Enum, Decimal, Float, as a declared stream's dedupe key may be) is hashed as its text.
+func shardingKey(cols, rest string) (string, error) {
 	m := orderBy.FindStringSubmatch(rest)
 	if m == nil {
 		return "", errors.New("no ORDER BY to shard by")
 	}
-	var cols []string
+	var keys []string
 	for _, c := range strings.Split(m[1], ",") {
 		if c = strings.Trim(strings.TrimSpace(c), "`"); c != "" {
-			cols = append(cols, c)
+			keys = append(keys, c)
 		}
 	}
-	for _, c := range cols {
+	for _, c := range keys {
 		if c == "request_id" {
 			return "cityHash64(request_id)", nil
 		}
 	}
-	return "cityHash64(" + strings.Join(cols, ", ") + ")", nil
+	for i, c := range keys {
+		if !hashable(columnType(cols, c)) {
+			keys[i] = "toString(" + quoteIdent(c) + ")"
+		}
+	}
+	return "cityHash64(" + strings.Join(keys, ", ") + ")", nil
+}
+
+// columnType is the type of column name in a CREATE TABLE's column list, or "" if not found.
+func columnType(cols, name string) string {
+	re := regexp.MustCompile("(?m)^\\s*`?" + regexp.QuoteMeta(name) + "`?\\s+([A-Za-z0-9_]+)")
+	if m := re.FindStringSubmatch(cols); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// hashable reports whether 18.16's cityHash64 takes a column of type typ as it is: strings,
+// integers, dates and times (and a type not found, hashed as written).
+func hashable(typ string) bool {
+	if typ == "" {
+		return true
+	}
+	for _, p := range []string{"String", "FixedString", "Int", "UInt", "Date", "LowCardinality"} {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Host is one server of a cluster, as system.clusters lists it.
