@@ -117,6 +117,25 @@ func NewGenerator(cfg Config, runID string, reg avro.Registry) (*Generator, erro
 
 // Next plans the records of one more request: its three source records, any poison due, and
 // any duplicates due. Records of one request come in the order a gateway writes them.
+// Register registers the schemas Next writes with (gateway logs; inference results v1, v2 or
+// both, as Config.V2Share says), so run can wait out a registry outage before sending.
+func (g *Generator) Register(ctx context.Context) error {
+	if _, err := g.encGW.ID(ctx); err != nil {
+		return err
+	}
+	if g.cfg.V2Share < 1 {
+		if _, err := g.encV1.ID(ctx); err != nil {
+			return err
+		}
+	}
+	if g.cfg.V2Share > 0 {
+		if _, err := g.encV2.ID(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (g *Generator) Next(ctx context.Context) ([]Planned, error) {
 	g.seq++
 	reqID := fmt.Sprintf("%s-%08d", g.runID, g.seq)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // Stats summarises a run: what the brokers acknowledged, by kind.
@@ -45,6 +46,9 @@ type Options struct {
 	// Progress, when set, is called after each request with the number of requests planned.
 	Progress func(requests int)
 }
+
+// RegisterWait is the longest a run waits for the registry to take its schemas.
+const RegisterWait = 2 * time.Minute
 
 // ProducerOpts are the franz-go options Run needs on its client: it picks partitions itself
 // (Kafka's murmur2 key hash, or another partition for cross-partition duplicates).
@@ -77,6 +81,8 @@ func Run(ctx context.Context, cfg Config, cl *kgo.Client, reg avro.Registry, opt
 // planner plans the records to send, one request (or stream record) at a time: Generator,
 // StreamGenerator.
 type planner interface {
+	// Register registers the schemas the run writes with, before anything is sent.
+	Register(ctx context.Context) error
 	Next(ctx context.Context) ([]Planned, error)
 	Drain() []Planned
 }
@@ -94,6 +100,15 @@ func run(ctx context.Context, gen planner, lim limits, cl *kgo.Client, opts Opti
 	partitions, err := partitionCounts(ctx, cl, topics...)
 	if err != nil {
 		return Stats{}, err
+	}
+	// A registry that is overloaded or restarting as the run starts (an HTTP 5xx, a refused
+	// connection) is waited for, up to RegisterWait, rather than failing the run.
+	rctx, cancel := context.WithTimeout(ctx, RegisterWait)
+	err = retry.Do(rctx, retry.Policy{Min: 200 * time.Millisecond, Max: 5 * time.Second}, avro.IsRetryable, nil,
+		func() error { return gen.Register(rctx) })
+	cancel()
+	if err != nil {
+		return Stats{}, fmt.Errorf("loadgen: register the schemas: %w", err)
 	}
 	out := opts.Manifest
 	if out == nil {

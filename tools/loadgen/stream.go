@@ -250,6 +250,12 @@ func setPath(v map[string]any, path string, x any) {
 }
 
 // Next plans one more original record, any poison due, and any duplicates due.
+// Register registers the stream's schema, so run can wait out a registry outage before sending.
+func (g *StreamGenerator) Register(ctx context.Context) error {
+	_, err := g.enc.ID(ctx)
+	return err
+}
+
 func (g *StreamGenerator) Next(ctx context.Context) ([]Planned, error) {
 	g.seq++
 	rec, key := g.Record(g.seq)
