@@ -132,7 +132,7 @@ func TestStreamDDLOnACluster(t *testing.T) {
 		perHost bool
 	}{
 		{"CREATE TABLE IF NOT EXISTS `db`.agent_task_event_local ON CLUSTER c1 (", false},
-		{"CREATE TABLE IF NOT EXISTS `db`.agent_task_event ON CLUSTER c1 AS `db`.agent_task_event_local ENGINE = Distributed(c1, `db`, agent_task_event_local, cityHash64(event_id))", false},
+		{"CREATE TABLE IF NOT EXISTS `db`.agent_task_event ON CLUSTER c1 AS `db`.agent_task_event_local ENGINE = Distributed(c1, `db`, agent_task_event_local, cityHash64(toString(`event_id`)))", false},
 		{"ALTER TABLE `db`.agent_task_event_local ON CLUSTER c1 ADD COLUMN `priority` Int32", false},
 		{"ALTER TABLE agent_task_event ADD COLUMN `priority` Int32", true},
 		{"DROP TABLE IF EXISTS `db`.v_agent_task_event ON CLUSTER c1", false},
