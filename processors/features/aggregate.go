@@ -70,11 +70,13 @@ package features
 //     sent more than once, always tagged with the same enriched position.
 //  2. Tenant/user/model entry. Each keeps, per enriched partition, the highest enriched offset it
 //     applied. Deltas from one enriched partition reach a loopback partition in offset order
-//     (one goroutine per input partition emits them, and the producer keeps order with one
-//     request in flight), so a delta at or below the mark is a re-send and is a no-op.
+//     (the folder sends one partition's batches in order, each batch in offset order, on an
+//     idempotent producer: fold.go), so a delta at or below the mark is a re-send and is a
+//     no-op.
 //
-// goka commits an input offset only after the table update and the loopback emit are
-// acknowledged, so either the state change or its redelivery survives a crash.
+// An input offset is committed only after the table update, the Redis row and the batch
+// carrying its deltas are acknowledged, and after the offsets before it (fold.go), so either
+// the state change or its redelivery survives a crash.
 //
 // Replays. A new ingest epoch re-emits records to the enriched topic at new offsets: step 1
 // drops them (already forwarded), so counts do not change. Resetting this group's offsets
@@ -202,6 +204,10 @@ type Delta struct {
 	// (the request's RESPONSE time); Flag alone counts it in the all-time total only.
 	FlagAt time.Time `json:"flagAt,omitzero"`
 }
+
+// DeltaBatch is one loopback message: deltas for one aggregate key, applied in order, each
+// by the rules of a single delta (fold.go).
+type DeltaBatch []*Delta
 
 // Entry is the group table's value: exactly one field is set.
 type Entry struct {

@@ -28,10 +28,14 @@ import (
 //	  by name: name, bucket count, per bucket start, requests, flagged, tokens, errors,
 //	  latency sum, latency max, histogram; histogram: count, then the bins
 //	delta 'd': from (partition, offset), count, flag, error, tokens, latency, event time, flagAt
+//	delta batch 'b': count, then each delta's fields as in 'd' (what the loopback carries now;
+//	  a single 'd' is read as a batch of one)
 
 const (
 	entryKind = 'e'
 	deltaKind = 'd'
+	// deltaBatchKind is a DeltaBatch: the deltas of one aggregate key (fold.go).
+	deltaBatchKind = 'b'
 
 	entryNone    = 0
 	entryRequest = 'r'
@@ -105,17 +109,35 @@ func (EntryCodec) Decode(b []byte) (any, error) {
 	return &e, nil
 }
 
-// DeltaCodec is the goka codec of the loopback messages (*Delta): written in binary, read from
-// binary or JSON.
+// DeltaCodec is the goka codec of the loopback messages: it writes a DeltaBatch (or one
+// *Delta) as a batch, and reads a batch, a single binary delta or a JSON one (what earlier
+// versions wrote, still in a loopback topic after an upgrade) as a DeltaBatch.
 type DeltaCodec struct{}
 
 // Encode implements goka.Codec.
 func (DeltaCodec) Encode(v any) ([]byte, error) {
-	d, ok := v.(*Delta)
-	if !ok || d == nil {
+	var ds DeltaBatch
+	switch x := v.(type) {
+	case DeltaBatch:
+		ds = x
+	case *Delta:
+		ds = DeltaBatch{x}
+	}
+	if len(ds) == 0 {
 		return nil, fmt.Errorf("features: delta codec: unexpected %T", v)
 	}
-	w := tablecodec.NewWriter(deltaKind, 40)
+	w := tablecodec.NewWriter(deltaBatchKind, 1+40*len(ds))
+	w.Uint(uint64(len(ds)))
+	for _, d := range ds {
+		if d == nil {
+			return nil, fmt.Errorf("features: delta codec: a nil delta in a batch")
+		}
+		writeDelta(w, d)
+	}
+	return w.Bytes(), nil
+}
+
+func writeDelta(w *tablecodec.Writer, d *Delta) {
 	w.Int(int64(d.From.Partition))
 	w.Int(d.From.Offset)
 	w.Bool(d.Count)
@@ -125,19 +147,10 @@ func (DeltaCodec) Encode(v any) ([]byte, error) {
 	w.Int(d.LatencyMs)
 	w.Time(d.EventTime)
 	w.Time(d.FlagAt)
-	return w.Bytes(), nil
 }
 
-// Decode implements goka.Codec.
-func (DeltaCodec) Decode(b []byte) (any, error) {
-	var d Delta
-	r, err := open(b, deltaKind, &d)
-	if err != nil || r == nil {
-		if err != nil {
-			return nil, fmt.Errorf("features: delta codec: %w", err)
-		}
-		return &d, nil
-	}
+func readDelta(r *tablecodec.Reader) *Delta {
+	d := &Delta{}
 	d.From.Partition = r.Int32()
 	d.From.Offset = r.Int()
 	d.Count = r.Bool()
@@ -147,10 +160,43 @@ func (DeltaCodec) Decode(b []byte) (any, error) {
 	d.LatencyMs = r.Int()
 	d.EventTime = r.Time()
 	d.FlagAt = r.Time()
+	return d
+}
+
+// Decode implements goka.Codec: it returns a DeltaBatch.
+func (DeltaCodec) Decode(b []byte) (any, error) {
+	switch tablecodec.Detect(b) {
+	case tablecodec.FormatJSON:
+		var d Delta
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("features: delta codec: %w", err)
+		}
+		return DeltaBatch{&d}, nil
+	case tablecodec.FormatBinary:
+	default:
+		return nil, fmt.Errorf("features: delta codec: %w: neither binary nor JSON", tablecodec.ErrCorrupt)
+	}
+	r, kind, err := tablecodec.NewReader(b)
+	if err != nil {
+		return nil, fmt.Errorf("features: delta codec: %w", err)
+	}
+	var ds DeltaBatch
+	switch kind {
+	case deltaKind:
+		ds = DeltaBatch{readDelta(r)}
+	case deltaBatchKind:
+		n := r.Len(9) // a delta is at least nine bytes
+		ds = make(DeltaBatch, 0, n)
+		for range n {
+			ds = append(ds, readDelta(r))
+		}
+	default:
+		return nil, fmt.Errorf("features: delta codec: %w: kind %q", tablecodec.ErrCorrupt, kind)
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("features: delta codec: %w", err)
 	}
-	return &d, nil
+	return ds, nil
 }
 
 // open tells b's format: a JSON value is decoded into v at once (the reader is nil); a binary

@@ -169,41 +169,51 @@ func TestEntryCodecReadsJSON(t *testing.T) {
 	}
 }
 
-// TestDeltaCodec: deltas round-trip in binary, and deltas still in the loopback in JSON decode.
+// TestDeltaCodec: batches of deltas round-trip in binary, a single delta encodes as a batch of
+// one, and what earlier versions left in the loopback (a single binary delta, a JSON one)
+// decodes as a batch of one.
 func TestDeltaCodec(t *testing.T) {
 	var c DeltaCodec
-	for _, d := range []*Delta{
-		{From: Pos{2, 1 << 41}, Count: true, Flag: true, Error: true, Tokens: -3, LatencyMs: 60001, EventTime: t0, FlagAt: t0.Add(time.Nanosecond)},
-		{From: Pos{0, 0}, Flag: true},
-	} {
-		b, err := c.Encode(d)
+	d1 := &Delta{From: Pos{2, 1 << 41}, Count: true, Flag: true, Error: true, Tokens: -3, LatencyMs: 60001, EventTime: t0, FlagAt: t0.Add(time.Nanosecond)}
+	d2 := &Delta{From: Pos{0, 0}, Flag: true}
+	for _, batch := range []DeltaBatch{{d1}, {d2}, {d1, d2, d1}} {
+		b, err := c.Encode(batch)
 		if err != nil {
 			t.Fatal(err)
 		}
 		back, err := c.Decode(b)
-		if err != nil || !reflect.DeepEqual(back, d) {
-			t.Fatalf("round trip: %+v, %v; want %+v", back, err, d)
-		}
-		js, _ := json.Marshal(d)
-		fromJSON, err := c.Decode(js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b2, _ := c.Encode(fromJSON); !bytes.Equal(b2, b) {
-			t.Fatalf("JSON delta %s decodes to %+v", js, fromJSON)
+		if err != nil || !reflect.DeepEqual(back, batch) {
+			t.Fatalf("round trip: %+v, %v; want %+v", back, err, batch)
 		}
 		for n := 0; n < len(b); n++ {
 			if _, err := c.Decode(b[:n]); err == nil {
-				t.Fatalf("a delta cut to %d of %d bytes decoded", n, len(b))
+				t.Fatalf("a batch of %d cut to %d of %d bytes decoded", len(batch), n, len(b))
 			}
 		}
 	}
-	v, err := c.Decode([]byte(`{"from":{"p":1,"o":7},"count":true,"tokens":9,"time":"2026-11-29T12:00:02Z","flagAt":"2026-11-29T12:00:02Z"}`))
-	if d := v.(*Delta); err != nil || d.From != (Pos{1, 7}) || !d.Count || d.Flag || d.Tokens != 9 || !d.FlagAt.Equal(t0.Add(2*time.Second)) {
+	if one, err := c.Encode(d1); err != nil || func() bool { b, _ := c.Encode(DeltaBatch{d1}); return !bytes.Equal(one, b) }() {
+		t.Fatalf("a single delta does not encode as a batch of one (%v)", err)
+	}
+	// A single binary delta, as earlier versions wrote them ('d', then its fields).
+	w := tablecodec.NewWriter(deltaKind, 40)
+	writeDelta(w, d1)
+	v, err := c.Decode(w.Bytes())
+	if err != nil || !reflect.DeepEqual(v, DeltaBatch{d1}) {
+		t.Fatalf("legacy binary delta: %+v, %v", v, err)
+	}
+	js, _ := json.Marshal(d2)
+	if v, err := c.Decode(js); err != nil || !reflect.DeepEqual(v, DeltaBatch{d2}) {
+		t.Fatalf("JSON delta %s decodes to %+v, %v", js, v, err)
+	}
+	v, err = c.Decode([]byte(`{"from":{"p":1,"o":7},"count":true,"tokens":9,"time":"2026-11-29T12:00:02Z","flagAt":"2026-11-29T12:00:02Z"}`))
+	if ds, _ := v.(DeltaBatch); err != nil || len(ds) != 1 || ds[0].From != (Pos{1, 7}) || !ds[0].Count || ds[0].Flag || ds[0].Tokens != 9 || !ds[0].FlagAt.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("legacy delta: %+v, %v", v, err)
 	}
 	if _, err := c.Encode(Delta{}); err == nil {
 		t.Fatal("encoding a Delta value (not a pointer) did not fail")
+	}
+	if _, err := c.Encode(DeltaBatch{}); err == nil {
+		t.Fatal("encoding an empty batch did not fail")
 	}
 }
 

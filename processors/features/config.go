@@ -29,6 +29,11 @@ type Config struct {
 	RequestWindow time.Duration `key:"request_window" default:"168h" doc:"how long a request's table entry (what makes its replayed records no-ops) is kept after its last record"`
 	// SweepEvery is how often expired request entries are deleted.
 	SweepEvery time.Duration `key:"sweep_every" default:"1h" doc:"how often expired request entries are deleted"`
+	// FoldInterval is how long an enriched partition's aggregate deltas are gathered before
+	// each aggregate's are sent as one loopback message (fold.go); FoldRecords sends them
+	// sooner, once that many records are waiting.
+	FoldInterval time.Duration `key:"fold_interval" default:"50ms" doc:"how long the aggregates' deltas are gathered before each aggregate's are sent as one loopback message"`
+	FoldRecords  int           `key:"fold_records" default:"500" doc:"records of one partition whose deltas are sent at once, before fold_interval"`
 }
 
 // WithDefaults returns c with every unset field at its default.
@@ -47,6 +52,12 @@ func (c Config) Validate() error {
 	}
 	if c.RequestWindow < 0 {
 		errs = append(errs, conf.Errorf("RequestWindow", "features: request window %v is negative", c.RequestWindow))
+	}
+	if c.FoldInterval < 0 {
+		errs = append(errs, conf.Errorf("FoldInterval", "features: fold interval %v is negative", c.FoldInterval))
+	}
+	if c.FoldRecords < 0 {
+		errs = append(errs, conf.Errorf("FoldRecords", "features: fold records %d is negative", c.FoldRecords))
 	}
 	if c.SweepEvery < 0 {
 		errs = append(errs, conf.Errorf("SweepEvery", "features: sweep interval %v is negative", c.SweepEvery))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,10 @@ type Processor struct {
 	// it before the processor runs. Nil records nothing.
 	Metrics *ops.Stage
 	m       *metrics
+
+	fold  *folder // sends the aggregates' deltas (fold.go); set by Run
+	seqMu sync.Mutex
+	seqs  map[int32]*sequencer // per enriched partition: records complete in order
 }
 
 // NewProcessor returns the processor; runCtx bounds decode retries.
@@ -97,7 +102,8 @@ func (p *Processor) Pending() int64 { return p.w.Pending() }
 // PendingCap is the most records the processor holds uncommitted: the writer's Cap.
 func (p *Processor) PendingCap() int64 { return p.w.Cap() }
 
-// Graph is the goka group: the enriched topic in, deltas through the loopback, one table.
+// Graph is the goka group: the enriched topic in, deltas through the loopback (sent by the
+// folder, read by goka), one table.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(p.cfg.Group),
 		goka.Input(goka.Stream(p.cfg.EnrichedTopic), new(codec.Bytes), p.consume),
@@ -131,7 +137,8 @@ func (p *Processor) entry(gctx goka.Context) *Entry {
 // submit hands ops to the writer and commits the record once they are written. Every record
 // goes through here, even one that writes nothing (ops nil): goka marks a partition's offset
 // forward when a record is done, so a record done ahead of an earlier one still waiting for
-// Redis would commit past it. The writer finishes jobs in submission order.
+// Redis would commit past it. The writer finishes jobs in submission order. (Loopback records;
+// enriched records go through record, in their partition's sequencer.)
 func (p *Processor) submit(gctx goka.Context, ops []feast.Op) {
 	done := gctx.DeferCommit()
 	if err := p.w.Submit(p.runCtx, ops, done); err != nil {
@@ -139,11 +146,47 @@ func (p *Processor) submit(gctx goka.Context, ops []feast.Op) {
 	}
 }
 
+// sequencer is the enriched partition's.
+func (p *Processor) sequencer(part int32) *sequencer {
+	p.seqMu.Lock()
+	defer p.seqMu.Unlock()
+	if p.seqs == nil {
+		p.seqs = map[int32]*sequencer{}
+	}
+	s := p.seqs[part]
+	if s == nil {
+		s = &sequencer{}
+		p.seqs[part] = s
+	}
+	return s
+}
+
+// record commits an enriched record once ops are written and its deltas (none: nil) are sent,
+// after every record before it in its partition (fold.go).
+func (p *Processor) record(gctx goka.Context, ops []feast.Op, keys []string, deltas map[string]*Delta, onWritten func()) {
+	parts := 1
+	if len(keys) > 0 {
+		parts = 2
+	}
+	t := p.sequencer(gctx.Partition()).ticket(gctx.DeferCommit(), parts)
+	if len(keys) > 0 {
+		p.fold.add(gctx.Partition(), keys, deltas, t)
+	}
+	if err := p.w.Submit(p.runCtx, ops, func(err error) {
+		if err == nil && onWritten != nil {
+			onWritten()
+		}
+		t.finish(err)
+	}); err != nil {
+		t.finish(err)
+	}
+}
+
 func (p *Processor) consume(gctx goka.Context, msg any) {
 	p.Metrics.In(1)
 	raw, _ := msg.([]byte)
 	if raw == nil {
-		p.submit(gctx, nil) // tombstone: nothing to apply
+		p.record(gctx, nil, nil, nil, nil) // tombstone: nothing to apply
 		return
 	}
 	var rec avro.EnrichedRecord
@@ -157,7 +200,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 	case err == nil:
 	case !avro.IsRetryable(err):
 		if p.deadLetter(gctx, raw, err) {
-			p.submit(gctx, nil) // committed in order behind the records before it
+			p.record(gctx, nil, nil, nil, nil) // committed in order behind the records before it
 		}
 		return
 	default: // the processor is stopping; goka's Fail returns once its own context ended
@@ -173,19 +216,8 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		gctx.Loopback(k, deltas[k])
-	}
 	p.Stats.Records.Add(1)
-	done := gctx.DeferCommit()
-	if err := p.w.Submit(p.runCtx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, func(err error) {
-		if err == nil {
-			p.Metrics.Out(1)
-		}
-		done(err)
-	}); err != nil {
-		done(err)
-	}
+	p.record(gctx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, keys, deltas, func() { p.Metrics.Out(1) })
 }
 
 // deadLetter writes an undecodable enriched record to the DLQ, retrying until the brokers
@@ -217,44 +249,62 @@ func (p *Processor) deadLetter(gctx goka.Context, raw []byte, cause error) bool 
 // 5s, jittered, until it ends or the processor stops.
 var outagePolicy = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 
+// consumeDelta applies a loopback message, a DeltaBatch for one aggregate key, delta by
+// delta, and writes the aggregate's row once.
 func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
-	d, ok := msg.(*Delta)
-	if !ok || d == nil {
+	ds, _ := msg.(DeltaBatch)
+	if len(ds) == 0 {
 		p.submit(gctx, nil)
 		return
 	}
 	e := p.entry(gctx)
 	kind, id := splitKey(gctx.Key())
-	var op feast.Op
-	var changed bool
+	var tenant, user string
 	switch kind {
-	case "tenant":
-		e.Tenant, changed = ApplyTenant(e.Tenant, d)
-		op = TenantOp(p.cfg.Project, id, e.Tenant)
+	case "tenant", "model":
 	case "user":
-		tenant, user, ok := splitUser(id)
-		if !ok {
+		var ok bool
+		if tenant, user, ok = splitUser(id); !ok {
 			p.log.Error("delta for a malformed user key", "key", gctx.Key())
 			p.submit(gctx, nil)
 			return
 		}
-		e.User, changed = ApplyUser(e.User, d)
-		op = UserOp(p.cfg.Project, tenant, user, e.User)
-	case "model":
-		e.Model, changed = ApplyModel(e.Model, d)
-		op = ModelOp(p.cfg.Project, id, e.Model)
 	default:
 		p.log.Error("delta for an unknown key kind", "key", gctx.Key())
 		p.submit(gctx, nil)
 		return
 	}
-	if changed {
-		gctx.SetValue(e)
-		p.Stats.Deltas.Add(1)
-	} else {
-		p.Stats.Duplicates.Add(1)
+	applied := 0
+	for _, d := range ds {
+		var changed bool
+		switch kind {
+		case "tenant":
+			e.Tenant, changed = ApplyTenant(e.Tenant, d)
+		case "user":
+			e.User, changed = ApplyUser(e.User, d)
+		case "model":
+			e.Model, changed = ApplyModel(e.Model, d)
+		}
+		if changed {
+			applied++
+			p.Stats.Deltas.Add(1)
+		} else {
+			p.Stats.Duplicates.Add(1)
+		}
+		p.m.delta(changed)
 	}
-	p.m.delta(changed)
+	if applied > 0 {
+		gctx.SetValue(e)
+	}
+	var op feast.Op
+	switch kind {
+	case "tenant":
+		op = TenantOp(p.cfg.Project, id, e.Tenant)
+	case "user":
+		op = UserOp(p.cfg.Project, tenant, user, e.User)
+	case "model":
+		op = ModelOp(p.cfg.Project, id, e.Model)
+	}
 	// Written even when unchanged: a crash may have come between the table update and Redis.
 	p.submit(gctx, []feast.Op{op})
 }
@@ -379,6 +429,15 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		return err
 	}
 	p.Metrics, p.m = rc.Metrics, newMetrics(rc.Metrics, cfg.Group)
+	// The folder's own producer writes the loopback topic (goka only reads it): each key to the
+	// partition goka's hasher gives it, idempotent, so one partition's batches land in order.
+	fcl, err := rc.Kafka.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		return err
+	}
+	defer fcl.Close()
+	p.fold = newFolder(fcl, cfg.LoopTopic(), partitions, cfg.FoldInterval, cfg.FoldRecords)
+	go p.fold.run(runCtx)
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	kafka.FlagTableChangelog(cctx, cl, rc.Metrics.Registerer(), log, cfg.Group+"-table")
 	ccancel()
@@ -386,9 +445,6 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
 	}
-	// Deltas from one input partition must reach their loopback partition in order (the
-	// per-partition offset mark in tenant, user and model entries relies on it): the cluster's
-	// sarama config keeps one request in flight per broker, so retries stay in order.
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
 		goka.WithStorageBuilder(kafka.GokaStorage(dir)),
@@ -400,6 +456,8 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	}
 	log.Info("sink-features starting", "group", cfg.Group, "input", cfg.EnrichedTopic, "partitions", partitions, "project", cfg.Project)
 	err = life.Run(proc, kafka.GokaRun{Name: "sink-features", Log: log, Visitor: visitSweep, Every: cfg.SweepEvery,
+		// Records whose deltas wait in the folder stay uncommitted; goka's shutdown waits for them.
+		OnStopping: func() { p.fold.close(errFolderClosed) },
 		OnReady: func() {
 			if rc.OnReady != nil {
 				rc.OnReady(p)

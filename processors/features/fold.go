@@ -1,0 +1,292 @@
+package features
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/kafka"
+)
+
+// Folding the aggregates' deltas.
+//
+// A counted RESPONSE forwards three deltas (tenant, user, model). Sent one loopback message
+// each, every delta cost a Kafka record, a rewrite of the whole 2 to 4 KB aggregate entry in
+// the table and its changelog, and a Redis write: about a third of the stage's CPU and of the
+// Kafka records it made. The folder gathers, per enriched partition, the deltas of the records
+// consumed since its last flush, and sends each aggregate key's deltas as one message, a
+// DeltaBatch, which consumeDelta applies in one table write and one Redis write.
+//
+// Nothing of the idempotence rules changes (aggregate.go): each delta in a batch keeps its own
+// enriched position and is applied, or skipped as a re-send, by the same per-partition offset
+// mark as before, in the order it was consumed. A batch holds one enriched partition's deltas,
+// and one partition's batches are produced in order on an idempotent producer, so they reach
+// each loopback partition in offset order, as single deltas did.
+//
+// Commits. A record is committed only once its request row is in Redis and the batch carrying
+// its deltas is acknowledged (its ticket), and only after every record before it in its
+// partition (the sequencer): goka marks a partition's offset at each completed record, so a
+// record completed ahead of an earlier one would commit past it. A crash before the batch was
+// acknowledged leaves the record uncommitted; read again, it finds its request entry forwarded
+// at its own position and forwards the same deltas again, which the marks take once.
+//
+// Lifecycle: newFolder; run until the processor's context ends (it flushes every interval);
+// add from goka's partition goroutines; close once goka is stopping, which fails the tickets
+// still waiting (their records stay uncommitted and are read again by the next run).
+type folder struct {
+	cl       *kgo.Client
+	topic    string // the loopback topic
+	parts    int    // its partition count, the enriched topic's
+	interval time.Duration
+	max      int // records in a partition's buffer that flush it at once
+
+	mu     sync.Mutex
+	bufs   map[int32]*foldBuf
+	closed error // set by close: every add and flush fails with it
+	// inflight holds the flushes produced and not yet acknowledged, for close to fail.
+	inflight map[*flush]struct{}
+}
+
+// foldBuf is one enriched partition's deltas since its last flush.
+type foldBuf struct {
+	mu      sync.Mutex // held across a flush's produce calls: one partition's batches go out in order
+	keys    []string   // aggregate keys in the order first met
+	deltas  map[string]DeltaBatch
+	tickets []*ticket
+}
+
+// flush is one buffer's batches on their way: its tickets finish once all are acknowledged.
+type flush struct {
+	once    sync.Once
+	mu      sync.Mutex
+	left    int
+	err     error
+	tickets []*ticket
+}
+
+func (f *flush) finish(err error) {
+	f.once.Do(func() {
+		for _, t := range f.tickets {
+			t.finish(err)
+		}
+	})
+}
+
+func newFolder(cl *kgo.Client, topic string, parts int, interval time.Duration, max int) *folder {
+	return &folder{cl: cl, topic: topic, parts: parts, interval: interval, max: max,
+		bufs: map[int32]*foldBuf{}, inflight: map[*flush]struct{}{}}
+}
+
+// errFolderClosed fails the tickets a stopping processor leaves.
+var errFolderClosed = errors.New("features: stopping: deltas not sent")
+
+// add buffers the deltas of one record of enriched partition part, keys in the order to send
+// them; t finishes once they are acknowledged (or cannot be).
+func (f *folder) add(part int32, keys []string, deltas map[string]*Delta, t *ticket) {
+	f.mu.Lock()
+	if f.closed != nil {
+		f.mu.Unlock()
+		t.finish(f.closed)
+		return
+	}
+	b := f.bufs[part]
+	if b == nil {
+		b = &foldBuf{deltas: map[string]DeltaBatch{}}
+		f.bufs[part] = b
+	}
+	f.mu.Unlock()
+	b.mu.Lock()
+	for _, k := range keys {
+		if _, ok := b.deltas[k]; !ok {
+			b.keys = append(b.keys, k)
+		}
+		b.deltas[k] = append(b.deltas[k], deltas[k])
+	}
+	b.tickets = append(b.tickets, t)
+	full := len(b.tickets) >= f.max
+	b.mu.Unlock()
+	if full {
+		f.flushPart(b)
+	}
+}
+
+// run flushes every buffer each interval until ctx ends.
+func (f *folder) run(ctx context.Context) {
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.mu.Lock()
+			bufs := make([]*foldBuf, 0, len(f.bufs))
+			for _, b := range f.bufs {
+				bufs = append(bufs, b)
+			}
+			f.mu.Unlock()
+			for _, b := range bufs {
+				f.flushPart(b)
+			}
+		}
+	}
+}
+
+// flushPart sends b's batches, one per aggregate key, and finishes its tickets once the last
+// is acknowledged (with the first error, if any failed).
+func (f *folder) flushPart(b *foldBuf) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.tickets) == 0 {
+		return
+	}
+	fl := &flush{tickets: b.tickets}
+	keys, deltas := b.keys, b.deltas
+	b.keys, b.deltas, b.tickets = nil, map[string]DeltaBatch{}, nil
+	var recs []*kgo.Record
+	for _, k := range keys {
+		v, err := (DeltaCodec{}).Encode(deltas[k])
+		if err != nil {
+			fl.finish(err)
+			return
+		}
+		recs = append(recs, &kgo.Record{Topic: f.topic, Key: []byte(k), Value: v, Partition: kafka.KeyPartition([]byte(k), f.parts)})
+	}
+	f.mu.Lock()
+	if f.closed != nil {
+		f.mu.Unlock()
+		fl.finish(f.closed)
+		return
+	}
+	f.inflight[fl] = struct{}{}
+	f.mu.Unlock()
+	if len(recs) == 0 { // records whose deltas were all empty: nothing to wait for
+		f.done(fl)
+		fl.finish(nil)
+		return
+	}
+	fl.left = len(recs)
+	for _, r := range recs {
+		// Not the processor's context: an idempotent write is never abandoned half-way; close
+		// fails the tickets of what is still in flight when the processor stops.
+		f.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			fl.mu.Lock()
+			if err != nil && fl.err == nil {
+				fl.err = fmt.Errorf("features: send deltas of %s: %w", r.Key, err)
+			}
+			fl.left--
+			last, ferr := fl.left == 0, fl.err
+			fl.mu.Unlock()
+			if err != nil {
+				f.fail(fl.err)
+			}
+			if last {
+				f.done(fl)
+				fl.finish(ferr)
+			}
+		})
+	}
+}
+
+func (f *folder) done(fl *flush) {
+	f.mu.Lock()
+	delete(f.inflight, fl)
+	f.mu.Unlock()
+}
+
+// fail stops the folder after a failed write: nothing is sent after it, so no batch lands
+// behind one that did not (the marks would skip the missing one when it is sent again).
+func (f *folder) fail(err error) {
+	f.mu.Lock()
+	if f.closed == nil {
+		f.closed = err
+	}
+	f.mu.Unlock()
+}
+
+// close fails every ticket still buffered or in flight with err; later adds fail at once.
+func (f *folder) close(err error) {
+	f.mu.Lock()
+	if f.closed == nil {
+		f.closed = err
+	}
+	bufs := make([]*foldBuf, 0, len(f.bufs))
+	for _, b := range f.bufs {
+		bufs = append(bufs, b)
+	}
+	flushes := make([]*flush, 0, len(f.inflight))
+	for fl := range f.inflight {
+		flushes = append(flushes, fl)
+	}
+	f.inflight = map[*flush]struct{}{}
+	f.mu.Unlock()
+	for _, fl := range flushes {
+		fl.finish(err)
+	}
+	for _, b := range bufs {
+		b.mu.Lock()
+		ts := b.tickets
+		b.keys, b.deltas, b.tickets = nil, map[string]DeltaBatch{}, nil
+		b.mu.Unlock()
+		for _, t := range ts {
+			t.finish(err)
+		}
+	}
+}
+
+// ticket is one consumed record's wait for its commit: parts to finish (its Redis write, its
+// deltas' batch), then its turn in its partition's sequencer.
+type ticket struct {
+	seq   *sequencer
+	done  func(error) // goka's DeferCommit
+	parts int
+	err   error
+	ready bool
+}
+
+// finish completes one part of t, with err if it failed.
+func (t *ticket) finish(err error) { t.seq.finish(t, err) }
+
+// sequencer completes one enriched partition's records in the order they were consumed.
+type sequencer struct {
+	mu sync.Mutex
+	q  []*ticket
+}
+
+// ticket queues a record that completes once parts parts finished and every record queued
+// before it completed; done is called then, with the first error of its parts.
+func (s *sequencer) ticket(done func(error), parts int) *ticket {
+	t := &ticket{seq: s, done: done, parts: parts}
+	s.mu.Lock()
+	s.q = append(s.q, t)
+	s.mu.Unlock()
+	return t
+}
+
+func (s *sequencer) finish(t *ticket, err error) {
+	s.mu.Lock()
+	if t.parts > 0 {
+		t.parts--
+		if err != nil && t.err == nil {
+			t.err = err
+		}
+		t.ready = t.parts == 0
+	}
+	var out []*ticket
+	n := 0
+	for n < len(s.q) && s.q[n].ready {
+		out = append(out, s.q[n])
+		n++
+	}
+	if n > 0 {
+		s.q = append(s.q[:0], s.q[n:]...)
+	}
+	s.mu.Unlock()
+	for _, x := range out {
+		x.done(x.err)
+	}
+}
