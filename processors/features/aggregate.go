@@ -70,8 +70,9 @@ package features
 //     sent more than once, always tagged with the same enriched position.
 //  2. Tenant/user/model entry. Each keeps, per enriched partition, the highest enriched offset it
 //     applied. Deltas from one enriched partition reach a loopback partition in offset order
-//     (one goroutine per input partition emits them, and the producer keeps order with one
-//     request in flight), so a delta at or below the mark is a re-send and is a no-op.
+//     (one goroutine per input partition emits them, and goka's idempotent producer keeps each
+//     partition's records in order through retries), so a delta at or below the mark is a
+//     re-send and is a no-op.
 //
 // goka commits an input offset only after the table update and the loopback emit are
 // acknowledged, so either the state change or its redelivery survives a crash.

@@ -388,7 +388,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	}
 	// Deltas from one input partition must reach their loopback partition in order (the
 	// per-partition offset mark in tenant, user and model entries relies on it): the cluster's
-	// sarama config keeps one request in flight per broker, so retries stay in order.
+	// goka producer (kafka.Conn.GokaProducerBuilder) is idempotent, so retries stay in order.
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
 		goka.WithStorageBuilder(kafka.GokaStorage(dir)),
