@@ -1,6 +1,7 @@
 // Package kafka holds the connection settings every backflow stage shares for Apache Kafka and
 // turns them into client options for both clients the project uses: franz-go (admin, replay,
-// plain consumers and producers) and sarama (underneath goka processors). Start with Conn.
+// plain consumers and producers, and goka's producer: GokaProducerBuilder) and sarama (goka's
+// consumers and topic manager). Start with Conn.
 package kafka
 
 import (
@@ -218,7 +219,9 @@ func (c Conn) NewClient(extra ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// Sarama returns the sarama configuration goka processors, views and emitters run with.
+// Sarama returns the sarama configuration goka processors, views and emitters run with. Their
+// producer is franz-go's (GokaProducerBuilder); the producer settings here serve whoever builds
+// a sarama producer from this configuration all the same.
 func (c Conn) Sarama() *sarama.Config {
 	c = c.withDefaults()
 	sc := goka.DefaultConfig()
@@ -320,7 +323,7 @@ func (c Conn) ProcessorOptions() []goka.ProcessorOption {
 		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, c.TopicManager())),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
-		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
+		goka.WithProducerBuilder(c.GokaProducerBuilder()),
 	}
 }
 
@@ -340,7 +343,7 @@ func (c Conn) EmitterOptions() []goka.EmitterOption {
 	return []goka.EmitterOption{
 		goka.WithEmitterClientID(c.withDefaults().ClientID),
 		goka.WithEmitterTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, c.TopicManager())),
-		goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
+		goka.WithEmitterProducerBuilder(c.GokaProducerBuilder()),
 	}
 }
 

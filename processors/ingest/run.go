@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
 	opts = append(opts, goka.WithStorageBuilder(kafka.GokaStorage(dir)), goka.WithLogger(kafka.GokaLogger(log)),
-		p.ProducerOption(goka.ProducerBuilderWithConfig(rc.Kafka.Sarama())))
+		p.ProducerOption(rc.Kafka.GokaProducerBuilder()))
 	proc, err := kafka.NewGokaProcessor(life.Ctx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)
