@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/tools/loadgen"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/tools/procstat"
 )
@@ -264,6 +266,27 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		return m, fmt.Errorf("count rows in %s: %w", pr.db, err)
 	}
 	m.Rows, m.RowsFinal, m.RowsExpected = raw, final, uint64(bl.stats.Originals)
+	var written int64
+	if len(pr.topics) > 0 {
+		ends, err := h.st.adm.ListEndOffsets(cctx, pr.topics...)
+		if err != nil {
+			return m, fmt.Errorf("count the records written: %w", err)
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil { // a topic the peer never made (a DLQ nothing went to) wrote nothing
+				written += o.Offset
+			}
+		})
+	}
+	var consumed int64
+	for _, g := range pr.groups {
+		n, err := h.st.committed(cctx, g, append(slices.Clone(pr.topics), bl.inference, bl.gateway)...)
+		if err != nil {
+			return m, fmt.Errorf("count the records %s consumed: %w", g, err)
+		}
+		consumed += n
+	}
+	m.KafkaWritten, m.KafkaConsumed = float64(written)/float64(bl.records), float64(consumed)/float64(bl.records)
 	if pr.features {
 		if m.RedisKeys, err = h.st.redisKeys(cctx); err != nil {
 			return m, err

@@ -69,6 +69,10 @@ type peerMeasure struct {
 	RowsExpected  uint64         `json:"clickhouse_rows_expected"` // the backlog's valid originals
 	RedisKeys     int64          `json:"redis_keys,omitempty"`
 	Restarts      int            `json:"restarts,omitempty"` // processes started again after dying in start-up
+	// KafkaWritten counts the records the peer wrote to Kafka (its own topics' end offsets),
+	// KafkaConsumed those its consumer groups read (their commits), both per source record.
+	KafkaWritten  float64 `json:"kafka_written_per_record"`
+	KafkaConsumed float64 `json:"kafka_consumed_per_record"`
 }
 
 type stageMeasure struct {
