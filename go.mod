@@ -8,6 +8,7 @@ require (
 	github.com/IBM/sarama v1.45.1
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/chromedp/chromedp v0.23.0
+	github.com/goccy/go-json v0.10.5
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/lovoo/goka v1.1.14
 	github.com/petar-dambovaliev/aho-corasick v0.0.0-20250424160509-463d218d4745
@@ -31,6 +32,7 @@ require (
 	golang.org/x/sync v0.25.0
 	golang.org/x/text v0.44.0
 	golang.org/x/time v0.16.0
+	gonum.org/v1/plot v0.17.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -88,5 +90,4 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 )

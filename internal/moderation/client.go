@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/backflowhq/backflow/internal/secure"
 )
 
@@ -158,7 +160,7 @@ func (c *Client) Check(ctx context.Context, items []Item) ([]Result, error) {
 		seen[it.ID] = i
 		req.Items[i] = wireItem(it)
 	}
-	body, err := json.Marshal(req)
+	body, err := jsonMarshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding the request: %w", ErrInvalidItem, err) // strings always encode
 	}
@@ -213,7 +215,7 @@ func (c *Client) post(ctx context.Context, body []byte) (*wireReply, error) {
 		return nil, fmt.Errorf("%w: reply larger than %d bytes", ErrBadReply, maxReplyBytes)
 	}
 	var reply wireReply
-	if err := json.Unmarshal(data, &reply); err != nil {
+	if err := jsonUnmarshal(data, &reply); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
 	if reply.Items == nil {
@@ -313,3 +315,9 @@ func convert(r wireResult) (Result, error) {
 	}
 	return res, nil
 }
+
+// The wire's JSON codec.
+var (
+	jsonMarshal   = gojson.Marshal
+	jsonUnmarshal = gojson.Unmarshal
+)
