@@ -148,6 +148,8 @@ func median(runs []peerMeasure) peerMeasure {
 	m.Rows = uint64(pick(func(r peerMeasure) float64 { return float64(r.Rows) }))
 	m.RowsFinal = uint64(pick(func(r peerMeasure) float64 { return float64(r.RowsFinal) }))
 	m.RedisKeys = int64(pick(func(r peerMeasure) float64 { return float64(r.RedisKeys) }))
+	m.KafkaWritten = pick(func(r peerMeasure) float64 { return r.KafkaWritten })
+	m.KafkaConsumed = pick(func(r peerMeasure) float64 { return r.KafkaConsumed })
 	m.Stages = append([]stageMeasure(nil), runs[0].Stages...)
 	for i := range m.Stages {
 		m.Stages[i].Seconds = pick(func(r peerMeasure) float64 { return r.Stages[i].Seconds })

@@ -40,6 +40,8 @@ import (
 //	  peak_rss_mb                 peak RSS (VmHWM), summed over the peer's processes
 //	  clickhouse_rows             rows in ClickHouse after the drain
 //	  clickhouse_rows_final       the same counted with FINAL (duplicates collapsed)
+//	  kafka_written_per_record    records the peer wrote to its own Kafka topics, per source record
+//	  kafka_consumed_per_record   records its consumer groups committed, per source record
 //	  latency                     backflow only, when the latency run ran: rate_requests_per_sec
 //	                              (loadgen's rate; 3 records a request), p50_ms and p99_ms of
 //	                              event time → landed in ClickHouse, medians over the runs
@@ -88,12 +90,15 @@ type summaryOptions struct {
 }
 
 type summaryPeer struct {
-	RecordsPerSec float64         `json:"records_per_sec"`
-	CPUPerRecord  float64         `json:"cpu_us_per_record"`
-	ServicesCPU   float64         `json:"services_cpu_us_per_record"`
-	PeakRSSMB     float64         `json:"peak_rss_mb"`
-	Rows          uint64          `json:"clickhouse_rows"`
-	RowsFinal     uint64          `json:"clickhouse_rows_final"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	CPUPerRecord  float64 `json:"cpu_us_per_record"`
+	ServicesCPU   float64 `json:"services_cpu_us_per_record"`
+	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	Rows          uint64  `json:"clickhouse_rows"`
+	RowsFinal     uint64  `json:"clickhouse_rows_final"`
+	// Kafka records the peer wrote, and its groups consumed, per source record.
+	KafkaWritten  float64         `json:"kafka_written_per_record"`
+	KafkaConsumed float64         `json:"kafka_consumed_per_record"`
 	Latency       *summaryLatency `json:"latency,omitempty"`
 }
 
@@ -183,6 +188,8 @@ func summarize(r *results) (*summary, error) {
 			PeakRSSMB:     round(m.PeakRSSMB, 0),
 			Rows:          m.Rows,
 			RowsFinal:     m.RowsFinal,
+			KafkaWritten:  round(m.KafkaWritten, 2),
+			KafkaConsumed: round(m.KafkaConsumed, 2),
 		}
 		if name == peerBackflow && r.Latency != nil && len(r.Latency.Runs) > 0 {
 			l := r.Latency
