@@ -148,7 +148,7 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 		running[s.name] = true
 		go func() { results <- result{s.name, s.run(stageCtx, env)} }()
 	}
-	log.Info("backflow running", "stages", strings.Join(f.Stages, ","), "shutdown_timeout", f.ShutdownTimeout.String())
+	log.Info("backflow running", "stages", strings.Join(f.Stages, ","), "shutdown_timeout", f.ShutdownTimeout.String(), "gc", ops.ReadGC().String())
 
 	var (
 		failure  error
