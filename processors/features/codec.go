@@ -165,26 +165,18 @@ func readDelta(r *tablecodec.Reader) *Delta {
 
 // Decode implements goka.Codec: it returns a DeltaBatch.
 func (DeltaCodec) Decode(b []byte) (any, error) {
-	switch tablecodec.Detect(b) {
-	case tablecodec.FormatJSON:
-		var d Delta
-		if err := json.Unmarshal(b, &d); err != nil {
-			return nil, fmt.Errorf("features: delta codec: %w", err)
-		}
-		return DeltaBatch{&d}, nil
-	case tablecodec.FormatBinary:
-	default:
-		return nil, fmt.Errorf("features: delta codec: %w: neither binary nor JSON", tablecodec.ErrCorrupt)
-	}
-	r, kind, err := tablecodec.NewReader(b)
+	var d Delta
+	r, kind, err := read(b, &d)
 	if err != nil {
 		return nil, fmt.Errorf("features: delta codec: %w", err)
 	}
 	var ds DeltaBatch
-	switch kind {
-	case deltaKind:
+	switch {
+	case r == nil: // a JSON delta
+		return DeltaBatch{&d}, nil
+	case kind == deltaKind:
 		ds = DeltaBatch{readDelta(r)}
-	case deltaBatchKind:
+	case kind == deltaBatchKind:
 		n := r.Len(9) // a delta is at least nine bytes
 		ds = make(DeltaBatch, 0, n)
 		for range n {
@@ -202,17 +194,22 @@ func (DeltaCodec) Decode(b []byte) (any, error) {
 // open tells b's format: a JSON value is decoded into v at once (the reader is nil); a binary
 // one of kind returns its reader.
 func open(b []byte, kind byte, v any) (*tablecodec.Reader, error) {
+	r, k, err := read(b, v)
+	if err == nil && r != nil && k != kind {
+		err = fmt.Errorf("%w: kind %q, want %q", tablecodec.ErrCorrupt, k, kind)
+	}
+	return r, err
+}
+
+// read is open for a value of any kind: a binary value's reader comes with its kind.
+func read(b []byte, v any) (*tablecodec.Reader, byte, error) {
 	switch tablecodec.Detect(b) {
 	case tablecodec.FormatJSON:
-		return nil, json.Unmarshal(b, v)
+		return nil, 0, json.Unmarshal(b, v)
 	case tablecodec.FormatBinary:
-		r, k, err := tablecodec.NewReader(b)
-		if err == nil && k != kind {
-			err = fmt.Errorf("%w: kind %q, want %q", tablecodec.ErrCorrupt, k, kind)
-		}
-		return r, err
+		return tablecodec.NewReader(b)
 	}
-	return nil, fmt.Errorf("%w: neither binary nor JSON", tablecodec.ErrCorrupt)
+	return nil, 0, fmt.Errorf("%w: neither binary nor JSON", tablecodec.ErrCorrupt)
 }
 
 func writePos(w *tablecodec.Writer, p *Pos) {
