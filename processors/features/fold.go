@@ -7,9 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/lovoo/goka"
 )
 
 // Folding the aggregates' deltas.
@@ -24,8 +22,8 @@ import (
 // Nothing of the idempotence rules changes (aggregate.go): each delta in a batch keeps its own
 // enriched position and is applied, or skipped as a re-send, by the same per-partition offset
 // mark as before, in the order it was consumed. A batch holds one enriched partition's deltas,
-// and one partition's batches are produced in order on an idempotent producer, so they reach
-// each loopback partition in offset order, as single deltas did.
+// and one partition's batches are produced in order on goka's idempotent producer, so they
+// reach each loopback partition in offset order, as single deltas did.
 //
 // Commits. A record is committed only once its request row is in Redis and the batch carrying
 // its deltas is acknowledged (its ticket), and only after every record before it in its
@@ -38,9 +36,11 @@ import (
 // add from goka's partition goroutines; close once goka is stopping, which fails the tickets
 // still waiting (their records stay uncommitted and are read again by the next run).
 type folder struct {
-	cl       *kgo.Client
+	// prod writes the loopback: goka's producer (kafka.Conn.GokaProducerBuilder) with goka's
+	// hasher, so each key lands where goka reads it, one partition's batches in order, and
+	// nothing is written after a failed write.
+	prod     goka.Producer
 	topic    string // the loopback topic
-	parts    int    // its partition count, the enriched topic's
 	interval time.Duration
 	max      int // records in a partition's buffer that flush it at once
 
@@ -76,8 +76,8 @@ func (f *flush) finish(err error) {
 	})
 }
 
-func newFolder(cl *kgo.Client, topic string, parts int, interval time.Duration, max int) *folder {
-	return &folder{cl: cl, topic: topic, parts: parts, interval: interval, max: max,
+func newFolder(prod goka.Producer, topic string, interval time.Duration, max int) *folder {
+	return &folder{prod: prod, topic: topic, interval: interval, max: max,
 		bufs: map[int32]*foldBuf{}, inflight: map[*flush]struct{}{}}
 }
 
@@ -147,14 +147,14 @@ func (f *folder) flushPart(b *foldBuf) {
 	fl := &flush{tickets: b.tickets}
 	keys, deltas := b.keys, b.deltas
 	b.keys, b.deltas, b.tickets = nil, map[string]DeltaBatch{}, nil
-	var recs []*kgo.Record
-	for _, k := range keys {
+	values := make([][]byte, len(keys))
+	for i, k := range keys {
 		v, err := (DeltaCodec{}).Encode(deltas[k])
 		if err != nil {
 			fl.finish(err)
 			return
 		}
-		recs = append(recs, &kgo.Record{Topic: f.topic, Key: []byte(k), Value: v, Partition: kafka.KeyPartition([]byte(k), f.parts)})
+		values[i] = v
 	}
 	f.mu.Lock()
 	if f.closed != nil {
@@ -164,26 +164,17 @@ func (f *folder) flushPart(b *foldBuf) {
 	}
 	f.inflight[fl] = struct{}{}
 	f.mu.Unlock()
-	if len(recs) == 0 { // records whose deltas were all empty: nothing to wait for
-		f.done(fl)
-		fl.finish(nil)
-		return
-	}
-	fl.left = len(recs)
-	for _, r := range recs {
-		// Not the processor's context: an idempotent write is never abandoned half-way; close
-		// fails the tickets of what is still in flight when the processor stops.
-		f.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+	fl.left = len(keys) // at least one: a record is added with at least one key
+	for i, k := range keys {
+		// Close fails the tickets of what is still in flight when the processor stops.
+		f.prod.Emit(f.topic, k, values[i]).Then(func(err error) {
 			fl.mu.Lock()
 			if err != nil && fl.err == nil {
-				fl.err = fmt.Errorf("features: send deltas of %s: %w", r.Key, err)
+				fl.err = fmt.Errorf("features: send deltas of %s: %w", k, err)
 			}
 			fl.left--
 			last, ferr := fl.left == 0, fl.err
 			fl.mu.Unlock()
-			if err != nil {
-				f.fail(fl.err)
-			}
 			if last {
 				f.done(fl)
 				fl.finish(ferr)
@@ -195,16 +186,6 @@ func (f *folder) flushPart(b *foldBuf) {
 func (f *folder) done(fl *flush) {
 	f.mu.Lock()
 	delete(f.inflight, fl)
-	f.mu.Unlock()
-}
-
-// fail stops the folder after a failed write: nothing is sent after it, so no batch lands
-// behind one that did not (the marks would skip the missing one when it is sent again).
-func (f *folder) fail(err error) {
-	f.mu.Lock()
-	if f.closed == nil {
-		f.closed = err
-	}
 	f.mu.Unlock()
 }
 
@@ -243,9 +224,8 @@ func (f *folder) close(err error) {
 type ticket struct {
 	seq   *sequencer
 	done  func(error) // goka's DeferCommit
-	parts int
+	parts int         // parts still to finish: 0 once the record is complete
 	err   error
-	ready bool
 }
 
 // finish completes one part of t, with err if it failed.
@@ -274,11 +254,10 @@ func (s *sequencer) finish(t *ticket, err error) {
 		if err != nil && t.err == nil {
 			t.err = err
 		}
-		t.ready = t.parts == 0
 	}
 	var out []*ticket
 	n := 0
-	for n < len(s.q) && s.q[n].ready {
+	for n < len(s.q) && s.q[n].parts == 0 {
 		out = append(out, s.q[n])
 		n++
 	}

@@ -61,12 +61,12 @@ func TestFolderSendsOneBatchPerKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod, err := kafka.Conn{Brokers: cluster.ListenAddrs()}.GokaProducerBuilder()(nil, "", kafka.Murmur2Hasher)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	f := newFolder(cl, topic, parts, 20*time.Millisecond, 1000)
+	defer prod.Close()
+	f := newFolder(prod, topic, 20*time.Millisecond, 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go f.run(ctx)
@@ -130,7 +130,7 @@ func TestFolderSendsOneBatchPerKey(t *testing.T) {
 // TestFolderCloseFailsWhatWaits: closing the folder fails the tickets of deltas not sent yet,
 // and of every record added afterwards, so a stopping processor leaves them uncommitted.
 func TestFolderCloseFailsWhatWaits(t *testing.T) {
-	f := newFolder(nil, "loop", 1, time.Hour, 1000) // never flushes by itself
+	f := newFolder(nil, "loop", time.Hour, 1000) // never flushes by itself
 	var s sequencer
 	var got []error
 	done := func(err error) { got = append(got, err) }

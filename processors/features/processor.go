@@ -429,14 +429,13 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		return err
 	}
 	p.Metrics, p.m = rc.Metrics, newMetrics(rc.Metrics, cfg.Group)
-	// The folder's own producer writes the loopback topic (goka only reads it): each key to the
-	// partition goka's hasher gives it, idempotent, so one partition's batches land in order.
-	fcl, err := rc.Kafka.NewClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	// The folder writes the loopback topic (goka only reads it) with a goka producer of its own.
+	prod, err := rc.Kafka.GokaProducerBuilder()(rc.Kafka.Brokers, "", kafka.Murmur2Hasher)
 	if err != nil {
 		return err
 	}
-	defer fcl.Close()
-	p.fold = newFolder(fcl, cfg.LoopTopic(), partitions, cfg.FoldInterval, cfg.FoldRecords)
+	defer prod.Close()
+	p.fold = newFolder(prod, cfg.LoopTopic(), cfg.FoldInterval, cfg.FoldRecords)
 	go p.fold.run(runCtx)
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	kafka.FlagTableChangelog(cctx, cl, rc.Metrics.Registerer(), log, cfg.Group+"-table")
