@@ -160,7 +160,9 @@ func (c *Client) Check(ctx context.Context, items []Item) ([]Result, error) {
 		seen[it.ID] = i
 		req.Items[i] = wireItem(it)
 	}
-	body, err := jsonMarshal(req)
+	// goccy/go-json: encoding/json's behaviour, at 0.62 of its CPU to encode a request and 0.27
+	// to decode a reply (BenchmarkWireCodec).
+	body, err := gojson.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding the request: %w", ErrInvalidItem, err) // strings always encode
 	}
@@ -215,7 +217,7 @@ func (c *Client) post(ctx context.Context, body []byte) (*wireReply, error) {
 		return nil, fmt.Errorf("%w: reply larger than %d bytes", ErrBadReply, maxReplyBytes)
 	}
 	var reply wireReply
-	if err := jsonUnmarshal(data, &reply); err != nil {
+	if err := gojson.Unmarshal(data, &reply); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadReply, err)
 	}
 	if reply.Items == nil {
@@ -315,9 +317,3 @@ func convert(r wireResult) (Result, error) {
 	}
 	return res, nil
 }
-
-// The wire's JSON codec.
-var (
-	jsonMarshal   = gojson.Marshal
-	jsonUnmarshal = gojson.Unmarshal
-)
