@@ -357,9 +357,13 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 	if err != nil {
 		return p, err
 	}
-	last, err := lastStreamVersion(ctx, conn, c.Name)
-	if err != nil {
+	var last uint32
+	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil {
 		return p, err
+	} else if ok { // absent before the built-in migrations ran (a first migrate --dry-run)
+		if last, err = lastStreamVersion(ctx, conn, c.Name); err != nil {
+			return p, err
+		}
 	}
 	p.Version = last
 	if len(have) == 0 {
@@ -383,45 +387,20 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 // a newer schema.
 const StreamMigrationsTable = "stream_migrations"
 
-// StreamMigration is a row of StreamMigrationsTable.
-type StreamMigration struct {
-	Stream     string
-	Table      string
-	Version    uint32
-	SchemaID   uint32
-	Change     string // what StreamPlan.Change said
-	Statements []string
-	AppliedAt  time.Time
+// streamMigration is a row of StreamMigrationsTable.
+type streamMigration struct {
+	Stream     string    `ch:"stream"`
+	Table      string    `ch:"table_name"`
+	Version    uint32    `ch:"version"`
+	SchemaID   uint32    `ch:"schema_id"`
+	Change     string    `ch:"change"` // what StreamPlan.Change said
+	Statements []string  `ch:"statements"`
+	AppliedAt  time.Time `ch:"applied_at"`
 }
 
-// StreamMigrations lists the stream's recorded migrations in version order (none when
-// StreamMigrationsTable does not exist yet).
-func StreamMigrations(ctx context.Context, conn driver.Conn, stream string) ([]StreamMigration, error) {
-	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil || !ok {
-		return nil, err
-	}
-	rows, err := conn.Query(ctx, `SELECT stream, table_name, version, schema_id, change, statements, applied_at FROM `+
-		StreamMigrationsTable+` WHERE stream = ? ORDER BY version, applied_at`, stream)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
-	}
-	defer rows.Close()
-	var out []StreamMigration
-	for rows.Next() {
-		var m StreamMigration
-		if err := rows.Scan(&m.Stream, &m.Table, &m.Version, &m.SchemaID, &m.Change, &m.Statements, &m.AppliedAt); err != nil {
-			return nil, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
-// lastStreamVersion is the highest version recorded for the stream, 0 for none.
+// lastStreamVersion is the highest version recorded for the stream, 0 for none; the table
+// must exist.
 func lastStreamVersion(ctx context.Context, conn driver.Conn, stream string) (uint32, error) {
-	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil || !ok {
-		return 0, err
-	}
 	var v uint32
 	if err := conn.QueryRow(ctx, `SELECT max(version) FROM `+StreamMigrationsTable+` WHERE stream = ?`, stream).Scan(&v); err != nil {
 		return 0, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
@@ -429,38 +408,18 @@ func lastStreamVersion(ctx context.Context, conn driver.Conn, stream string) (ui
 	return v, nil
 }
 
-func tableExists(ctx context.Context, conn driver.Conn, table string) (bool, error) {
-	var n uint64
-	if err := conn.QueryRow(ctx, `SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?`, table).Scan(&n); err != nil {
-		return false, fmt.Errorf("clickhouse: look up table %s: %w", table, err)
-	}
-	return n > 0, nil
-}
-
 // recordStream records an applied plan as the stream's next version.
 func recordStream(ctx context.Context, conn driver.Conn, p StreamPlan) (uint32, error) {
-	ok, err := tableExists(ctx, conn, StreamMigrationsTable)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("stream %s: table %s is missing: run backflow migrate (or set sink_clickhouse.migrate)", p.Stream.Name, StreamMigrationsTable)
+	if err := CheckTable(ctx, conn, StreamMigrationsTable); err != nil {
+		return 0, fmt.Errorf("stream %s: %w", p.Stream.Name, err)
 	}
 	last, err := lastStreamVersion(ctx, conn, p.Stream.Name)
 	if err != nil {
 		return 0, err
 	}
-	// Inserts go through PrepareBatch with named columns: conn.Exec of an INSERT hangs
-	// against 18.16.
-	b, err := conn.PrepareBatch(ctx, `INSERT INTO `+StreamMigrationsTable+` (stream, table_name, version, schema_id, change, statements, applied_at) VALUES`)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
-	}
-	if err := b.Append(p.Stream.Name, p.Stream.Table, last+1, uint32(p.SchemaID), p.Change(), p.Statements, time.Now().UTC()); err != nil {
-		b.Abort()
-		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
-	}
-	if err := b.Send(); err != nil {
+	row := streamMigration{Stream: p.Stream.Name, Table: p.Stream.Table, Version: last + 1, SchemaID: uint32(p.SchemaID),
+		Change: p.Change(), Statements: p.Statements, AppliedAt: time.Now().UTC()}
+	if err := InsertRows(ctx, conn, StreamMigrationsTable, []streamMigration{row}); err != nil {
 		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
 	}
 	return last + 1, nil

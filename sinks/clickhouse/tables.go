@@ -13,14 +13,23 @@ const TableReplayLog = "replay_log"
 // CheckTable reports an error unless table exists in the connection's database (run backflow
 // migrate); a missing table wraps ErrClickHouseFatal.
 func CheckTable(ctx context.Context, conn driver.Conn, table string) error {
-	var n uint64
-	if err := conn.QueryRow(ctx, `SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?`, table).Scan(&n); err != nil {
-		return fmt.Errorf("clickhouse: look for %s: %w", table, err)
+	ok, err := tableExists(ctx, conn, table)
+	if err != nil {
+		return err
 	}
-	if n == 0 {
+	if !ok {
 		return fmt.Errorf("%w: table %s is missing (run backflow migrate)", ErrClickHouseFatal, table)
 	}
 	return nil
+}
+
+// tableExists reports whether table exists in the connection's database.
+func tableExists(ctx context.Context, conn driver.Conn, table string) (bool, error) {
+	var n uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?`, table).Scan(&n); err != nil {
+		return false, fmt.Errorf("clickhouse: look for %s: %w", table, err)
+	}
+	return n > 0, nil
 }
 
 // InsertRows writes rows to table in one batch, through PrepareBatch with the columns named
