@@ -206,38 +206,9 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 			t.Errorf("the ClickHouse sink dead-lettered %d records in partition %d", o.Offset, o.Partition)
 		}
 	})
-	// A replica fetches a part a moment after the insert to the other replica returned, and a
-	// read through the Distributed table may pick either: the count converges within seconds.
-	check := func() (lost, dups, extra int) {
-		rows, err := reader.Query(ctx, "SELECT request_id, count() FROM v_inference_results GROUP BY request_id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		lost = len(want)
-		for rows.Next() {
-			var id string
-			var n uint64
-			if err := rows.Scan(&id, &n); err != nil {
-				t.Fatal(err)
-			}
-			if want[id] {
-				lost--
-			} else {
-				extra++
-			}
-			if n > 1 {
-				dups++
-			}
-		}
-		return lost, dups, extra
-	}
+	check := oracle(t, ctx, reader, "SELECT request_id, count() FROM v_inference_results GROUP BY request_id", want)
 	start := time.Now()
-	lost, dups, extra := check()
-	for lost > 0 && time.Since(start) < 30*time.Second {
-		time.Sleep(500 * time.Millisecond)
-		lost, dups, extra = check()
-	}
+	lost, dups, extra := converge(check)
 	t.Logf("oracle: %d originals; lost %d, duplicates %d, not in the manifest %d (converged after %v)", len(want), lost, dups, extra, time.Since(start).Round(time.Millisecond))
 	if len(want) < 500 || lost != 0 || dups != 0 || extra != 0 {
 		t.Fatalf("through v_inference_results: %d originals, lost %d, duplicates %d, unknown %d", len(want), lost, dups, extra)
@@ -293,6 +264,48 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 		time.Sleep(3 * time.Second)
 	}
 	t.Logf("Feast read-back equals ClickHouse for %d tenants: %v", len(ids), chCounts)
+}
+
+// oracle returns a check of query's rows (a key and its row count) against want, the keys
+// sent: how many are missing, how many have more than one row, and how many were not sent.
+func oracle(t *testing.T, ctx context.Context, reader driver.Conn, query string, want map[string]bool) func() (lost, dups, extra int) {
+	return func() (lost, dups, extra int) {
+		rows, err := reader.Query(ctx, query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		lost = len(want)
+		for rows.Next() {
+			var key string
+			var n uint64
+			if err := rows.Scan(&key, &n); err != nil {
+				t.Fatal(err)
+			}
+			if want[key] {
+				lost--
+			} else {
+				extra++
+			}
+			if n > 1 {
+				dups++
+			}
+		}
+		return lost, dups, extra
+	}
+}
+
+// converge runs check until nothing is lost, for at most 30 s: a replica fetches a part a
+// moment after the insert to the other replica returned, and a read through a Distributed
+// table may pick either.
+func converge(check func() (lost, dups, extra int)) (lost, dups, extra int) {
+	start := time.Now()
+	lost, dups, extra = check()
+	for lost > 0 && time.Since(start) < 30*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		lost, dups, extra = check()
+	}
+	return lost, dups, extra
 }
 
 func queryCount(t *testing.T, ctx context.Context, conn driver.Conn, q string) uint64 {
@@ -447,36 +460,7 @@ func streamOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, c
 	}
 	testenv.RunUntilCommitted(t, ctx, env.Admin, sc.Stage(), sc.Group, []string{sc.Topic}, sink.Run)
 
-	check := func() (lost, dups, extra int) {
-		rows, err := reader.Query(ctx, "SELECT toString(event_id), count() FROM v_agent_task_event GROUP BY event_id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		lost = len(want)
-		for rows.Next() {
-			var key string
-			var n uint64
-			if err := rows.Scan(&key, &n); err != nil {
-				t.Fatal(err)
-			}
-			if want[key] {
-				lost--
-			} else {
-				extra++
-			}
-			if n > 1 {
-				dups++
-			}
-		}
-		return lost, dups, extra
-	}
-	start := time.Now()
-	lost, dups, extra := check()
-	for lost > 0 && time.Since(start) < 30*time.Second { // a replica may not have fetched a part yet
-		time.Sleep(500 * time.Millisecond)
-		lost, dups, extra = check()
-	}
+	lost, dups, extra := converge(oracle(t, ctx, reader, "SELECT toString(event_id), count() FROM v_agent_task_event GROUP BY event_id", want))
 	s1 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[0]+"', "+env.DB+".agent_task_event_local)")
 	s2 := queryCount(t, ctx, reader, "SELECT count() FROM remote('"+hosts[2]+"', "+env.DB+".agent_task_event_local)")
 	dead := endOffsetSum(t, ctx, env, env.SinkDLQ) - dlqBefore
