@@ -54,7 +54,20 @@ func (p Policy) WithDefaults() Policy {
 // (from 1) and the wait. It returns nil; or fn's last error, as is when retryable rejected it
 // or the attempts ran out; or, when ctx ended first, ctx's error wrapping fn's last error
 // (errors.Is matches both).
+//
+// The first call is made before any of the retry machinery is set up: Do is on the path of
+// every record in the processors (a decode that may meet a registry outage, a moderation
+// call), where nearly every first call succeeds.
 func Do(ctx context.Context, p Policy, retryable func(error) bool, onRetry func(err error, attempt int, wait time.Duration), fn func() error) error {
+	err := fn()
+	if err == nil || (retryable != nil && !retryable(err)) || p.Attempts == 1 {
+		return err
+	}
+	return retryAfter(ctx, p, retryable, onRetry, fn, err)
+}
+
+// retryAfter is Do after a first call failed with first, an error worth retrying.
+func retryAfter(ctx context.Context, p Policy, retryable func(error) bool, onRetry func(err error, attempt int, wait time.Duration), fn func() error, first error) error {
 	p = p.WithDefaults()
 	var (
 		last      error
@@ -63,7 +76,11 @@ func Do(ctx context.Context, p Policy, retryable func(error) bool, onRetry func(
 	)
 	op := func() (struct{}, error) {
 		attempt++
-		last = fn()
+		if attempt == 1 {
+			last = first // the call Do made
+		} else {
+			last = fn()
+		}
 		if last != nil && retryable != nil && !retryable(last) {
 			permanent = true
 			return struct{}{}, backoff.Permanent(last)

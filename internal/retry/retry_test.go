@@ -242,3 +242,19 @@ func TestBackoffWait(t *testing.T) {
 		t.Fatal("Wait returned true with an ended context")
 	}
 }
+
+// TestDoFirstCallAllocatesNothing: a call that succeeds at once, or fails with an error the
+// caller does not retry, costs Do no allocation (Do is on every record's path).
+func TestDoFirstCallAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	ok := func() error { return nil }
+	bad := func() error { return errBad }
+	for name, fn := range map[string]func() error{"success": ok, "not retryable": bad} {
+		allocs := testing.AllocsPerRun(100, func() {
+			_ = Do(ctx, Policy{Min: time.Millisecond}, isOutage, nil, fn)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %.1f allocations per call, want 0", name, allocs)
+		}
+	}
+}
