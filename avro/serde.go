@@ -287,9 +287,17 @@ func (e *Encoder[T]) AppendEncode(ctx context.Context, dst []byte, v T) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	body, err := avro.Marshal(e.schema, v)
-	if err != nil {
-		return nil, fmt.Errorf("avro: encode %s: %w", e.subject, err)
+	w := bodyWriters.Get().(*avro.Writer)
+	defer bodyWriters.Put(w)
+	w.Reset(nil)
+	w.Error = nil
+	if w.WriteVal(e.schema, v); w.Error != nil {
+		return nil, fmt.Errorf("avro: encode %s: %w", e.subject, w.Error)
 	}
-	return append(AppendFrame(dst, id), body...), nil
+	return append(AppendFrame(dst, id), w.Buffer()...), nil
 }
+
+// bodyWriters are the writers AppendEncode encodes a body with, before appending it to the
+// caller's buffer: avro.Marshal would return each body in a new slice of its own, one
+// allocation per record the processors write.
+var bodyWriters = sync.Pool{New: func() any { return avro.NewWriter(nil, 512) }}
