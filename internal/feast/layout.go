@@ -231,19 +231,41 @@ func Timestamp(t time.Time) []byte {
 	return b
 }
 
-// Feature is one feature's value, already serialized as a feast.types.Value.
-type Feature struct {
-	Name  string
-	Value []byte
+// View is a feature view's hash fields, worked out once: the mmh3 field of each feature, in
+// the order NewView was given them, and the event-time field. Every row of a view writes the
+// same fields, so a writer that builds rows through its View hashes no field name per row.
+type View struct {
+	name     string
+	features []string
+	fields   []any // FieldKey(name, feature) of each feature, as HSET arguments
+	ts       any   // TimestampField(name)
 }
 
-// HashFields returns the hash fields Feast writes for one row of a feature view: each
-// feature under its mmh3 field, and the event time under _ts:<view>.
-func HashFields(view string, eventTime time.Time, feats []Feature) map[string]any {
-	m := make(map[string]any, len(feats)+1)
-	for _, f := range feats {
-		m[FieldKey(view, f.Name)] = f.Value
+// NewView returns the view's hash fields for features, in that order.
+func NewView(name string, features ...string) *View {
+	v := &View{name: name, features: features, fields: make([]any, len(features)), ts: TimestampField(name)}
+	for i, f := range features {
+		v.fields[i] = FieldKey(name, f)
 	}
-	m[TimestampField(view)] = Timestamp(eventTime)
-	return m
+	return v
+}
+
+// Name is the feature view's name.
+func (v *View) Name() string { return v.name }
+
+// Features are the view's feature names, in the order rows give their values.
+func (v *View) Features() []string { return v.features }
+
+// AppendRow appends one row of the view to dst as HSET arguments (field, value, …): each
+// feature's field with values[i], the serialized Value of feature i, and the event time under
+// _ts:<view>. A row must give one value per feature; AppendRow panics otherwise, as a row
+// that does not match its view is a bug in the code that builds it.
+func (v *View) AppendRow(dst []any, eventTime time.Time, values ...[]byte) []any {
+	if len(values) != len(v.fields) {
+		panic(fmt.Sprintf("feast: view %s has %d features, the row gives %d values", v.name, len(v.fields), len(values)))
+	}
+	for i, f := range v.fields {
+		dst = append(dst, f, values[i])
+	}
+	return append(dst, v.ts, Timestamp(eventTime))
 }

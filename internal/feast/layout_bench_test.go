@@ -28,14 +28,13 @@ func BenchmarkFeastKeys(b *testing.B) {
 			_ = FieldKey("request_features", "risk_score")
 		}
 	})
-	b.Run("hash-fields/request-row", func(b *testing.B) {
+	view := NewView("request_features", "risk_score", "verdict", "categories", "latency_ms", "tokens", "model")
+	b.Run("row/request", func(b *testing.B) {
 		b.ReportAllocs()
+		var args []any
 		for b.Loop() {
-			_ = HashFields("request_features", et, []Feature{
-				{Name: "risk_score", Value: FloatValue(0.5)}, {Name: "verdict", Value: StringValue("REVIEW")},
-				{Name: "categories", Value: StringListValue([]string{"demo-fraud"})}, {Name: "latency_ms", Value: Int64Value(431)},
-				{Name: "tokens", Value: Int64Value(320)}, {Name: "model", Value: StringValue("model-03")},
-			})
+			args = view.AppendRow(args[:0], et, FloatValue(0.5), StringValue("REVIEW"),
+				StringListValue([]string{"demo-fraud"}), Int64Value(431), Int64Value(320), StringValue("model-03"))
 		}
 	})
 }

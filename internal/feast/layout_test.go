@@ -89,16 +89,35 @@ func TestValueGolden(t *testing.T) {
 	}
 }
 
-func TestHashFields(t *testing.T) {
+func TestViewAppendRow(t *testing.T) {
 	ts := time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
-	m := HashFields("request_features", ts, []Feature{{"risk_score", FloatValue(0.75)}})
-	if len(m) != 2 {
-		t.Fatalf("fields = %d", len(m))
+	v := NewView("request_features", "risk_score", "model")
+	prefix := []any{"kept"}
+	args := v.AppendRow(prefix, ts, FloatValue(0.75), StringValue("gpt-x"))
+	if len(args) != 7 || args[0] != "kept" {
+		t.Fatalf("args = %v, want the prefix and 3 field/value pairs", args)
 	}
-	if got := hex.EncodeToString(m["\x59\x4c\xb0\xf5"].([]byte)); got != "350000403f" {
-		t.Fatalf("risk_score field = %s", got)
+	for i, want := range []struct{ field, value string }{
+		{"594cb0f5", "350000403f"},               // mmh3("request_features:risk_score")
+		{hex.EncodeToString([]byte(FieldKey("request_features", "model"))), "12056770742d78"},
+		{hex.EncodeToString([]byte("_ts:request_features")), "08e0c0b2d806"},
+	} {
+		f, val := args[1+2*i].(string), args[2+2*i].([]byte)
+		if got := hex.EncodeToString([]byte(f)); got != want.field {
+			t.Errorf("field %d = %s, want %s", i, got, want.field)
+		}
+		if got := hex.EncodeToString(val); got != want.value {
+			t.Errorf("value %d = %s, want %s", i, got, want.value)
+		}
 	}
-	if got := hex.EncodeToString(m["_ts:request_features"].([]byte)); got != "08e0c0b2d806" {
-		t.Fatalf("_ts field = %s", got)
+	op := Op{Key: "k", Build: func(dst []any) []any { return v.AppendRow(dst, ts, FloatValue(0.75), StringValue("gpt-x")) }}
+	if row := op.Row(); len(row) != 3 || hex.EncodeToString(row["_ts:request_features"].([]byte)) != "08e0c0b2d806" {
+		t.Fatalf("op row = %v", row)
 	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a row with a value missing did not panic")
+		}
+	}()
+	v.AppendRow(nil, ts, FloatValue(0.75))
 }

@@ -430,7 +430,7 @@ func ApplyModel(st *ModelState, d *Delta) (*ModelState, bool) {
 	return st, true
 }
 
-// feast.Feature view and entity names, as in deploy/feast/features.py.
+// Feature view and entity names, as in deploy/feast/features.py.
 const (
 	RequestView = "request_features"
 	TenantView  = "tenant_features"
@@ -445,34 +445,38 @@ const (
 	ModelEntity = "model"
 )
 
+// The features of each view, in the order their rows give the values (deploy/feast/features.py
+// declares the same).
+var (
+	requestView = feast.NewView(RequestView, "risk_score", "verdict", "categories", "latency_ms", "total_tokens", "model")
+	tenantView  = feast.NewView(TenantView, partyFeatures()...)
+	userView    = feast.NewView(UserView, partyFeatures()...)
+	modelView   = feast.NewView(ModelView, modelFeatures()...)
+)
+
 // RequestOp is the request_features row of a request.
 func RequestOp(project, requestID string, st *RequestState, ttl time.Duration) feast.Op {
-	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(RequestEntity, requestID)), TTL: ttl, Build: func() map[string]any {
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(RequestEntity, requestID)), TTL: ttl, Build: func(dst []any) []any {
 		cats := st.Categories
 		if cats == nil {
 			cats = []string{}
 		}
-		return feast.HashFields(RequestView, st.EventTime, []feast.Feature{
-			{Name: "risk_score", Value: feast.FloatValue(st.RiskScore)},
-			{Name: "verdict", Value: feast.StringValue(st.Verdict)},
-			{Name: "categories", Value: feast.StringListValue(cats)},
-			{Name: "latency_ms", Value: feast.Int64Value(st.LatencyMs)},
-			{Name: "total_tokens", Value: feast.Int64Value(st.TotalTokens)},
-			{Name: "model", Value: feast.StringValue(st.Model)},
-		})
+		return requestView.AppendRow(dst, st.EventTime, feast.FloatValue(st.RiskScore), feast.StringValue(st.Verdict),
+			feast.StringListValue(cats), feast.Int64Value(st.LatencyMs), feast.Int64Value(st.TotalTokens), feast.StringValue(st.Model))
 	}}
 }
 
 // TenantOp is the tenant_features row of a tenant.
 func TenantOp(project, tenant string, st *TenantState) feast.Op {
-	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(TenantEntity, tenant)), Build: func() map[string]any { return partyFields(TenantView, st) }}
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(TenantEntity, tenant)),
+		Build: func(dst []any) []any { return appendPartyRow(dst, tenantView, st) }}
 }
 
 // UserOp is the user_features row of a user of a tenant. Its Redis key is the two-join-key
 // entity key (tenant_id, user_id), a hash of its own (apart from the tenant's).
 func UserOp(project, tenant, user string, st *UserState) feast.Op {
 	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(TenantEntity, tenant), feast.StringEntity(UserEntity, user)),
-		Build: func() map[string]any { return partyFields(UserView, (*TenantState)(st)) }}
+		Build: func(dst []any) []any { return appendPartyRow(dst, userView, (*TenantState)(st)) }}
 }
 
 func ratio(n, d int64) float64 {
@@ -482,56 +486,61 @@ func ratio(n, d int64) float64 {
 	return float64(n) / float64(d)
 }
 
-// partyFields are the features tenants and users share, in view: the all-time totals, then
-// per window (Windows) request_count_<w>, flagged_count_<w>, flagged_ratio_<w> and tokens_<w>,
-// as of last_seen.
-func partyFields(view string, st *TenantState) map[string]any {
-	feats := []feast.Feature{
-		{Name: "request_count", Value: feast.Int64Value(st.RequestCount)},
-		{Name: "flagged_count", Value: feast.Int64Value(st.FlaggedCount)},
-		{Name: "flagged_ratio", Value: feast.DoubleValue(ratio(st.FlaggedCount, st.RequestCount))},
-		{Name: "tokens", Value: feast.Int64Value(st.Tokens)},
-		{Name: "last_seen", Value: feast.UnixTimestampValue(st.LastSeen)},
-	}
+// partyFeatures are the features tenants and users share: the all-time totals, then per
+// window (Windows) request_count_<w>, flagged_count_<w>, flagged_ratio_<w> and tokens_<w>.
+func partyFeatures() []string {
+	feats := []string{"request_count", "flagged_count", "flagged_ratio", "tokens", "last_seen"}
 	for _, w := range Windows {
-		b := st.Win.sum(w, st.LastSeen)
-		feats = append(feats,
-			feast.Feature{Name: windowFeature("request_count", w), Value: feast.Int64Value(b.Requests)},
-			feast.Feature{Name: windowFeature("flagged_count", w), Value: feast.Int64Value(b.Flagged)},
-			feast.Feature{Name: windowFeature("flagged_ratio", w), Value: feast.DoubleValue(ratio(b.Flagged, b.Requests))},
-			feast.Feature{Name: windowFeature("tokens", w), Value: feast.Int64Value(b.Tokens)},
-		)
+		feats = append(feats, windowFeature("request_count", w), windowFeature("flagged_count", w),
+			windowFeature("flagged_ratio", w), windowFeature("tokens", w))
 	}
-	return feast.HashFields(view, st.LastSeen, feats)
+	return feats
 }
 
-// ModelOp is the model_features row of a model: the all-time totals, last_seen, then per
-// window (Windows) request_count_<w>, error_count_<w>, latency_avg_ms_<w>, latency_p95_ms_<w>
-// and latency_max_ms_<w>, as of last_seen.
+// appendPartyRow appends the row of partyFeatures in view, as of last_seen.
+func appendPartyRow(dst []any, view *feast.View, st *TenantState) []any {
+	vals := make([][]byte, 0, 5+4*len(Windows))
+	vals = append(vals, feast.Int64Value(st.RequestCount), feast.Int64Value(st.FlaggedCount),
+		feast.DoubleValue(ratio(st.FlaggedCount, st.RequestCount)), feast.Int64Value(st.Tokens), feast.UnixTimestampValue(st.LastSeen))
+	for _, w := range Windows {
+		b := st.Win.sum(w, st.LastSeen)
+		vals = append(vals, feast.Int64Value(b.Requests), feast.Int64Value(b.Flagged),
+			feast.DoubleValue(ratio(b.Flagged, b.Requests)), feast.Int64Value(b.Tokens))
+	}
+	return view.AppendRow(dst, st.LastSeen, vals...)
+}
+
+// ModelOp is the model_features row of a model (modelFeatures).
 func ModelOp(project, model string, st *ModelState) feast.Op {
-	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(ModelEntity, model)), Build: func() map[string]any { return modelFields(st) }}
+	return feast.Op{Key: feast.RedisKey(project, feast.StringEntity(ModelEntity, model)),
+		Build: func(dst []any) []any { return appendModelRow(dst, st) }}
 }
 
-func modelFields(st *ModelState) map[string]any {
-	feats := []feast.Feature{
-		{Name: "request_count", Value: feast.Int64Value(st.RequestCount)},
-		{Name: "error_count", Value: feast.Int64Value(st.ErrorCount)},
-		{Name: "latency_avg_ms", Value: feast.DoubleValue(ratio(st.LatencySumMs, st.RequestCount))},
-		{Name: "latency_max_ms", Value: feast.Int64Value(st.LatencyMaxMs)},
-		{Name: "latency_p95_ms", Value: feast.Int64Value(st.LatencyHist.Quantile(0.95, st.LatencyMaxMs))},
-		{Name: "last_seen", Value: feast.UnixTimestampValue(st.LastSeen)},
+// modelFeatures are model_features' features: the all-time totals, last_seen, then per
+// window (Windows) request_count_<w>, error_count_<w>, latency_avg_ms_<w>, latency_p95_ms_<w>
+// and latency_max_ms_<w>.
+func modelFeatures() []string {
+	feats := []string{"request_count", "error_count", "latency_avg_ms", "latency_max_ms", "latency_p95_ms", "last_seen"}
+	for _, w := range Windows {
+		feats = append(feats, windowFeature("request_count", w), windowFeature("error_count", w),
+			windowFeature("latency_avg_ms", w), windowFeature("latency_p95_ms", w), windowFeature("latency_max_ms", w))
 	}
+	return feats
+}
+
+// appendModelRow appends the row of modelFeatures, as of last_seen.
+func appendModelRow(dst []any, st *ModelState) []any {
+	vals := make([][]byte, 0, 6+5*len(Windows))
+	vals = append(vals, feast.Int64Value(st.RequestCount), feast.Int64Value(st.ErrorCount),
+		feast.DoubleValue(ratio(st.LatencySumMs, st.RequestCount)), feast.Int64Value(st.LatencyMaxMs),
+		feast.Int64Value(st.LatencyHist.Quantile(0.95, st.LatencyMaxMs)), feast.UnixTimestampValue(st.LastSeen))
 	for _, w := range Windows {
 		b := st.Win.sum(w, st.LastSeen)
-		feats = append(feats,
-			feast.Feature{Name: windowFeature("request_count", w), Value: feast.Int64Value(b.Requests)},
-			feast.Feature{Name: windowFeature("error_count", w), Value: feast.Int64Value(b.Errors)},
-			feast.Feature{Name: windowFeature("latency_avg_ms", w), Value: feast.DoubleValue(ratio(b.LatencySum, b.Requests))},
-			feast.Feature{Name: windowFeature("latency_p95_ms", w), Value: feast.Int64Value(b.Hist.Quantile(0.95, b.LatencyMax))},
-			feast.Feature{Name: windowFeature("latency_max_ms", w), Value: feast.Int64Value(b.LatencyMax)},
-		)
+		vals = append(vals, feast.Int64Value(b.Requests), feast.Int64Value(b.Errors),
+			feast.DoubleValue(ratio(b.LatencySum, b.Requests)), feast.Int64Value(b.Hist.Quantile(0.95, b.LatencyMax)),
+			feast.Int64Value(b.LatencyMax))
 	}
-	return feast.HashFields(ModelView, st.LastSeen, feats)
+	return modelView.AppendRow(dst, st.LastSeen, vals...)
 }
 
 // splitKey tells a table key's kind: "tenant", "user" (id is "<tenant>/<user>", escaped as

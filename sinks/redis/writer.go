@@ -148,21 +148,24 @@ func (w *Writer) Coalesced() int64 { return w.coalesced.Load() }
 //
 // Rows are built here, once per key, rather than when each record is applied: of the many
 // updates a busy tenant or model gets while one pipeline fills, only the last is ever built.
+// They are built straight into one argument list for the whole batch, which each write's Args
+// is a part of.
 func coalesce(batch []job) (writes []Write, total int) {
 	type pending struct {
 		op     feast.Op       // the last row op (fields nil: not merged)
 		fields map[string]any // merged fields, once an op without a row builder joined
 		ttl    time.Duration
 	}
-	var order []string
+	var order []*pending
 	byKey := map[string]*pending{}
 	for _, j := range batch {
 		for _, op := range j.ops {
 			total++
 			pd, ok := byKey[op.Key]
 			if !ok {
-				byKey[op.Key] = &pending{op: op, ttl: op.TTL}
-				order = append(order, op.Key)
+				pd = &pending{op: op, ttl: op.TTL}
+				byKey[op.Key] = pd
+				order = append(order, pd)
 				continue
 			}
 			if op.TTL > 0 {
@@ -179,17 +182,17 @@ func coalesce(batch []job) (writes []Write, total int) {
 		}
 	}
 	writes = make([]Write, 0, len(order))
-	for _, k := range order {
-		pd := byKey[k]
-		fields := pd.fields
-		if fields == nil {
-			fields = pd.op.Row()
+	args := make([]any, 0, 16*len(order)) // a request row is 14 arguments; a tenant, user or model row more
+	for _, pd := range order {
+		start := len(args)
+		if pd.fields != nil {
+			for f, v := range pd.fields {
+				args = append(args, f, v)
+			}
+		} else {
+			args = pd.op.AppendArgs(args)
 		}
-		args := make([]any, 0, 2*len(fields))
-		for f, v := range fields {
-			args = append(args, f, v)
-		}
-		writes = append(writes, Write{Key: k, Args: args, TTL: pd.ttl})
+		writes = append(writes, Write{Key: pd.op.Key, Args: args[start:len(args):len(args)], TTL: pd.ttl})
 	}
 	return writes, total
 }

@@ -14,12 +14,12 @@ import (
 func TestCoalesce(t *testing.T) {
 	// Row ops as the feature processor makes them: each builds its key's whole row.
 	ten := func(n int64) feast.Op {
-		return feast.Op{Key: "tenant-t1", Build: func() map[string]any {
-			return map[string]any{"request_count": feast.Int64Value(n), "_ts": "t0"}
+		return feast.Op{Key: "tenant-t1", Build: func(dst []any) []any {
+			return append(dst, "request_count", feast.Int64Value(n), "_ts", "t0")
 		}}
 	}
-	req := feast.Op{Key: "request-r1", TTL: time.Hour, Build: func() map[string]any {
-		return map[string]any{"verdict": feast.StringValue("ALLOW"), "_ts": "t0"}
+	req := feast.Op{Key: "request-r1", TTL: time.Hour, Build: func(dst []any) []any {
+		return append(dst, "verdict", feast.StringValue("ALLOW"), "_ts", "t0")
 	}}
 	plainKey := "tenant-x"
 	batch := []job{
