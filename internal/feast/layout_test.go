@@ -98,7 +98,7 @@ func TestViewAppendRow(t *testing.T) {
 		t.Fatalf("args = %v, want the prefix and 3 field/value pairs", args)
 	}
 	for i, want := range []struct{ field, value string }{
-		{"594cb0f5", "350000403f"},               // mmh3("request_features:risk_score")
+		{"594cb0f5", "350000403f"}, // mmh3("request_features:risk_score")
 		{hex.EncodeToString([]byte(FieldKey("request_features", "model"))), "12056770742d78"},
 		{hex.EncodeToString([]byte("_ts:request_features")), "08e0c0b2d806"},
 	} {
