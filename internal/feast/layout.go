@@ -235,26 +235,19 @@ func Timestamp(t time.Time) []byte {
 // the order NewView was given them, and the event-time field. Every row of a view writes the
 // same fields, so a writer that builds rows through its View hashes no field name per row.
 type View struct {
-	name     string
-	features []string
-	fields   []any // FieldKey(name, feature) of each feature, as HSET arguments
-	ts       any   // TimestampField(name)
+	name   string
+	fields []any // FieldKey(name, feature) of each feature, as HSET arguments
+	ts     any   // TimestampField(name)
 }
 
 // NewView returns the view's hash fields for features, in that order.
 func NewView(name string, features ...string) *View {
-	v := &View{name: name, features: features, fields: make([]any, len(features)), ts: TimestampField(name)}
+	v := &View{name: name, fields: make([]any, len(features)), ts: TimestampField(name)}
 	for i, f := range features {
 		v.fields[i] = FieldKey(name, f)
 	}
 	return v
 }
-
-// Name is the feature view's name.
-func (v *View) Name() string { return v.name }
-
-// Features are the view's feature names, in the order rows give their values.
-func (v *View) Features() []string { return v.features }
 
 // AppendRow appends one row of the view to dst as HSET arguments (field, value, …): each
 // feature's field with values[i], the serialized Value of feature i, and the event time under
