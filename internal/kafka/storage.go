@@ -25,16 +25,9 @@ const OffsetSyncInterval = time.Second
 
 // A table partition's storage writes to LevelDB once MaxDirtyEntries values or
 // MaxDirtyBytes bytes are waiting, whichever comes first.
-//
-// The larger the batch, the more of a key's rewrites meet in memory and reach LevelDB as one
-// value: ingest rewrites a request's dedupe entry for each of its 3 records, and sink-features
-// its request entry, a few thousand records apart. In a 10.3M-record drain LevelDB's
-// compactions were 40 % of ingest's CPU and 36 % of sink-features'; in BenchmarkTableGrowth
-// (1M requests, two alternating pairs) batches of 8,192 cut the CPU per write to 0.71 and 0.73
-// of batches of 1,024. A partition then holds at most 4 MiB of pending values.
 const (
-	MaxDirtyEntries = 8192
-	MaxDirtyBytes   = 4 << 20
+	MaxDirtyEntries = 1024
+	MaxDirtyBytes   = 1 << 20
 )
 
 // GokaStorage is the local storage of backflow's goka tables: one LevelDB database per table
