@@ -57,7 +57,7 @@ bench: check-go build stack-up ## drain a 1M-record backlog with backflow, the r
 	bin/bench-harness $(BENCH_FLAGS)
 
 BENCH_SCALE ?= 100k,1M,10M
-bench-scale: check-go build stack-up ## scale mode: drain backlogs of BENCH_SCALE records (default 100k,1M,10M; several hours) with backflow and the ceiling; bench/latest.json and docs/bench-scale.png (commit both)
+bench-scale: check-go build stack-up ## scale mode: drain backlogs of BENCH_SCALE records (default 100k,1M,10M; about 20 minutes on 2 cores) with backflow and the ceiling; bench/latest.json and docs/bench-scale.png (commit both)
 	$(GO) build -o bin/bench-ceiling ./bench/ceiling
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bin/bench-harness --scale $(BENCH_SCALE) $(BENCH_FLAGS)
