@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -148,7 +149,7 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 		running[s.name] = true
 		go func() { results <- result{s.name, s.run(stageCtx, env)} }()
 	}
-	log.Info("backflow running", "stages", strings.Join(f.Stages, ","), "shutdown_timeout", f.ShutdownTimeout.String(), "gc", ops.ReadGC().String())
+	log.Info("backflow running", "stages", strings.Join(f.Stages, ","), "shutdown_timeout", f.ShutdownTimeout.String(), "gc", ops.ReadGC(os.Getenv).String())
 
 	var (
 		failure  error

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 )
 
@@ -20,7 +21,7 @@ const (
 	DefaultMemoryLimit = 256 << 20 // bytes
 )
 
-// GCSettings says what TuneGC applied.
+// GCSettings are the collector's settings in effect, and where they came from.
 type GCSettings struct {
 	GCPercent   int    // the GOGC in effect ("off" is -1)
 	MemoryLimit int64  // bytes; math.MaxInt64: none
@@ -30,37 +31,37 @@ type GCSettings struct {
 // TuneGC applies DefaultGCPercent and DefaultMemoryLimit where getenv has no GOGC or
 // GOMEMLIMIT (which the runtime has already applied), and returns what is in effect.
 func TuneGC(getenv func(string) string) GCSettings {
-	var s GCSettings
-	var fromEnv, fromUs []string
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
-		fromUs = append(fromUs, "GOGC")
-	} else {
-		fromEnv = append(fromEnv, "GOGC")
 	}
 	if getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(DefaultMemoryLimit)
-		fromUs = append(fromUs, "GOMEMLIMIT")
-	} else {
-		fromEnv = append(fromEnv, "GOMEMLIMIT")
 	}
-	s = ReadGC()
-	switch {
-	case len(fromEnv) == 0:
+	return ReadGC(getenv)
+}
+
+// ReadGC returns the settings in effect, read from runtime/metrics (reading them through
+// debug.SetGCPercent would switch the collector off for a moment in a running process), with
+// their source told from getenv as TuneGC would have applied them.
+func ReadGC(getenv func(string) string) GCSettings {
+	m := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(m)
+	s := GCSettings{GCPercent: int(int32(m[0].Value.Uint64())), MemoryLimit: int64(m[1].Value.Uint64())} // GOGC=off reads as -1
+	var fromEnv []string
+	for _, v := range []string{"GOGC", "GOMEMLIMIT"} {
+		if getenv(v) != "" {
+			fromEnv = append(fromEnv, v)
+		}
+	}
+	switch len(fromEnv) {
+	case 0:
 		s.Source = "defaults"
-	case len(fromUs) == 0:
+	case 2:
 		s.Source = "environment"
 	default:
 		s.Source = "defaults, " + fromEnv[0] + " from the environment"
 	}
 	return s
-}
-
-// ReadGC returns the settings in effect (Source empty).
-func ReadGC() GCSettings {
-	gogc := debug.SetGCPercent(-1) // setting returns the previous value: put it back
-	debug.SetGCPercent(gogc)
-	return GCSettings{GCPercent: gogc, MemoryLimit: debug.SetMemoryLimit(-1)} // a negative limit only reads it
 }
 
 // String is the settings as a log line's value: "GOGC=200 GOMEMLIMIT=256MiB (defaults)".

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,19 @@ func TestTuneGC(t *testing.T) {
 	s = TuneGC(func(k string) string { return env[k] })
 	if s.GCPercent != 150 || s.MemoryLimit != 1<<30 || s.Source != "environment" || s.String() != "GOGC=150 GOMEMLIMIT=1024MiB (environment)" {
 		t.Fatalf("both set: %+v (%s)", s, s)
+	}
+}
+
+// TestReadGCOff: GOGC=off reads as -1 through runtime/metrics, and reading changes nothing.
+func TestReadGCOff(t *testing.T) {
+	prev := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	env := map[string]string{"GOGC": "off", "GOMEMLIMIT": "1GiB"}
+	s := ReadGC(func(k string) string { return env[k] })
+	if s.GCPercent != -1 || s.Source != "environment" || !strings.HasPrefix(s.String(), "GOGC=off ") {
+		t.Fatalf("GOGC off: %+v (%s)", s, s)
+	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("GOGC after ReadGC = %d, want -1 (unchanged)", got)
 	}
 }
