@@ -185,13 +185,11 @@ func coalesce(batch []job) (writes []Write, total int) {
 	args := make([]any, 0, 16*len(order)) // a request row is 14 arguments; a tenant, user or model row more
 	for _, pd := range order {
 		start := len(args)
+		op := pd.op
 		if pd.fields != nil {
-			for f, v := range pd.fields {
-				args = append(args, f, v)
-			}
-		} else {
-			args = pd.op.AppendArgs(args)
+			op = feast.Op{Fields: pd.fields}
 		}
+		args = op.AppendArgs(args)
 		writes = append(writes, Write{Key: pd.op.Key, Args: args[start:len(args):len(args)], TTL: pd.ttl})
 	}
 	return writes, total
