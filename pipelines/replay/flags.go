@@ -12,6 +12,7 @@ type Flags struct {
 	Group                       string
 	Topics                      []string
 	AllTopics, Earliest, Latest bool
+	Current                     bool
 	Datetime, Duration, File    string
 	ShiftBy, ToOffset           int64
 	Create                      bool
@@ -28,12 +29,13 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Duration, "by-duration", "", "spec: the first record at or after now minus this (6h, 7d, P1DT6H)")
 	fs.Int64Var(&f.ShiftBy, "shift-by", 0, "spec: the committed offset plus this (negative: back)")
 	fs.Int64Var(&f.ToOffset, "to-offset", 0, "spec: this offset")
-	fs.StringVar(&f.File, "from-file", "", "spec: the offsets in this CSV file (topic,partition,offset lines)")
+	fs.BoolVar(&f.Current, "to-current", false, "spec: the committed offset, kept as it is; the log end where the group has none")
+	fs.StringVar(&f.File, "from-file", "", "spec: the offsets in this CSV file (topic,partition,offset lines); a scope given with it is checked, the file's partitions are moved")
 	fs.BoolVar(&f.Create, "create", false, "allow a group that does not exist yet")
 }
 
 // SpecFlags are the names of the spec flags, one of which is needed.
-var SpecFlags = []string{"to-earliest", "to-latest", "to-datetime", "by-duration", "shift-by", "to-offset", "from-file"}
+var SpecFlags = []string{"to-earliest", "to-latest", "to-current", "to-datetime", "by-duration", "shift-by", "to-offset", "from-file"}
 
 // Request builds the request the flags parsed into fs say (fs tells which were given). It is
 // not validated against the stage options; call Request.Validate after adding those.
@@ -49,7 +51,7 @@ func (f *Flags) Request(fs *pflag.FlagSet) (Request, error) {
 		}
 	}
 	if len(specs) != 1 {
-		return req, badRequest("give exactly one spec (--to-earliest, --to-latest, --to-datetime, --by-duration, --shift-by, --to-offset, --from-file), got %v", specs)
+		return req, badRequest("give exactly one spec (--to-earliest, --to-latest, --to-current, --to-datetime, --by-duration, --shift-by, --to-offset, --from-file), got %v", specs)
 	}
 	var err error
 	switch specs[0] {
@@ -57,6 +59,8 @@ func (f *Flags) Request(fs *pflag.FlagSet) (Request, error) {
 		req.Spec.Kind = ToEarliest
 	case "--to-latest":
 		req.Spec.Kind = ToLatest
+	case "--to-current":
+		req.Spec.Kind = ToCurrent
 	case "--to-datetime":
 		req.Spec.Kind = ToDatetime
 		req.Spec.Time, err = ParseDatetime(f.Datetime)

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,17 +38,18 @@ func (r Request) Validate() error {
 	if r.Group == "" {
 		return badRequest("a group is needed (--group)")
 	}
-	if r.Spec.Kind < ToEarliest || r.Spec.Kind > FromFile {
-		return badRequest("one spec is needed: --to-earliest, --to-latest, --to-datetime, --by-duration, --shift-by, --to-offset or --from-file")
+	if r.Spec.Kind < ToEarliest || r.Spec.Kind > ToCurrent {
+		return badRequest("one spec is needed: --to-earliest, --to-latest, --to-current, --to-datetime, --by-duration, --shift-by, --to-offset or --from-file")
 	}
+	if r.Scope.AllTopics && len(r.Scope.Topics) > 0 {
+		return badRequest("one scope is needed: --all-topics, or one or more --topic, not both")
+	}
+	// Kafka's tool takes --from-file with or without a scope: the file says which partitions move.
 	if r.Spec.Kind == FromFile {
-		if r.Scope.AllTopics || len(r.Scope.Topics) > 0 {
-			return badRequest("--from-file takes its partitions from the file: no --topic or --all-topics with it")
-		}
 		if len(r.Spec.File) == 0 {
 			return badRequest("--from-file: the plan has no partition")
 		}
-	} else if r.Scope.AllTopics == (len(r.Scope.Topics) > 0) {
+	} else if !r.Scope.Given() {
 		return badRequest("one scope is needed: --all-topics, or one or more --topic")
 	}
 	if r.Spec.Kind == ToOffset && r.Spec.N < 0 {
@@ -233,6 +235,11 @@ func Build(ctx context.Context, cl *kgo.Client, req Request) (*Plan, error) {
 			r.Requested = r.Current + req.Spec.N
 		case FromFile:
 			r.Requested = req.Spec.File[tp]
+		case ToCurrent:
+			r.Requested = r.Current
+			if r.Current < 0 {
+				r.Requested = r.LogEnd
+			}
 		case ToDatetime, ByDuration:
 			o, ok := byTime.Lookup(tp.Topic, tp.Partition)
 			if !ok {
@@ -243,6 +250,8 @@ func Build(ctx context.Context, cl *kgo.Client, req Request) (*Plan, error) {
 		r.Target = r.Requested
 		warn := true
 		switch {
+		case req.Spec.Kind == ToCurrent: // Kafka's tool neither clamps nor checks it
+			r.Note = currentNote(r)
 		case r.Requested > r.LogEnd:
 			r.Target = r.LogEnd
 			r.Note = fmt.Sprintf("%d is past the log end: clamped to %d", r.Requested, r.LogEnd)
@@ -348,55 +357,48 @@ func describe(ctx context.Context, adm *kadm.Client, group string) (groupInfo, e
 	return gi, nil
 }
 
-// scopePartitions resolves the request's scope to partitions, checking they exist.
-func scopePartitions(ctx context.Context, adm *kadm.Client, req Request, committed kadm.OffsetResponses, p *Plan) ([]TopicPartition, error) {
-	var parts []TopicPartition
-	want := map[string][]int32{} // topic -> named partitions (nil: all)
-	var order []string
-	add := func(t string, ps []int32) {
-		if _, ok := want[t]; !ok {
-			order = append(order, t)
-			want[t] = ps
-			return
-		}
-		if want[t] != nil && ps != nil {
-			want[t] = append(want[t], ps...)
-		} else {
-			want[t] = nil
-		}
-	}
+// currentNote says where --to-current leaves a partition other than at a retained committed
+// offset ("" when it is one).
+func currentNote(r Row) string {
 	switch {
-	case req.Spec.Kind == FromFile:
-		for tp := range req.Spec.File {
-			add(tp.Topic, []int32{tp.Partition})
-		}
-	case req.Scope.AllTopics:
-		loop := LoopTopic(req.Group)
-		committed.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == loop {
-				return
-			}
-			if slices.Contains(req.ToEnd, o.Topic) {
-				return
-			}
-			add(o.Topic, []int32{o.Partition})
-		})
-		if _, ok := committed[loop]; ok && !slices.Contains(req.ToEnd, loop) {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("%s (the group's loopback topic) is left as it is: re-reading it would process forwarded records twice; name it with --topic to move it", loop))
-		}
-		if len(order) == 0 {
-			return nil, badRequest("group %s has no committed offsets: --all-topics has nothing to move; name the topics with --topic", req.Group)
-		}
-	default:
-		for _, t := range req.Scope.Topics {
-			add(t.Topic, t.Partitions)
-		}
+	case r.Current < 0:
+		return "no committed offset: set to the log end, as --to-current does"
+	case r.Current > r.LogEnd:
+		return fmt.Sprintf("%d is past the log end (%d): kept, as --to-current does", r.Current, r.LogEnd)
+	case r.Current < r.LogStart:
+		return fmt.Sprintf("%d is before the log start (%d, out of retention): kept, as --to-current does; the group's auto.offset.reset decides where it starts", r.Current, r.LogStart)
 	}
-	sort.Strings(order)
+	return ""
+}
+
+// wanted is a set of topics, each with all its partitions (nil) or some, in the order added.
+type wanted struct {
+	parts map[string][]int32
+	order []string
+}
+
+func (w *wanted) add(t string, ps []int32) {
+	if w.parts == nil {
+		w.parts = map[string][]int32{}
+	}
+	if cur, ok := w.parts[t]; !ok {
+		w.order = append(w.order, t)
+		w.parts[t] = ps
+	} else if cur != nil && ps != nil {
+		w.parts[t] = append(cur, ps...)
+	} else {
+		w.parts[t] = nil
+	}
+}
+
+// resolve lists the partitions w names, checking they exist.
+func (w *wanted) resolve(ctx context.Context, adm *kadm.Client) ([]TopicPartition, error) {
+	order := slices.Sorted(slices.Values(w.order))
 	td, err := adm.ListTopics(ctx, order...)
 	if err != nil {
 		return nil, fmt.Errorf("replay: topic metadata: %w", err)
 	}
+	var parts []TopicPartition
 	var missing []string
 	for _, t := range order {
 		d, ok := td[t]
@@ -404,14 +406,14 @@ func scopePartitions(ctx context.Context, adm *kadm.Client, req Request, committ
 			missing = append(missing, t)
 			continue
 		}
-		if want[t] == nil {
+		if w.parts[t] == nil {
 			for _, n := range d.Partitions.Numbers() {
 				parts = append(parts, TopicPartition{t, n})
 			}
 			continue
 		}
 		seen := map[int32]bool{}
-		for _, n := range want[t] {
+		for _, n := range w.parts[t] {
 			if seen[n] {
 				continue
 			}
@@ -427,6 +429,92 @@ func scopePartitions(ctx context.Context, adm *kadm.Client, req Request, committ
 		return nil, fmt.Errorf("%w: %v", ErrUnknownPartition, missing)
 	}
 	return parts, nil
+}
+
+// scopeWanted is what the request's scope names: its --topic flags, or with --all-topics every
+// partition the group has committed but its loopback (loopSkipped: it has committed there) and
+// the topics the stage moves to their end.
+func scopeWanted(req Request, committed kadm.OffsetResponses) (w wanted, loopSkipped bool) {
+	if !req.Scope.AllTopics {
+		for _, t := range req.Scope.Topics {
+			w.add(t.Topic, t.Partitions)
+		}
+		return w, false
+	}
+	loop := LoopTopic(req.Group)
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.Topic != loop && !slices.Contains(req.ToEnd, o.Topic) {
+			w.add(o.Topic, []int32{o.Partition})
+		}
+	})
+	_, ok := committed[loop]
+	return w, ok && !slices.Contains(req.ToEnd, loop)
+}
+
+// scopePartitions resolves the request's scope to partitions, checking they exist. With
+// --from-file they are the file's; a scope given with it is checked as Kafka's tool checks it
+// (its partitions must exist) and otherwise only compared with the file, in warnings.
+func scopePartitions(ctx context.Context, adm *kadm.Client, req Request, committed kadm.OffsetResponses, p *Plan) ([]TopicPartition, error) {
+	w, loopSkipped := scopeWanted(req, committed)
+	if req.Spec.Kind != FromFile {
+		if loopSkipped {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s (the group's loopback topic) is left as it is: re-reading it would process forwarded records twice; name it with --topic to move it", LoopTopic(req.Group)))
+		}
+		if req.Scope.AllTopics && len(w.order) == 0 {
+			return nil, badRequest("group %s has no committed offsets: --all-topics has nothing to move; name the topics with --topic", req.Group)
+		}
+		return w.resolve(ctx, adm)
+	}
+	var scoped []TopicPartition
+	if req.Scope.Given() && len(w.order) > 0 {
+		var err error
+		if scoped, err = w.resolve(ctx, adm); err != nil {
+			return nil, fmt.Errorf("scope of --from-file: %w", err)
+		}
+	}
+	var fw wanted
+	for tp := range req.Spec.File {
+		fw.add(tp.Topic, []int32{tp.Partition})
+	}
+	parts, err := fw.resolve(ctx, adm)
+	if err != nil {
+		return nil, fmt.Errorf("--from-file: %w", err)
+	}
+	if req.Scope.Given() {
+		p.Warnings = append(p.Warnings, fileScopeWarnings(scoped, req.Spec.File)...)
+	}
+	return parts, nil
+}
+
+// fileScopeWarnings names the partitions in the scope but not in the plan file, which stay
+// where they are, and those in the file but not in the scope, which move all the same.
+func fileScopeWarnings(scoped []TopicPartition, file map[TopicPartition]int64) []string {
+	inScope := map[TopicPartition]bool{}
+	var notInFile, notInScope []TopicPartition
+	for _, tp := range scoped {
+		inScope[tp] = true
+		if _, ok := file[tp]; !ok {
+			notInFile = append(notInFile, tp)
+		}
+	}
+	for tp := range file {
+		if !inScope[tp] {
+			notInScope = append(notInScope, tp)
+		}
+	}
+	byName := func(a, b TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	}
+	slices.SortFunc(notInFile, byName)
+	slices.SortFunc(notInScope, byName)
+	var out []string
+	if len(notInFile) > 0 {
+		out = append(out, fmt.Sprintf("--from-file moves the file's partitions, as Kafka's tool does: %v, in the scope but not in the file, stay where they are", notInFile))
+	}
+	if len(notInScope) > 0 {
+		out = append(out, fmt.Sprintf("--from-file moves the file's partitions, as Kafka's tool does: %v, in the file but not in the scope, move all the same", notInScope))
+	}
+	return out
 }
 
 // retriable runs f again while it fails with a retriable Kafka error (a coordinator or leader

@@ -24,7 +24,8 @@ const (
 	ByDuration                 // ToDatetime at now - Spec.Duration
 	ShiftBy                    // the committed offset + Spec.N (negative: back), clamped
 	ToOffset                   // Spec.N, clamped
-	FromFile                   // per partition from Spec.File, clamped
+	FromFile                   // per partition from Spec.File, clamped; the scope only checked
+	ToCurrent                  // the committed offset, not clamped; the log end where there is none
 )
 
 // Spec says where to move the offsets.
@@ -55,6 +56,8 @@ func (s Spec) String() string {
 		return "--to-offset " + strconv.FormatInt(s.N, 10)
 	case FromFile:
 		return "--from-file " + s.FilePath
+	case ToCurrent:
+		return "--to-current"
 	}
 	return "(no spec)"
 }
@@ -73,12 +76,16 @@ type TopicScope struct {
 	Partitions []int32
 }
 
-// Scope says which partitions a replay moves.
+// Scope says which partitions a replay moves. With FromFile it is optional and moves nothing
+// itself: as in Kafka's tool, its partitions must exist, and the file's are moved.
 type Scope struct {
 	// AllTopics: every partition the group has a committed offset on (but its goka loopback).
 	AllTopics bool
 	Topics    []TopicScope
 }
+
+// Given reports whether the scope names any partition (--all-topics or a --topic).
+func (s Scope) Given() bool { return s.AllTopics || len(s.Topics) > 0 }
 
 // ParseTopic parses "topic" or "topic:0,2".
 func ParseTopic(s string) (TopicScope, error) {

@@ -166,16 +166,27 @@ func TestMeasure(t *testing.T) {
 }
 
 func TestRequestValidate(t *testing.T) {
-	ok := Request{Group: "g", Scope: Scope{AllTopics: true}, Spec: Spec{Kind: ToEarliest}}
-	if err := ok.Validate(); err != nil {
-		t.Fatal(err)
+	for _, ok := range []Request{
+		{Group: "g", Scope: Scope{AllTopics: true}, Spec: Spec{Kind: ToEarliest}},
+		{Group: "g", Scope: Scope{Topics: []TopicScope{{Topic: "t"}}}, Spec: Spec{Kind: ToCurrent}},
+		// Kafka's tool takes --from-file with a scope, or without.
+		{Group: "g", Scope: Scope{AllTopics: true}, Spec: Spec{Kind: FromFile, File: map[TopicPartition]int64{{"t", 0}: 1}}},
+		{Group: "g", Scope: Scope{Topics: []TopicScope{{Topic: "t", Partitions: []int32{1}}}}, Spec: Spec{Kind: FromFile, File: map[TopicPartition]int64{{"t", 0}: 1}}},
+		{Group: "g", Spec: Spec{Kind: FromFile, File: map[TopicPartition]int64{{"t", 0}: 1}}},
+	} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
 	}
 	for name, r := range map[string]Request{
-		"no group":         {Scope: Scope{AllTopics: true}, Spec: Spec{Kind: ToEarliest}},
-		"no spec":          {Group: "g", Scope: Scope{AllTopics: true}},
-		"two scopes":       {Group: "g", Scope: Scope{AllTopics: true, Topics: []TopicScope{{Topic: "t"}}}, Spec: Spec{Kind: ToEarliest}},
-		"loop in scope":    {Group: "g", Scope: Scope{Topics: []TopicScope{{Topic: "g-loop"}}}, Spec: Spec{Kind: ToEarliest}, ToEnd: []string{"g-loop"}},
-		"file and a scope": {Group: "g", Scope: Scope{AllTopics: true}, Spec: Spec{Kind: FromFile, File: map[TopicPartition]int64{{"t", 0}: 1}}},
+		"no group":            {Scope: Scope{AllTopics: true}, Spec: Spec{Kind: ToEarliest}},
+		"no spec":             {Group: "g", Scope: Scope{AllTopics: true}},
+		"two scopes":          {Group: "g", Scope: Scope{AllTopics: true, Topics: []TopicScope{{Topic: "t"}}}, Spec: Spec{Kind: ToEarliest}},
+		"loop in scope":       {Group: "g", Scope: Scope{Topics: []TopicScope{{Topic: "g-loop"}}}, Spec: Spec{Kind: ToEarliest}, ToEnd: []string{"g-loop"}},
+		"file and two scopes": {Group: "g", Scope: Scope{AllTopics: true, Topics: []TopicScope{{Topic: "t"}}}, Spec: Spec{Kind: FromFile, File: map[TopicPartition]int64{{"t", 0}: 1}}},
+		"file without a row":  {Group: "g", Scope: Scope{AllTopics: true}, Spec: Spec{Kind: FromFile}},
+		"to-current no scope": {Group: "g", Spec: Spec{Kind: ToCurrent}},
+		"unknown spec":        {Group: "g", Scope: Scope{AllTopics: true}, Spec: Spec{Kind: ToCurrent + 1}},
 	} {
 		if err := r.Validate(); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: %v", name, err)
