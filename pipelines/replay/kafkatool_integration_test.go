@@ -137,11 +137,77 @@ func planCSV(t *testing.T, p *replay.Plan, kafkaOut string) map[replay.TopicPart
 	return parseCSV(b.String())
 }
 
+// specCase is one spec planned by us and by Kafka's tool.
+type specCase struct {
+	name    string
+	ours    []string // our flags, parsed into a Request by the same code as the command
+	kafka   []string
+	parts   []int32
+	want    func(p int32) int64
+	warning string // a warning the plan must carry ("" none)
+}
+
+// match plans c for group (which committed these offsets on tt) with our code and with Kafka's
+// tool, and checks both plans against c and each other.
+func (c specCase) match(t *testing.T, ctx context.Context, cl *kgo.Client, brokers string, tt timedTopic, group string, committed map[int32]int64) {
+	t.Run(c.name, func(t *testing.T) {
+		req, err := replay.ParseArgs(group, c.ours)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := replay.Build(ctx, cl, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := kafkaTool(t, ctx, brokers, append([]string{"--group", group, "--reset-offsets", "--dry-run", "--export"}, c.kafka...)...)
+		theirs := parseCSV(raw)
+		ours := planCSV(t, p, raw)
+		if len(ours) != len(c.parts) || len(theirs) != len(c.parts) {
+			t.Fatalf("partitions: ours %v, Kafka's %v (it printed %q), want %v", ours, theirs, raw, c.parts)
+		}
+		for _, part := range c.parts {
+			tp := replay.TopicPartition{Topic: tt.topic, Partition: part}
+			if w := c.want(part); ours[tp] != w || theirs[tp] != w {
+				t.Fatalf("%s: ours %d, Kafka's %d, from the timestamps %d", tp, ours[tp], theirs[tp], w)
+			}
+		}
+		if c.warning != "" && !strings.Contains(strings.Join(p.Warnings, "\n"), c.warning) {
+			t.Fatalf("warnings %q lack %q", p.Warnings, c.warning)
+		}
+		if c.warning == "" && len(p.Warnings) > 0 {
+			t.Fatalf("unexpected warnings %q", p.Warnings)
+		}
+		for _, r := range p.Rows {
+			wantCur, reread := int64(-1), int64(0)
+			if o, ok := committed[r.Partition]; ok {
+				wantCur, reread = o, o-r.Target
+			}
+			if r.Current != wantCur || r.Reread() != reread {
+				t.Fatalf("%s:%d current %d re-read %d", r.Topic, r.Partition, r.Current, r.Reread())
+			}
+			// Timestamps at both ends: the record the group consumed last and the first it will read.
+			if r.Current > r.LogStart && !r.CurrentTime.Equal(tt.at(r.Partition, int(r.Current-1))) {
+				t.Fatalf("%s:%d current time %v, want %v", r.Topic, r.Partition, r.CurrentTime, tt.at(r.Partition, int(r.Current-1)))
+			}
+			if r.Target >= r.LogStart && r.Target < r.LogEnd && !r.TargetTime.Equal(tt.at(r.Partition, int(r.Target))) {
+				t.Fatalf("%s:%d target time %v, want %v", r.Topic, r.Partition, r.TargetTime, tt.at(r.Partition, int(r.Target)))
+			}
+			if r.Target == r.LogEnd && !r.TargetTime.IsZero() {
+				t.Fatalf("%s:%d target at the log end has a time %v", r.Topic, r.Partition, r.TargetTime)
+			}
+		}
+		t.Logf("%s: ours = Kafka's = %v", c.name, ours)
+	})
+
+}
+
 // TestSpecsMatchKafkaTool plans every spec against a topic with known timestamps, for a group
-// with committed offsets, and asks Apache Kafka's own kafka-consumer-groups --reset-offsets
-// --dry-run --export for the same group and spec: the target offsets must be the same, and
-// equal to what the timestamps say. A clamped shift is then executed, ours on one group and
-// Kafka's on an identical second group: the committed offsets must be the same.
+// with committed offsets on every partition and for one with commits on some (one of them out
+// of retention), and asks Apache Kafka's own kafka-consumer-groups --reset-offsets --dry-run
+// --export for the same group and spec: the target offsets must be the same, and equal to
+// what the timestamps and commits say. A clamped shift, a --to-current and a --from-file
+// with a scope are then executed, ours on one group and Kafka's on an identical second group:
+// the committed offsets must be the same.
 func TestSpecsMatchKafkaTool(t *testing.T) {
 	kcfg := testenv.Kafka(t, "replay-kafkatool-test")
 	// Each case starts Kafka's JVM tool once: about 5 s alone, up to 20 s on a loaded machine.
@@ -154,7 +220,9 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 
 	group := testenv.ID("replay-g-")
 	committed := map[int32]int64{0: 100, 1: 150, 2: 60}
-	commit := func(g string) {
+	// partial has committed on partitions 0 (before the log start, 20) and 2, not on 1.
+	partial, partialCommitted := testenv.ID("replay-gp-"), map[int32]int64{0: 5, 2: 60}
+	commit := func(g string, committed map[int32]int64) {
 		testenv.Groups(t, kcfg, g)
 		var os kadm.Offsets
 		for p, o := range committed {
@@ -164,10 +232,16 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	commit(group)
+	commit(group, committed)
+	commit(partial, partialCommitted)
 
 	plan := filepath.Join(t.TempDir(), "plan.csv")
 	if err := os.WriteFile(plan, []byte(fmt.Sprintf("%[1]s,0,3\n%[1]s,1,120\n%[1]s,2,999\n", tt.topic)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// plan02 leaves partition 1 out: with --topic T:1 or --all-topics the scope and the file differ.
+	plan02 := filepath.Join(t.TempDir(), "plan02.csv")
+	if err := os.WriteFile(plan02, []byte(fmt.Sprintf("%[1]s,0,3\n%[1]s,2,999\n", tt.topic)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kafkaTime := func(tm time.Time) string { return tm.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
@@ -185,14 +259,7 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 	clamp := func(p int32, o int64) int64 { return min(max(o, tt.logStart[p]), int64(tt.perPart)) }
 	now := time.Now()
 	t.Setenv("TZ", "Asia/Kolkata") // Kafka's tool (a JVM) and ours run in a zone that is not UTC
-	cases := []struct {
-		name    string
-		ours    []string // our flags, parsed into a Request by the same code as the command
-		kafka   []string
-		parts   []int32
-		want    func(p int32) int64
-		warning string // a warning the plan must carry ("" none)
-	}{
+	cases := []specCase{
 		{"to-earliest all-topics", []string{"--to-earliest", "--all-topics"}, []string{"--to-earliest", "--all-topics"}, all,
 			func(p int32) int64 { return tt.logStart[p] }, ""},
 		{"to-latest", []string{"--to-latest", "--topic", tt.topic}, []string{"--to-latest", "--topic", tt.topic}, all,
@@ -241,61 +308,51 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 			func(int32) int64 { return int64(tt.perPart) }, "past the log end"},
 		{"from-file", []string{"--from-file", plan}, []string{"--from-file", plan}, all,
 			func(p int32) int64 { return clamp(p, map[int32]int64{0: 3, 1: 120, 2: 999}[p]) }, "clamped"},
+		// With a scope, Kafka's tool checks the scope's partitions exist and moves the file's.
+		{"from-file topic", []string{"--from-file", plan, "--topic", tt.topic}, []string{"--from-file", plan, "--topic", tt.topic}, all,
+			func(p int32) int64 { return clamp(p, map[int32]int64{0: 3, 1: 120, 2: 999}[p]) }, "clamped"},
+		{"from-file topic, other partitions", []string{"--from-file", plan02, "--topic", tt.topic + ":1"}, []string{"--from-file", plan02, "--topic", tt.topic + ":1"},
+			[]int32{0, 2}, func(p int32) int64 { return clamp(p, map[int32]int64{0: 3, 2: 999}[p]) }, "in the file but not in the scope, move"},
+		{"from-file all-topics", []string{"--from-file", plan02, "--all-topics"}, []string{"--from-file", plan02, "--all-topics"}, []int32{0, 2},
+			func(p int32) int64 { return clamp(p, map[int32]int64{0: 3, 2: 999}[p]) }, "in the scope but not in the file, stay"},
+		{"to-current", []string{"--to-current", "--topic", tt.topic + ":0,2"}, []string{"--to-current", "--topic", tt.topic + ":0,2"}, []int32{0, 2},
+			func(p int32) int64 { return committed[p] }, ""},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			req, err := replay.ParseArgs(group, c.ours)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := replay.Build(ctx, cl, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw := kafkaTool(t, ctx, brokers, append([]string{"--group", group, "--reset-offsets", "--dry-run", "--export"}, c.kafka...)...)
-			theirs := parseCSV(raw)
-			ours := planCSV(t, p, raw)
-			if len(ours) != len(c.parts) || len(theirs) != len(c.parts) {
-				t.Fatalf("partitions: ours %v, Kafka's %v (it printed %q), want %v", ours, theirs, raw, c.parts)
-			}
-			for _, part := range c.parts {
-				tp := replay.TopicPartition{Topic: tt.topic, Partition: part}
-				if w := c.want(part); ours[tp] != w || theirs[tp] != w {
-					t.Fatalf("%s: ours %d, Kafka's %d, from the timestamps %d", tp, ours[tp], theirs[tp], w)
-				}
-			}
-			if c.warning != "" && !strings.Contains(strings.Join(p.Warnings, "\n"), c.warning) {
-				t.Fatalf("warnings %q lack %q", p.Warnings, c.warning)
-			}
-			if c.warning == "" && len(p.Warnings) > 0 {
-				t.Fatalf("unexpected warnings %q", p.Warnings)
-			}
-			for _, r := range p.Rows {
-				if r.Current != committed[r.Partition] || r.Reread() != r.Current-r.Target {
-					t.Fatalf("%s:%d current %d re-read %d", r.Topic, r.Partition, r.Current, r.Reread())
-				}
-				// Timestamps at both ends: the record the group consumed last and the first it will read.
-				if r.Current > r.LogStart && !r.CurrentTime.Equal(tt.at(r.Partition, int(r.Current-1))) {
-					t.Fatalf("%s:%d current time %v, want %v", r.Topic, r.Partition, r.CurrentTime, tt.at(r.Partition, int(r.Current-1)))
-				}
-				if r.Target < r.LogEnd && !r.TargetTime.Equal(tt.at(r.Partition, int(r.Target))) {
-					t.Fatalf("%s:%d target time %v, want %v", r.Topic, r.Partition, r.TargetTime, tt.at(r.Partition, int(r.Target)))
-				}
-				if r.Target == r.LogEnd && !r.TargetTime.IsZero() {
-					t.Fatalf("%s:%d target at the log end has a time %v", r.Topic, r.Partition, r.TargetTime)
-				}
-			}
-			t.Logf("%s: ours = Kafka's = %v", c.name, ours)
-		})
+	// --to-current where the group has no commit (the log end) and one out of retention (kept).
+	partialCases := []specCase{
+		{"to-current partial", []string{"--to-current", "--topic", tt.topic}, []string{"--to-current", "--topic", tt.topic}, all,
+			func(p int32) int64 { return map[int32]int64{0: 5, 1: int64(tt.perPart), 2: 60}[p] }, "no committed offset: set to the log end"},
+		{"to-current partial all-topics", []string{"--to-current", "--all-topics"}, []string{"--to-current", "--all-topics"}, []int32{0, 2},
+			func(p int32) int64 { return partialCommitted[p] }, "before the log start (20, out of retention): kept"},
+		{"to-current partial some partitions", []string{"--to-current", "--topic", tt.topic + ":1,2"}, []string{"--to-current", "--topic", tt.topic + ":1,2"}, []int32{1, 2},
+			func(p int32) int64 { return map[int32]int64{1: int64(tt.perPart), 2: 60}[p] }, "no committed offset"},
+	}
+	runs := []struct {
+		group     string
+		committed map[int32]int64
+		cases     []specCase
+	}{{group, committed, cases}, {partial, partialCommitted, partialCases}}
+	for _, run := range runs {
+		for _, c := range run.cases {
+			c.match(t, ctx, cl, brokers, tt, run.group, run.committed)
+		}
 	}
 
-	// Executed: ours on one group, Kafka's on an identical one (a clamped shift).
-	for _, c := range []struct{ ours, kafka []string }{
-		{[]string{"--shift-by", "-90", "--topic", tt.topic}, []string{"--shift-by", "-90", "--topic", tt.topic}},
+	// Executed: ours on one group, Kafka's on an identical one (a clamped shift; --to-current
+	// keeping an offset out of retention and setting the log end where there was no commit;
+	// --from-file moving partitions outside its scope and leaving the scope's partition 1).
+	for _, c := range []struct {
+		name        string
+		from        map[int32]int64 // the commits both groups start from
+		ours, kafka []string
+	}{
+		{"shift", committed, []string{"--shift-by", "-90", "--topic", tt.topic}, []string{"--shift-by", "-90", "--topic", tt.topic}},
+		{"current", partialCommitted, []string{"--to-current", "--topic", tt.topic}, []string{"--to-current", "--topic", tt.topic}},
+		{"file", committed, []string{"--from-file", plan02, "--topic", tt.topic + ":1"}, []string{"--from-file", plan02, "--topic", tt.topic + ":1"}},
 	} {
-		ga, gb := group+"-a"+c.ours[0], group+"-b"+c.ours[0]
-		commit(ga)
-		commit(gb)
+		ga, gb := group+"-a-"+c.name, group+"-b-"+c.name
+		commit(ga, c.from)
+		commit(gb, c.from)
 		req, err := replay.ParseArgs(ga, c.ours)
 		if err != nil {
 			t.Fatal(err)
@@ -316,11 +373,20 @@ func TestSpecsMatchKafkaTool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Every partition: the plan's target where it has a row, else where the group started.
+		want := map[int32]int64{}
+		for part, o := range c.from {
+			want[part] = o
+		}
+		for _, r := range p.Rows {
+			want[r.Partition] = r.Target
+		}
 		for part := int32(0); part < 3; part++ {
-			a, _ := oa.Lookup(tt.topic, part)
-			b, _ := ob.Lookup(tt.topic, part)
-			if a.At != b.At || a.At != p.Rows[part].Target {
-				t.Fatalf("%v executed: partition %d committed %d (ours) vs %d (Kafka's), plan %d", c.ours, part, a.At, b.At, p.Rows[part].Target)
+			a, okA := oa.Lookup(tt.topic, part)
+			b, okB := ob.Lookup(tt.topic, part)
+			w, okW := want[part]
+			if okA != okW || okB != okW || a.At != b.At || okW && a.At != w {
+				t.Fatalf("%v executed: partition %d committed %d, %v (ours) vs %d, %v (Kafka's), want %d, %v", c.ours, part, a.At, okA, b.At, okB, w, okW)
 			}
 		}
 		t.Logf("%v executed: both groups committed %v", c.ours, p.Offsets())
