@@ -17,20 +17,26 @@ const replayLong = `replay moves a consumer group's committed offsets so that th
 again (or skips ahead), and keeps each stage's state right while it does. It is a dry run unless
 --execute is given: it prints the plan, one row per partition, and changes nothing.
 
-Scope (one of):
+Scope (one of; optional with --from-file):
   --topic T          every partition of T; repeat for more topics
   --topic T:0,2      partitions 0 and 2 of T
   --all-topics       every partition the group has committed (but its goka loopback <group>-loop)
 Spec (one of), computed as Kafka's kafka-consumer-groups --reset-offsets does:
   --to-earliest      the log start          --to-latest       the log end
+  --to-current       the committed offset, kept as it is (not clamped, even out of retention);
+                     the log end on a partition in scope where the group has no commit
   --to-datetime TS   the first record at or after TS; the log end if none. TS as Kafka's tool
                      takes it, YYYY-MM-DDTHH:mm:SS.sss (no zone: UTC) with an optional zone
                      (Z, +02:00, +0200, +02), or RFC 3339
   --by-duration D    --to-datetime now-D; D like 6h, 7d, 1d12h or ISO-8601 P1DT6H
   --shift-by N       the committed offset + N (negative: back)
   --to-offset N      offset N
-  --from-file F      the offsets in F, CSV topic,partition,offset (what --export writes)
-A point outside the retained log is clamped to its start or end, with a warning.
+  --from-file F      the offsets in F, CSV topic,partition,offset (what --export writes). The
+                     file's partitions move. A scope given with it only has to exist, as in
+                     Kafka's tool: partitions in the scope but not in F stay, those in F but
+                     not in the scope move all the same (both named in a warning)
+A point outside the retained log is clamped to its start or end, with a warning (not with
+--to-current).
 
 The plan shows CURRENT-OFFSET (committed) and NEW-OFFSET, RE-READ (records read again; "skip N"
 when moving forward), LAG-AFTER, and the timestamps of the last record consumed (CURRENT-TIME)
@@ -65,6 +71,7 @@ func newReplayCmd() *cobra.Command {
   backflow replay --group backflow-features --all-topics --to-earliest --reset-state --execute
   backflow replay --group g --topic t:0,2 --shift-by -1000 --export > plan.csv
   backflow replay --group g --from-file plan.csv --execute
+  backflow replay --group g --topic t:0,2 --to-current --export > current.csv   # the committed offsets, as a plan
   backflow replay status --group backflow-ingest --watch`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
