@@ -134,7 +134,7 @@ The same bad record can be in the topic more than once (a stage killed after its
 before its commit writes it again on restart; so does a replay). As the ClickHouse view
 v_dlq_entries does, list shows each origin record (topic/partition/offset) and stage once: the
 first entry in DLQ order (partition, then offset), with REPEATS, the number of later entries it
-stands for. The entries are printed after the read; each one kept costs about 300 bytes plus
+stands for. The entries are printed after the read; each one kept costs about 450 bytes plus
 its message and key (--limit N keeps N), any other origin record about 100 bytes. --all lists
 every entry as it is read, repeats included, without REPEATS and without holding entries.
 

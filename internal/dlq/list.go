@@ -44,7 +44,7 @@ type Listed struct {
 
 // Folder folds entries by Identity, keeping the first of each in the order added (the order
 // Scan reads: by DLQ partition, then offset, which is the view's order too). It keeps in full
-// only the first Keep distinct entries (0: all), without their value and headers: about 300
+// only the first Keep distinct entries (0: all), without their value and headers: about 450
 // bytes plus its message (at most 1 KiB) and key per entry kept; an identity beyond them costs
 // about 100 bytes (enough to fold its repeats). A Folder is not safe for concurrent use.
 type Folder struct {
