@@ -301,7 +301,7 @@ sink_clickhouse:
 	}
 	ends := endOffsets(t, ctx, env.Admin, agent.topic)
 	v3 := &streamUnderTest{name: agent.name, topic: agent.topic, key: agent.key}
-	send(v3, "agent-task-event.v3.avsc", env.ID+"-v3", 30, 20, -1)
+	send(v3, "agent-task-event.v3.avsc", env.ID+"-v3", 30, 20, loadgen.None)
 	<-run.Done()
 	err = run.Err()
 	if !errors.Is(err, clickhouse.ErrStreamStopped) || !strings.Contains(err.Error(), "field attempt changed type") {

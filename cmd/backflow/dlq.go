@@ -120,21 +120,32 @@ func checkTopicFlag(topic string) error {
 func newDLQListCmd() *cobra.Command {
 	var f dlqFilter
 	var timeout time.Duration
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "Print the dead-letter entries present now, then the counts per error class",
 		Long: `list reads the dead-letter topic from its start up to each partition's end at the time of
 the call (a snapshot: it ends even while stages keep writing), partition by partition, and
 prints one line per entry: its DLQ partition/offset, the origin topic/partition/offset, error
-class, stage, time and message. Then it prints how many entries each class has, and the total.
+class, stage, time, message and repeats. Then it prints how many entries each class has, the
+total, and how many repeats it folded.
+
+The same bad record can be in the topic more than once (a stage killed after its DLQ write and
+before its commit writes it again on restart; so does a replay). As the ClickHouse view
+v_dlq_entries does, list shows each origin record (topic/partition/offset) and stage once: the
+first entry in DLQ order (partition, then offset), with REPEATS, the number of later entries it
+stands for. The entries are printed after the read; each one kept costs about 450 bytes plus
+its message and key (--limit N keeps N), any other origin record about 100 bytes. --all lists
+every entry as it is read, repeats included, without REPEATS and without holding entries.
 
 --class and --origin-topic narrow the entries (and the counts); --limit caps the lines printed,
 not the counts. With -o json (or --json) it prints one JSON object per entry and nothing else (the key
-base64-encoded, null for a null key; the value as its length, value_bytes).
+base64-encoded, null for a null key; the value as its length, value_bytes; repeats).
 
 A record in the topic that does not follow the DLQ conventions is reported on stderr and counted
 as undecodable. A topic that does not exist is an error (exit 1).`,
 		Example: `  backflow dlq list
+  backflow dlq list --all                                  # every entry, repeats included
   backflow dlq list --class unknown_schema --origin-topic model-inference-result --limit 20
   backflow dlq list -o json | jq -r .message`,
 		Args: usageArgs(cobra.NoArgs),
@@ -153,32 +164,18 @@ as undecodable. A topic that does not exist is an error (exit 1).`,
 			defer cancel()
 			out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			p := newEntryPrinter(out, f.json)
-			counts := map[string]int{}
-			matched, shown, undecodable := 0, 0, 0
-			err = dlq.Scan(ctx, cfg.Kafka, f.topic, func(r *kgo.Record) error {
-				e, err := dlq.Decode(r)
-				if err != nil {
-					undecodable++
+			p.repeats = !all
+			res, err := dlq.List(ctx, cfg.Kafka, f.topic, dlq.ListOptions{Class: f.class, OriginTopic: f.originTopic, Limit: f.limit, All: all,
+				Undecodable: func(r *kgo.Record, err error) {
 					fmt.Fprintf(stderr, "backflow: %s/%d/%d is not a DLQ entry: %v\n", r.Topic, r.Partition, r.Offset, err)
-					return nil
-				}
-				if !f.match(e) {
-					return nil
-				}
-				matched++
-				counts[e.Class]++
-				if f.limit == 0 || shown < f.limit {
-					shown++
-					return p.print(e)
-				}
-				return nil
-			})
+				}}, p.printListed)
 			if ferr := p.flush(); err == nil {
 				err = ferr
 			}
 			if err != nil {
 				return err
 			}
+			counts, matched, shown, undecodable := res.Counts, res.Matched, res.Shown, res.Undecodable
 			if f.json {
 				return nil
 			}
@@ -203,10 +200,15 @@ as undecodable. A topic that does not exist is an error (exit 1).`,
 				total += fmt.Sprintf(" (%d shown)", shown)
 			}
 			fmt.Fprintf(tw, "total\t%s\n", total)
+			if res.Folded > 0 {
+				fmt.Fprintf(tw, "folded\t%d repeated entr%s of these origin records (--all lists every entry)\n",
+					res.Folded, map[bool]string{true: "y", false: "ies"}[res.Folded == 1])
+			}
 			return tw.Flush()
 		},
 	}
 	f.addFlags(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "list every entry, repeats of an origin record included (default: each origin record and stage once, with its repeats)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long the whole read may take")
 	return cmd
 }
@@ -275,12 +277,13 @@ followed. A topic that does not exist is an error (exit 1).`,
 
 // entryPrinter writes entries as aligned text columns or as JSON lines.
 type entryPrinter struct {
-	json  bool
-	eager bool // write every line at once (tail)
-	w     io.Writer
-	enc   *json.Encoder
-	tw    *tabwriter.Writer
-	lines int
+	json    bool
+	eager   bool // write every line at once (tail)
+	repeats bool // a REPEATS column: list, folding repeated origin records
+	w       io.Writer
+	enc     *json.Encoder
+	tw      *tabwriter.Writer
+	lines   int
 }
 
 // flushEvery bounds what the tabwriter buffers; columns realign per block of lines.
@@ -313,6 +316,20 @@ type entryJSON struct {
 	Key             []byte `json:"key"` // base64; null for a null key
 	ValueBytes      int    `json:"value_bytes"`
 	TruncatedFrom   int    `json:"truncated_from,omitempty"`
+	Repeats         *int   `json:"repeats,omitempty"` // list without --all: later entries folded into this one
+}
+
+// printListed prints an entry of list: with its repeats unless every entry is listed.
+func (p *entryPrinter) printListed(l dlq.Listed) error {
+	if p.json {
+		j := toJSON(l.Entry)
+		j.ValueBytes = l.ValueBytes
+		if p.repeats {
+			j.Repeats = &l.Repeats
+		}
+		return p.enc.Encode(j)
+	}
+	return p.printColumns(l.Entry, strconv.Itoa(l.Repeats))
 }
 
 func toJSON(e dlq.Entry) entryJSON {
@@ -332,6 +349,11 @@ func (p *entryPrinter) print(e dlq.Entry) error {
 	if p.json {
 		return p.enc.Encode(toJSON(e))
 	}
+	return p.printColumns(e, "")
+}
+
+// printColumns prints e as a text line, with repeats in its column when p has one.
+func (p *entryPrinter) printColumns(e dlq.Entry, repeats string) error {
 	cols := []string{fmt.Sprintf("%d/%d", e.DLQPartition, e.DLQOffset),
 		fmt.Sprintf("%s/%d/%d", e.Origin.Topic, e.Origin.Partition, e.Origin.Offset),
 		oneLine(e.Class), oneLine(e.Stage), e.Time.UTC().Format(dlq.TimeLayout), oneLine(e.Message)}
@@ -345,9 +367,16 @@ func (p *entryPrinter) print(e dlq.Entry) error {
 		return err
 	}
 	if p.lines%flushEvery == 0 {
-		fmt.Fprintln(p.tw, "DLQ\tORIGIN\tCLASS\tSTAGE\tTIME\tMESSAGE")
+		head := "DLQ\tORIGIN\tCLASS\tSTAGE\tTIME\tMESSAGE"
+		if p.repeats {
+			head = "DLQ\tORIGIN\tCLASS\tSTAGE\tTIME\tREPEATS\tMESSAGE"
+		}
+		fmt.Fprintln(p.tw, head)
 	}
 	p.lines++
+	if p.repeats {
+		cols = slices.Insert(cols, 5, repeats)
+	}
 	fmt.Fprintln(p.tw, strings.Join(cols, "\t"))
 	if p.lines%flushEvery == 0 {
 		return p.tw.Flush()

@@ -370,6 +370,94 @@ func TestDLQTail(t *testing.T) {
 	}
 }
 
+// writeAgain dead-letters the fixture's record at origin offset off once more, as stage.
+func (f *dlqFixture) writeAgain(t *testing.T, ctx context.Context, off int64, stage string) {
+	t.Helper()
+	again := f.byOriginOffset[off]
+	cl, err := f.cfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w, err := dlq.NewWriter(cl, dlq.Config{Topic: f.dlqTopic, Stage: stage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, again.Origin, dlq.WithClass(again.Class, fmt.Errorf("record %d is %s", off, again.Class))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDLQListFoldsRepeatedOrigins: after crashes the same bad record is in the DLQ twice; list
+// shows it once, the first entry, with repeats 1 and a folded count, as v_dlq_entries does (by
+// origin and stage: the same record given up on by another stage is an entry of its own), and
+// --all lists both.
+func TestDLQListFoldsRepeatedOrigins(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := newDLQFixture(t, ctx)
+	f.writeAgain(t, ctx, 100, "ingest")          // a repeat: folded
+	f.writeAgain(t, ctx, 101, "sink-clickhouse") // another stage: not folded
+	first := f.byOriginOffset[100]
+
+	jsonLines := func(args ...string) []entryJSON {
+		t.Helper()
+		code, out, stderr := runDLQ(t, ctx, append([]string{"dlq", "list", "--topic", f.dlqTopic, "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("list %v: exit %d, stderr %q", args, code, stderr)
+		}
+		var js []entryJSON
+		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			var j entryJSON
+			if err := json.Unmarshal([]byte(line), &j); err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			js = append(js, j)
+		}
+		return js
+	}
+	folded := jsonLines()
+	perOffset, repeats := map[int64]int{}, map[string]int{}
+	for _, j := range folded {
+		perOffset[j.OriginOffset]++
+		if j.Repeats == nil {
+			t.Fatalf("entry %+v has no repeats", j)
+		}
+		repeats[fmt.Sprintf("%d/%s", j.OriginOffset, j.Stage)] = *j.Repeats
+		if j.OriginOffset == 100 && (j.DLQPartition != first.DLQPartition || j.DLQOffset != first.DLQOffset) {
+			t.Errorf("origin 100 shown at DLQ %d/%d, want the first entry, %d/%d", j.DLQPartition, j.DLQOffset, first.DLQPartition, first.DLQOffset)
+		}
+	}
+	wantRepeats := map[string]int{"100/ingest": 1, "101/ingest": 0, "101/sink-clickhouse": 0, "102/ingest": 0, "103/ingest": 0, "104/ingest": 0}
+	if len(folded) != 6 || perOffset[100] != 1 || perOffset[101] != 2 || fmt.Sprint(repeats) != fmt.Sprint(wantRepeats) {
+		t.Errorf("folded list: %d entries, per origin offset %v, repeats %v; want 6, origin 100 once, 101 twice (two stages), repeats %v",
+			len(folded), perOffset, repeats, wantRepeats)
+	}
+
+	all := jsonLines("--all")
+	perOffset = map[int64]int{}
+	for _, j := range all {
+		perOffset[j.OriginOffset]++
+		if j.Repeats != nil {
+			t.Errorf("--all entry %+v has repeats", j)
+		}
+	}
+	if len(all) != 7 || perOffset[100] != 2 || perOffset[101] != 2 {
+		t.Errorf("--all: %d entries, per origin offset %v; want 7, origin 100 and 101 twice each", len(all), perOffset)
+	}
+
+	code, out, stderr := runDLQ(t, ctx, "dlq", "list", "--topic", f.dlqTopic)
+	line100 := regexp.MustCompile(fmt.Sprintf(`(?m)^%d/%d\s+%s/0/100\s+corrupt\s+ingest\s+\S+\s+1\s+record 100`, first.DLQPartition, first.DLQOffset, f.originA))
+	if code != exitOK || !line100.MatchString(out) || !regexp.MustCompile(`(?m)^total\s+6$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^folded\s+1 repeated entry `).MatchString(out) || !regexp.MustCompile(`(?m)^corrupt\s+3$`).MatchString(out) {
+		t.Errorf("text list: exit %d, want origin 100 once with REPEATS 1, corrupt 3 (101 by two stages), total 6, folded 1\n%s\n%s", code, out, stderr)
+	}
+	code, out, _ = runDLQ(t, ctx, "dlq", "list", "--topic", f.dlqTopic, "--all")
+	if code != exitOK || strings.Count(out, f.originA+"/0/100 ") != 2 || !regexp.MustCompile(`(?m)^total\s+7$`).MatchString(out) || strings.Contains(out, "folded") {
+		t.Errorf("text list --all: exit %d, want origin 100 twice, total 7, nothing folded\n%s", code, out)
+	}
+}
+
 // TestDLQRedriveSaysWhatItCollapsed: list showed 209 entries and the dry run "would re-drive
 // 206" without saying why. The same bad record dead-lettered twice (a retried DLQ write) is
 // re-driven once, and redrive now says how many entries it collapsed.
@@ -377,20 +465,8 @@ func TestDLQRedriveSaysWhatItCollapsed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f := newDLQFixture(t, ctx)
-	again := f.byOriginOffset[100] // originA/0/100 written a second time
-	cl, err := f.cfg.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	w, err := dlq.NewWriter(cl, dlq.Config{Topic: f.dlqTopic, Stage: "ingest"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ctx, again.Origin, dlq.WithClass("corrupt", errors.New("record 100 is corrupt"))); err != nil {
-		t.Fatal(err)
-	}
-	code, out, stderr := runDLQ(t, ctx, "dlq", "list", "--topic", f.dlqTopic)
+	f.writeAgain(t, ctx, 100, "ingest") // originA/0/100 written a second time
+	code, out, stderr := runDLQ(t, ctx, "dlq", "list", "--all", "--topic", f.dlqTopic)
 	if code != exitOK || !regexp.MustCompile(`(?m)^total\s+6$`).MatchString(out) {
 		t.Fatalf("list: exit %d\n%s\n%s", code, out, stderr)
 	}

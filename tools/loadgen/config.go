@@ -16,7 +16,10 @@ import (
 	"github.com/backflowhq/backflow/avro"
 )
 
-// Config describes the traffic. Zero fields take the defaults stated on each.
+// Config describes the traffic. Zero fields take the defaults stated on each. A share or rate
+// field (SensitiveShare, DuplicateRate, CrossPartitionShare, PoisonRate, V2Share,
+// EmbeddingShare) has one meaning per value: 0 takes the default, None means none at all, and
+// a value in (0, 1] is the share itself. Any other negative value is an error.
 type Config struct {
 	// InferenceTopic and GatewayTopic are the topics written. Defaults: model-inference-result
 	// and gateway-log.
@@ -74,12 +77,53 @@ type Config struct {
 	// Subjects names the registry subjects schemas are registered under. Default:
 	// avro.TopicName ("<topic>-value"; inference v1 and v2 share the subject).
 	Subjects avro.SubjectStrategy
+
+	resolved bool // withDefaults has run: its defaults are not applied again
 }
 
-// The shares in Config are fractions; a negative value means "none" where zero means default.
-const none = -1
+// None, set in a share or rate field of Config or StreamConfig, means none at all (a zero
+// field takes the default).
+const None = -1.0
+
+// The default shares and rates of Config and StreamConfig; loadgen's flags show the same.
+const (
+	DefaultSensitiveShare      = 0.05
+	DefaultDuplicateRate       = 0.02
+	DefaultCrossPartitionShare = 0.25
+	DefaultPoisonRate          = 0.01
+	DefaultV2Share             = 0.5
+	DefaultEmbeddingShare      = 0.3
+)
+
+// share resolves a share or rate field once: 0 takes the default d, None becomes 0, and
+// anything else is left for Validate to judge.
+func share(p *float64, d float64) {
+	switch *p {
+	case 0:
+		*p = d
+	case None:
+		*p = 0
+	}
+}
+
+// badShares reports the shares that are not a fraction in [0, 1] after share resolved them.
+func badShares(bad func(string, ...any), shares map[string]float64) {
+	for name, v := range shares {
+		if v < 0 || v > 1 {
+			bad("%s: %v, want a fraction in [0, 1] (0: the default; none: loadgen.None)", name, v)
+		}
+	}
+}
+
+// WithDefaults is c with every default applied. It applies them once: a second call returns
+// its argument unchanged, so a share resolved to 0 (from None) stays 0.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
+	if c.resolved {
+		return c
+	}
+	c.resolved = true
 	str := func(p *string, d string) {
 		if *p == "" {
 			*p = d
@@ -88,13 +132,6 @@ func (c Config) withDefaults() Config {
 	intv := func(p *int, d int) {
 		if *p == 0 {
 			*p = d
-		}
-	}
-	frac := func(p *float64, d float64) {
-		if *p == 0 {
-			*p = d
-		} else if *p < 0 {
-			*p = 0
 		}
 	}
 	str(&c.InferenceTopic, avro.TopicInferenceResult)
@@ -108,18 +145,18 @@ func (c Config) withDefaults() Config {
 	if c.ZipfS == 0 {
 		c.ZipfS = 1.2
 	}
-	frac(&c.SensitiveShare, 0.05)
+	share(&c.SensitiveShare, DefaultSensitiveShare)
 	if len(c.Words) == 0 {
 		c.Words = DefaultWords
 	}
-	frac(&c.DuplicateRate, 0.02)
-	frac(&c.CrossPartitionShare, 0.25)
-	frac(&c.PoisonRate, 0.01)
+	share(&c.DuplicateRate, DefaultDuplicateRate)
+	share(&c.CrossPartitionShare, DefaultCrossPartitionShare)
+	share(&c.PoisonRate, DefaultPoisonRate)
 	if len(c.PoisonKinds) == 0 {
 		c.PoisonKinds = AllPoisonKinds
 	}
-	frac(&c.V2Share, 0.5)
-	frac(&c.EmbeddingShare, 0.3)
+	share(&c.V2Share, DefaultV2Share)
+	share(&c.EmbeddingShare, DefaultEmbeddingShare)
 	intv(&c.EmbeddingDim, 16)
 	intv(&c.MaxRecordBytes, avro.DefaultMaxRecordBytes)
 	if c.Seed == 0 {
@@ -156,12 +193,8 @@ func (c Config) Validate() error {
 	if c.ZipfS <= 1 {
 		bad("zipf s: %v, want > 1", c.ZipfS)
 	}
-	for name, v := range map[string]float64{"sensitive share": c.SensitiveShare, "duplicate rate": c.DuplicateRate,
-		"cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate, "v2 share": c.V2Share, "embedding share": c.EmbeddingShare} {
-		if v > 1 {
-			bad("%s: %v, want a fraction in [0, 1]", name, v)
-		}
-	}
+	badShares(bad, map[string]float64{"sensitive share": c.SensitiveShare, "duplicate rate": c.DuplicateRate,
+		"cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate, "v2 share": c.V2Share, "embedding share": c.EmbeddingShare})
 	for _, k := range c.PoisonKinds {
 		if _, ok := poisonClass[k]; !ok {
 			bad("poison kind: %q is unknown (known: %v)", k, AllPoisonKinds)

@@ -68,7 +68,7 @@ func TestGeneratorIsDeterministic(t *testing.T) {
 func TestGeneratorEventClock(t *testing.T) {
 	reg := fakeRegistry(t)
 	start := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
-	recs := plan(t, Config{Seed: 3, EventStart: start, EventStep: 90 * time.Second, PoisonRate: none, DuplicateRate: none}, reg, 50)
+	recs := plan(t, Config{Seed: 3, EventStart: start, EventStep: 90 * time.Second, PoisonRate: None, DuplicateRate: None}, reg, 50)
 	dec, err := avro.NewDecoder[avro.GatewayLog](reg, avro.GatewayLogSchema, avro.DecoderConfig{})
 	if err != nil {
 		t.Fatal(err)

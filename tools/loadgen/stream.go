@@ -44,14 +44,14 @@ type StreamConfig struct {
 	// Rate is records per second; 0 sends flat out.
 	Rate float64
 	// DuplicateRate, CrossPartitionShare and PoisonRate mean what they mean in Config (per
-	// original record). Defaults: 0.02, 0.25, 0.01.
+	// original record; 0 takes the default, None means none). Defaults: 0.02, 0.25, 0.01.
 	DuplicateRate       float64
 	CrossPartitionShare float64
 	PoisonRate          float64
 	// PoisonKinds restricts the kinds of poison. Default: StreamPoisonKinds.
 	PoisonKinds []PoisonKind
-	// SensitiveShare is the share of string values with a word of Words planted. Defaults:
-	// 0.05 and DefaultWords.
+	// SensitiveShare is the share of string values with a word of Words planted (0: the
+	// default, None: none). Defaults: 0.05 and DefaultWords.
 	SensitiveShare float64
 	Words          []string
 	// MaxRecordBytes is the stream's size limit; oversized poison is just above it. Default:
@@ -59,6 +59,8 @@ type StreamConfig struct {
 	MaxRecordBytes int
 	// Seed makes the traffic reproducible. Default: 1.
 	Seed uint64
+
+	resolved bool // withDefaults has run: its defaults are not applied again
 }
 
 // StreamPoisonKinds are the poison kinds of a declared stream: everything that is wrong with
@@ -67,6 +69,10 @@ type StreamConfig struct {
 var StreamPoisonKinds = []PoisonKind{PoisonBadMagic, PoisonShort, PoisonUnknownSchema, PoisonTruncated, PoisonGarbage, PoisonOversized}
 
 func (c StreamConfig) withDefaults() StreamConfig {
+	if c.resolved {
+		return c
+	}
+	c.resolved = true
 	if c.Subject == "" {
 		c.Subject = c.Topic + "-value"
 	}
@@ -79,17 +85,10 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	if c.Records == 0 {
 		c.Records = 1000
 	}
-	frac := func(p *float64, d float64) {
-		if *p == 0 {
-			*p = d
-		} else if *p < 0 {
-			*p = 0
-		}
-	}
-	frac(&c.DuplicateRate, 0.02)
-	frac(&c.CrossPartitionShare, 0.25)
-	frac(&c.PoisonRate, 0.01)
-	frac(&c.SensitiveShare, 0.05)
+	share(&c.DuplicateRate, DefaultDuplicateRate)
+	share(&c.CrossPartitionShare, DefaultCrossPartitionShare)
+	share(&c.PoisonRate, DefaultPoisonRate)
+	share(&c.SensitiveShare, DefaultSensitiveShare)
 	if len(c.Words) == 0 {
 		c.Words = DefaultWords
 	}
@@ -124,12 +123,8 @@ func (c StreamConfig) Validate() error {
 	if c.Records < 0 {
 		bad("records: %d is negative", c.Records)
 	}
-	for name, v := range map[string]float64{"duplicate rate": c.DuplicateRate, "cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate,
-		"sensitive share": c.SensitiveShare} {
-		if v > 1 {
-			bad("%s: %v, want a fraction in [0, 1]", name, v)
-		}
-	}
+	badShares(bad, map[string]float64{"duplicate rate": c.DuplicateRate, "cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate,
+		"sensitive share": c.SensitiveShare})
 	for _, k := range c.PoisonKinds {
 		if k == PoisonMissingRequestID || k == PoisonAbsurdTimestamp {
 			bad("poison kind %q is the built-in streams' only (stream kinds: %v)", k, StreamPoisonKinds)

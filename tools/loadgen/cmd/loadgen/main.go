@@ -16,6 +16,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/envfile"
@@ -83,6 +84,10 @@ The manifest (JSON lines: a header, then one line per acknowledged record with i
 partition, offset, requestId, kind, and for poison the class the pipeline must assign) is the
 oracle tests check the pipeline against. Only records the brokers acknowledged are listed.
 
+Every share and rate flag (--sensitive-share, --dup-rate, --cross-partition-share,
+--poison-rate, --v2-share, --embedding-share) takes a fraction in [0, 1]: left out, it is the
+default shown; 0 means none (--poison-rate 0 sends no poison at all).
+
 With --stream NAME it sends traffic for the stream of that name declared in --config instead
 (docs/streams.md): --requests records of the schema in --stream-schema, registered under the
 stream's subject, with random valid values for every field, a unique value in its dedupe key
@@ -92,7 +97,7 @@ duplicates and poison (bad_magic, short, unknown_schema, truncated, garbage, ove
 Stop with Ctrl-C at any time: records in flight are flushed and the manifest stays exact.`,
 		Example: `  loadgen --env-file .stack/env --requests 100000 --manifest /tmp/run.jsonl
   loadgen --duration 5m --rate 2000 --poison-rate 0.001
-  loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0
+  loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0   # no duplicates
   loadgen --config deploy/streams/streams.yaml --stream agent-task-event --stream-schema deploy/streams/agent-task-event.avsc --requests 5000`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -105,6 +110,9 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnvFile(envFile); err != nil {
 				return err
+			}
+			if err := applyShareFlags(cmd.Flags(), &cfg); err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
 			}
 			kinds, err := loadgen.ParsePoisonKinds(poisonKinds)
 			if err != nil {
@@ -210,14 +218,9 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 	f.IntVar(&cfg.Tenants, "tenants", 50, "number of tenants")
 	f.IntVar(&cfg.UsersPerTenant, "users-per-tenant", 200, "users in each tenant")
 	f.Float64Var(&cfg.ZipfS, "zipf", 1.2, "Zipf exponent of model, tenant and user popularity (> 1)")
-	f.Float64Var(&cfg.SensitiveShare, "sensitive-share", 0.05, "share of texts with a dictionary word (negative: none)")
 	f.StringVar(&wordsFile, "words-file", "", "dictionary to plant words from: one entry per line, first tab-separated column (default: the built-in sample words)")
-	f.Float64Var(&cfg.DuplicateRate, "dup-rate", 0.02, "share of records re-sent with the same requestId (negative: none)")
-	f.Float64Var(&cfg.CrossPartitionShare, "cross-partition-share", 0.25, "share of duplicates sent to another partition (negative: none)")
-	f.Float64Var(&cfg.PoisonRate, "poison-rate", 0.01, "poison records per source record (negative: none)")
+	bindShareFlags(f, &cfg)
 	f.StringVar(&poisonKinds, "poison-kinds", "all", "comma-separated poison kinds to rotate through")
-	f.Float64Var(&cfg.V2Share, "v2-share", 0.5, "share of inference results written with schema v2 (negative: none)")
-	f.Float64Var(&cfg.EmbeddingShare, "embedding-share", 0.3, "share of inference results with an embedding (negative: none)")
 	f.IntVar(&cfg.EmbeddingDim, "embedding-dim", 16, "embedding length")
 	f.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", avro.DefaultMaxRecordBytes, "the pipeline's record size limit; oversized poison exceeds it")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed: the same seed and run id give the same traffic")
@@ -262,6 +265,51 @@ func streamTraffic(streams []clickhouse.StreamConfig, name, file string, cfg loa
 		}
 	}
 	return out, out.Validate()
+}
+
+// shareFlag is the flag of one of loadgen.Config's shares and rates.
+type shareFlag struct {
+	name  string
+	p     *float64
+	def   float64
+	usage string
+}
+
+// shareFlags are the flags of cfg's shares and rates, bound to its fields.
+func shareFlags(cfg *loadgen.Config) []shareFlag {
+	return []shareFlag{
+		{"sensitive-share", &cfg.SensitiveShare, loadgen.DefaultSensitiveShare, "share of texts with a dictionary word"},
+		{"dup-rate", &cfg.DuplicateRate, loadgen.DefaultDuplicateRate, "share of records re-sent with the same requestId"},
+		{"cross-partition-share", &cfg.CrossPartitionShare, loadgen.DefaultCrossPartitionShare, "share of duplicates sent to another partition"},
+		{"poison-rate", &cfg.PoisonRate, loadgen.DefaultPoisonRate, "poison records per source record"},
+		{"v2-share", &cfg.V2Share, loadgen.DefaultV2Share, "share of inference results written with schema v2"},
+		{"embedding-share", &cfg.EmbeddingShare, loadgen.DefaultEmbeddingShare, "share of inference results with an embedding"},
+	}
+}
+
+// bindShareFlags declares the share and rate flags, each a fraction in [0, 1] where 0 means none.
+func bindShareFlags(f *pflag.FlagSet, cfg *loadgen.Config) {
+	for _, s := range shareFlags(cfg) {
+		f.Float64Var(s.p, s.name, s.def, s.usage+", a fraction in [0, 1] (0: none)")
+	}
+}
+
+// applyShareFlags gives the share flags their one meaning each: a flag not given takes
+// loadgen's default, a flag given 0 means none (loadgen.None in the Config), a negative one is
+// refused.
+func applyShareFlags(f *pflag.FlagSet, cfg *loadgen.Config) error {
+	var errs []error
+	for _, s := range shareFlags(cfg) {
+		switch {
+		case !f.Changed(s.name):
+			*s.p = 0 // the Config's default, the same as the flag's
+		case *s.p < 0:
+			errs = append(errs, fmt.Errorf("--%s: %v is negative; 0 means none", s.name, *s.p))
+		case *s.p == 0:
+			*s.p = loadgen.None
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func topicOr(t, def string) string {
