@@ -3,6 +3,7 @@ package pipelinetest
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -11,18 +12,17 @@ import (
 	"github.com/backflowhq/backflow/avro"
 )
 
-// CurrentStatuses is the InferenceStatus symbol list of the current reader schema, as its
-// canonical form spells it.
-const CurrentStatuses = `["OK","ERROR","TIMEOUT","FILTERED","UNKNOWN"]`
+// statusSymbols finds the InferenceStatus symbol list in a schema's canonical form.
+var statusSymbols = regexp.MustCompile(`("name":"dev\.backflow\.inference\.InferenceStatus","type":"enum","symbols":\[[^\]]*)\]`)
 
 // NewerStatusWriter is the current inference result schema as a newer producer would write
 // it: InferenceStatus with one more symbol, status, that this version does not know.
 func NewerStatusWriter(status string) (string, error) {
 	text := avro.InferenceResultSchema.String()
-	if !strings.Contains(text, CurrentStatuses) {
-		return "", fmt.Errorf("the reader schema's statuses are not %s", CurrentStatuses)
+	if !statusSymbols.MatchString(text) {
+		return "", fmt.Errorf("no InferenceStatus symbols in %.80s…", text)
 	}
-	return strings.Replace(text, CurrentStatuses, strings.TrimSuffix(CurrentStatuses, "]")+`,"`+status+`"]`, 1), nil
+	return statusSymbols.ReplaceAllString(text, `${1},"`+status+`"]`), nil
 }
 
 // NewerStatuses returns a RunWith producer that writes n inference results of model with
