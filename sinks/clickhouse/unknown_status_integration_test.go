@@ -2,6 +2,8 @@ package clickhouse_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +48,46 @@ func TestNewerStatusLandsAsUnknown(t *testing.T) {
 	}
 	if requests != n || errs != 0 || unk != n {
 		t.Fatalf("v_model_minute for %s: %d requests, %d errors, %d unknown; want %d, 0, %d", model, requests, errs, unk, n, n)
+	}
+}
+
+// TestNewerPhaseIsDeadLetteredAlone: a newer gateway writes a phase this version does not know.
+// Each such record goes to the DLQ once, as invalid, with its origin; the same writer's
+// RESPONSE records land in gateway_logs.
+func TestNewerPhaseIsDeadLetteredAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 4
+	produce, ids := pipelinetest.NewerPhases(n, "tenant-newer", "model-newer", "RETRY")
+	d := pipelinetest.RunWith(t, ctx, loadgen.Config{Requests: 50, Seed: 27}, produce)
+
+	var responses, other uint64
+	if err := d.Conn.QueryRow(ctx, `SELECT countIf(phase = 'RESPONSE'), countIf(phase != 'RESPONSE') FROM v_gateway_logs WHERE has(?, request_id)`, ids).Scan(&responses, &other); err != nil {
+		t.Fatal(err)
+	}
+	if responses != n || other != 0 {
+		t.Fatalf("gateway_logs holds %d RESPONSE and %d other rows of the newer writer, want %d and 0", responses, other, n)
+	}
+	rows, err := d.Conn.Query(ctx, `SELECT record_key, stage, class, origin_topic, message FROM v_dlq_entries WHERE has(?, record_key) ORDER BY record_key`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var key, stage, class, topic, msg string
+		if err := rows.Scan(&key, &stage, &class, &topic, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if stage != "ingest" || class != "invalid" || topic != d.Ingest.GatewayTopic || !strings.Contains(msg, "phase UNKNOWN") {
+			t.Fatalf("DLQ entry of %s: stage %s, class %s, origin %s, message %q; want ingest, invalid, %s, naming phase UNKNOWN", key, stage, class, topic, msg, d.Ingest.GatewayTopic)
+		}
+		keys = append(keys, key)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, ids) {
+		t.Fatalf("DLQ entries for %v, want one for each of %v", keys, ids)
 	}
 }
