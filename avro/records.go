@@ -26,12 +26,22 @@ type InferenceResult struct {
 	RiskScore        float32   `avro:"riskScore"`
 	Embedding        []float32 `avro:"embedding"` // nil: absent
 	OutputText       string    `avro:"outputText"`
-	Status           string    `avro:"status"` // OK, ERROR, TIMEOUT, FILTERED
+	Status           string    `avro:"status"` // OK, ERROR, TIMEOUT, FILTERED or UNKNOWN
 	Error            *string   `avro:"error"`
 	Region           string    `avro:"region"`
 	CachedTokens     int32     `avro:"cachedTokens"`
 	FinishReason     *string   `avro:"finishReason"`
 }
+
+// Inference statuses. StatusUnknown is the reader schema's default: a status a newer writer
+// added (and this version does not know) decodes as it, never as StatusOK.
+const (
+	StatusOK       = "OK"
+	StatusError    = "ERROR"
+	StatusTimeout  = "TIMEOUT"
+	StatusFiltered = "FILTERED"
+	StatusUnknown  = "UNKNOWN"
+)
 
 // Label is a classifier label with its score.
 type Label struct {
@@ -43,7 +53,7 @@ type Label struct {
 // Every request is logged twice: Phase "REQUEST" and Phase "RESPONSE".
 type GatewayLog struct {
 	RequestID        string    `avro:"requestId"`
-	Phase            string    `avro:"phase"` // REQUEST or RESPONSE
+	Phase            string    `avro:"phase"` // REQUEST or RESPONSE (UNKNOWN: a newer writer's phase, invalid)
 	EventTime        time.Time `avro:"eventTime"`
 	TenantID         string    `avro:"tenantId"`
 	UserID           string    `avro:"userId"`
@@ -57,10 +67,12 @@ type GatewayLog struct {
 	CompletionTokens int32     `avro:"completionTokens"`
 }
 
-// Gateway phases.
+// Gateway phases. PhaseUnknown is the reader schema's default: a phase a newer writer added
+// decodes as it, and Validate rejects it.
 const (
 	PhaseRequest  = "REQUEST"
 	PhaseResponse = "RESPONSE"
+	PhaseUnknown  = "UNKNOWN"
 )
 
 // EnrichedRecord is what ingest emits for every valid, non-duplicate source record
@@ -80,12 +92,27 @@ type EnrichedRecord struct {
 
 // Moderation is the sensitive-word service's verdict over a record's text.
 type Moderation struct {
-	Status     string   `avro:"status"`  // CHECKED, UNAVAILABLE, SKIPPED
-	Verdict    string   `avro:"verdict"` // ALLOW, REVIEW, BLOCK
+	Status     string   `avro:"status"`  // CHECKED, UNAVAILABLE, SKIPPED (UNKNOWN: read, never written)
+	Verdict    string   `avro:"verdict"` // ALLOW, REVIEW, BLOCK (UNKNOWN: read, never written)
 	RiskScore  float32  `avro:"riskScore"`
 	Categories []string `avro:"categories"`
 	Hits       []Hit    `avro:"hits"`
 }
+
+// Moderation statuses and verdicts. Only ingest writes them; ModerationUnknown and
+// VerdictUnknown are the reader schema's defaults, what a sink reads for a symbol a newer ingest
+// added. Neither is ever written.
+const (
+	ModerationChecked     = "CHECKED"
+	ModerationUnavailable = "UNAVAILABLE"
+	ModerationSkipped     = "SKIPPED"
+	ModerationUnknown     = "UNKNOWN"
+
+	VerdictAllow   = "ALLOW"
+	VerdictReview  = "REVIEW"
+	VerdictBlock   = "BLOCK"
+	VerdictUnknown = "UNKNOWN"
+)
 
 // Hit is one dictionary match, with rune offsets into the text.
 type Hit struct {
@@ -126,6 +153,9 @@ func (r *InferenceResult) Validate(now time.Time) error {
 func (g *GatewayLog) Validate(now time.Time) error {
 	if g.RequestID == "" {
 		return fmt.Errorf("requestId is empty")
+	}
+	if g.Phase == PhaseUnknown {
+		return fmt.Errorf("phase %s: the writer's schema has a phase this version does not know (only %s and %s)", g.Phase, PhaseRequest, PhaseResponse)
 	}
 	if g.Phase != PhaseRequest && g.Phase != PhaseResponse {
 		return fmt.Errorf("phase %q is neither %s nor %s", g.Phase, PhaseRequest, PhaseResponse)

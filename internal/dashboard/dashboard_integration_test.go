@@ -32,11 +32,19 @@ type demo struct {
 
 const replayWho = "ops@example.com"
 
+// The demo also holds newerCount inference results of newerModel written by a newer producer
+// with status CANCELLED, which this version reads as UNKNOWN.
+const (
+	newerCount = 5
+	newerModel = "model-newer"
+)
+
 func newDemo(t *testing.T) *demo {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	d := &demo{Data: pipelinetest.Run(t, ctx, loadgen.Config{Requests: 3000, Backfill: 20 * time.Minute, DuplicateRate: 0.03,
-		PoisonRate: 0.02, SensitiveShare: 0.2, Seed: 21}), originals: map[string]int{}, poison: map[string]int{}}
+	newer, _ := pipelinetest.NewerStatuses(newerCount, newerModel, "CANCELLED")
+	d := &demo{Data: pipelinetest.RunWith(t, ctx, loadgen.Config{Requests: 3000, Backfill: 20 * time.Minute, DuplicateRate: 0.03,
+		PoisonRate: 0.02, SensitiveShare: 0.2, Seed: 21}, newer), originals: map[string]int{"inference": newerCount}, poison: map[string]int{}}
 	for _, e := range d.Manifest.Entries {
 		switch {
 		case e.Kind == loadgen.KindOriginal && e.Phase == "":
@@ -177,7 +185,7 @@ func (d *demo) checkPanels(t *testing.T) {
 				t.Fatalf("requests per model add up to %v, manifest has %v inference originals", got, inference)
 			}
 		case "errors_per_model":
-			want := float64(d.scalar(t, `SELECT toUInt64(countIf(status != 'OK')) FROM v_inference_results`))
+			want := float64(d.scalar(t, `SELECT toUInt64(countIf(status NOT IN ('OK', 'UNKNOWN'))) FROM v_inference_results`))
 			if got := sums(t, res, -1, 2)[""]; got != want || want == 0 {
 				t.Fatalf("errors per model add up to %v, v_inference_results has %v", got, want)
 			}
@@ -185,8 +193,18 @@ func (d *demo) checkPanels(t *testing.T) {
 			if got := sums(t, res, -1, 1)[""]; got != inference {
 				t.Fatalf("latency table counts %v requests, manifest has %v", got, inference)
 			}
+			// A newer producer's CANCELLED lands as UNKNOWN: counted apart, not as an error.
+			if got := sums(t, res, 0, 3)[newerModel]; got != newerCount {
+				t.Fatalf("latency table counts %v unknown statuses for %s, want %d", got, newerModel, newerCount)
+			}
+			if got := sums(t, res, -1, 3)[""]; got != newerCount {
+				t.Fatalf("latency table counts %v unknown statuses in all, want %d", got, newerCount)
+			}
+			if got := sums(t, res, 0, 2)[newerModel]; got != 0 {
+				t.Fatalf("latency table counts %v errors for %s, want 0", got, newerModel)
+			}
 			for _, r := range res.Rows {
-				p50, p95, p99 := num(t, r[3]), num(t, r[4]), num(t, r[5])
+				p50, p95, p99 := num(t, r[4]), num(t, r[5]), num(t, r[6])
 				if p50 <= 0 || p50 > p95 || p95 > p99 {
 					t.Fatalf("latency of %v: p50 %v p95 %v p99 %v", r[0], p50, p95, p99)
 				}

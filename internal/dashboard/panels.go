@@ -40,7 +40,7 @@ const HealthSection = "Health"
 const bucket = `toDateTime(intDiv(toUInt32(minute), $__interval_s) * $__interval_s) AS time`
 
 // Panels are the dashboards' panels, in page order. Every SQL reads the views of migrations
-// 0008 and 0009 (per-minute rollups over the deduplicating v_* views, the ledger, replay_log),
+// 0008, 0009 and 0014 (per-minute rollups over the deduplicating v_* views, the ledger, replay_log),
 // and runs on ClickHouse 18.16 and current releases: no toStartOfInterval (18.16 lacks it, so
 // no $__timeInterval), no aliases that shadow a column another expression uses.
 var Panels = []Panel{
@@ -64,7 +64,7 @@ ORDER BY time, model`,
 	},
 	{
 		ID: "errors_per_model", Title: "Errors per model", Section: "Traffic", Kind: TimeSeries, Width: 12,
-		Help: "Inference results whose status is not OK (ERROR, TIMEOUT), per model and interval.",
+		Help: "Inference results that failed (ERROR, TIMEOUT, FILTERED), per model and interval. UNKNOWN (a status a newer producer added) is counted apart, in the latency table.",
 		SQL: `SELECT ` + bucket + `, model, sum(errors) AS errors
 FROM v_model_minute
 WHERE $__timeFilter(minute)
@@ -84,18 +84,18 @@ ORDER BY time, model`,
 	},
 	{
 		ID: "latency_per_model", Title: "Latency per model", Section: "Latency", Kind: Table, Unit: "ms", Width: 12,
-		Help: "Requests, errors and latency percentiles over the whole range.",
-		SQL: `SELECT model, requests, errors, round(q[1]) AS p50_ms, round(q[2]) AS p95_ms, round(q[3]) AS p99_ms
+		Help: "Requests, errors, unknown statuses (UNKNOWN: neither a success nor an error) and latency percentiles over the whole range.",
+		SQL: `SELECT model, requests, errors, unknown_status, round(q[1]) AS p50_ms, round(q[2]) AS p95_ms, round(q[3]) AS p99_ms
 FROM
 (
-    SELECT model, sum(requests) AS requests, sum(errors) AS errors,
+    SELECT model, sum(requests) AS requests, sum(errors) AS errors, sum(unknown) AS unknown_status,
         quantilesMerge(0.5, 0.95, 0.99)(latency_ms_quantiles) AS q
     FROM v_model_minute
     WHERE $__timeFilter(minute)
     GROUP BY model
 )
 ORDER BY requests DESC, model`,
-		Columns: []string{"model", "requests", "errors", "p50_ms", "p95_ms", "p99_ms"},
+		Columns: []string{"model", "requests", "errors", "unknown_status", "p50_ms", "p95_ms", "p99_ms"},
 	},
 	{
 		ID: "tokens_per_tenant", Title: "Tokens per tenant", Section: "Tokens", Kind: Bars, Unit: "tokens", Width: 8,

@@ -19,8 +19,11 @@ package features
 // Which records count. A request is counted once, when its gateway RESPONSE-phase record is
 // applied: request_count, tokens (prompt+completion of the RESPONSE), last_seen (its event
 // time), and per model error_count (statusCode >= 500 on the RESPONSE) and latency (the
-// RESPONSE's latencyMs). A request is flagged once, when any of its records carries a
-// moderation verdict REVIEW or BLOCK and its tenant is known (from either gateway record).
+// RESPONSE's latencyMs). The inference result's status does not enter error_count, so a status
+// a newer producer added (read as UNKNOWN) counts neither as a success nor as an error here.
+// A request is flagged once, when any of its records carries a moderation verdict REVIEW,
+// BLOCK or UNKNOWN (a verdict a newer ingest added) and its tenant is known (from either
+// gateway record).
 // flagged_ratio = flagged_count / request_count (0 with no requests); a flagged request whose
 // RESPONSE has not arrived yet is already in flagged_count.
 //
@@ -217,9 +220,14 @@ type Entry struct {
 	Model   *ModelState   `json:"m,omitempty"`
 }
 
-var verdictRank = map[string]int{"": 0, "ALLOW": 1, "REVIEW": 2, "BLOCK": 3}
+// verdictRank orders verdicts by severity. UNKNOWN (what the enriched schema's default gives for
+// a verdict a newer ingest added) ranks above ALLOW and is flagged: a verdict this version
+// cannot read is never taken for a pass.
+var verdictRank = map[string]int{"": 0, avro.VerdictAllow: 1, avro.VerdictUnknown: 2, avro.VerdictReview: 3, avro.VerdictBlock: 4}
 
-func flaggedVerdict(v string) bool { return v == "REVIEW" || v == "BLOCK" }
+func flaggedVerdict(v string) bool {
+	return v == avro.VerdictReview || v == avro.VerdictBlock || v == avro.VerdictUnknown
+}
 
 // ApplyRecord merges one enriched record, read at enriched position at, into the request's
 // state (nil: none yet) and returns the new state and the deltas to forward, keyed by table

@@ -260,3 +260,24 @@ func TestUserKey(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownVerdictFlags: a newer ingest's verdict reads as UNKNOWN. It flags the request (it
+// is not a pass) and outranks ALLOW; an UNKNOWN inference status leaves error_count alone.
+func TestUnknownVerdictFlags(t *testing.T) {
+	w := newWorld()
+	w.apply(gwu("r1", avro.PhaseRequest, "t1", "u1", "m1", avro.VerdictAllow, 0), Pos{0, 1})
+	rec := inf("r1", "m1", 0.1, avro.VerdictUnknown)
+	rec.Inference.Status = avro.StatusUnknown
+	w.apply(rec, Pos{0, 2})
+	w.apply(gwu("r1", avro.PhaseResponse, "t1", "u1", "m1", avro.VerdictAllow, 200), Pos{0, 3})
+	st := w.req["r1"]
+	if st.Verdict != avro.VerdictUnknown || !st.Flagged {
+		t.Fatalf("request verdict %q flagged %v, want %q flagged", st.Verdict, st.Flagged, avro.VerdictUnknown)
+	}
+	if tn := w.tenants["t1"]; tn == nil || tn.RequestCount != 1 || tn.FlaggedCount != 1 {
+		t.Fatalf("tenant %+v, want 1 request, 1 flagged", tn)
+	}
+	if m := w.models["m1"]; m == nil || m.RequestCount != 1 || m.ErrorCount != 0 {
+		t.Fatalf("model %+v, want 1 request, 0 errors", m)
+	}
+}

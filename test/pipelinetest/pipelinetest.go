@@ -33,6 +33,14 @@ type Data struct {
 // end of what it reads, and stops them. The test fails if any step does.
 func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 	t.Helper()
+	return RunWith(t, ctx, cfg, nil)
+}
+
+// RunWith is Run with more source records: after cfg's traffic is sent, and before ingest
+// starts, produce writes what it wants to the private source topics (d.Ingest.InferenceTopic,
+// d.Ingest.GatewayTopic), for example records of a writer schema loadgen does not use.
+func RunWith(t *testing.T, ctx context.Context, cfg loadgen.Config, produce func(ctx context.Context, d *Data) error) *Data {
+	t.Helper()
 	d := &Data{Env: NewEnv(t, "pt")}
 	d.ClickHouse, d.Conn = d.Database(t, ctx, "")
 	if _, err := clickhouse.Migrate(ctx, d.Conn); err != nil {
@@ -40,6 +48,11 @@ func Run(t *testing.T, ctx context.Context, cfg loadgen.Config) *Data {
 	}
 	d.SourceTopics(t, ctx, 3, d.SinkDLQ)
 	d.Manifest = d.Load(t, ctx, cfg)
+	if produce != nil {
+		if err := produce(ctx, d); err != nil {
+			t.Fatalf("produce more source records: %v", err)
+		}
+	}
 
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	mod := d.Moderation(t)

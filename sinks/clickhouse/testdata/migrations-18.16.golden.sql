@@ -283,3 +283,20 @@ CREATE TABLE IF NOT EXISTS stream_migrations (
     applied_at  DateTime
 ) ENGINE = MergeTree
 ORDER BY (stream, version);
+-- 0014_unknown_status statement 1
+DROP TABLE IF EXISTS v_model_minute;
+-- 0014_unknown_status statement 2
+CREATE VIEW IF NOT EXISTS v_model_minute AS
+SELECT
+    toStartOfMinute(event_time) AS minute,
+    model,
+    count() AS requests,
+    countIf(status NOT IN ('OK', 'UNKNOWN')) AS errors,
+    countIf(status = 'UNKNOWN') AS unknown,
+    sum(latency_ms) AS latency_ms_sum,
+    quantilesState(0.5, 0.95, 0.99)(latency_ms) AS latency_ms_quantiles,
+    sum(prompt_tokens) AS tokens_prompt,
+    sum(completion_tokens) AS tokens_completion,
+    countIf(verdict IN ('REVIEW', 'BLOCK')) AS flagged
+FROM v_inference_results
+GROUP BY minute, model;
