@@ -350,4 +350,3 @@ func recastTo(v reflect.Value, t reflect.Type) (reflect.Value, error) {
 func numeric(k reflect.Kind) bool {
 	return k >= reflect.Int && k <= reflect.Float64
 }
-
