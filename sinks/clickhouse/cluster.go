@@ -21,8 +21,8 @@ import (
 // Conn.ZooKeeperPath with replica '{replica}', and t itself, a Distributed table over t_local
 // sharded by cityHash64(request_id) (or, for a table without request_id, of its ORDER BY key),
 // so every version of a row lands on the same shard and FINAL still collapses them. Views are
-// created ON CLUSTER over the Distributed tables. An ADD COLUMN runs ON CLUSTER on t_local
-// and on each host on t (ClickHouse 18.16 refuses ALTER ... ON CLUSTER of a Distributed table
+// created ON CLUSTER over the Distributed tables. An ADD or MODIFY COLUMN runs ON CLUSTER on
+// t_local and on each host on t (ClickHouse 18.16 refuses ALTER ... ON CLUSTER of a Distributed table
 // over replicated shards). Each host keeps its own backflow_migrations.
 
 // LocalSuffix names the shard-local replicated table behind each Distributed table.
@@ -45,8 +45,9 @@ type clusterStmt struct {
 	SQL string
 	// PerHost: run on each host without ON CLUSTER.
 	PerHost bool
-	// Table and Column name the column an ADD COLUMN adds, for the already-there check.
-	Table, Column string
+	// Table and Column name the column an ADD or MODIFY COLUMN changes, for the already-done
+	// check; Type is the type a MODIFY COLUMN gives it ("" for an ADD).
+	Table, Column, Type string
 }
 
 var (
@@ -119,14 +120,19 @@ func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) 
 	}
 	if m := alterTable.FindStringSubmatch(stmt); m != nil {
 		table, op := m[1], m[2]
-		am := addColumn.FindStringSubmatch(stmt)
-		if am == nil {
+		var col, typ string
+		if am := addColumn.FindStringSubmatch(stmt); am != nil {
+			col = am[2]
+		} else if mm := modifyColumn.FindStringSubmatch(stmt); mm != nil {
+			col, typ = mm[2], mm[3]
+		} else {
 			// MODIFY TTL and the like concern the stored data: the local tables only.
 			return []clusterStmt{{SQL: "ALTER TABLE " + q + table + LocalSuffix + on + " " + op}}, nil
 		}
+		// A column's type is the local tables' and the Distributed table's alike.
 		return []clusterStmt{
-			{SQL: "ALTER TABLE " + q + table + LocalSuffix + on + " " + op, Table: table + LocalSuffix, Column: am[2]},
-			{SQL: "ALTER TABLE " + table + " " + op, PerHost: true, Table: table, Column: am[2]},
+			{SQL: "ALTER TABLE " + q + table + LocalSuffix + on + " " + op, Table: table + LocalSuffix, Column: col, Type: typ},
+			{SQL: "ALTER TABLE " + table + " " + op, PerHost: true, Table: table, Column: col, Type: typ},
 		}, nil
 	}
 	return nil, fmt.Errorf("no cluster form for statement %.60q", stmt)
@@ -344,12 +350,14 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 	return reports, nil
 }
 
-// execClusterStmt runs cs unless it adds a column the table already has. An ON CLUSTER
-// statement's check looks at the host it is sent from; ClickHouse runs it on every host.
+// execClusterStmt runs cs unless it adds a column the table already has, or gives a column the
+// type it already has. An ON CLUSTER statement's check looks at the host it is sent from;
+// ClickHouse runs it on every host.
 func execClusterStmt(ctx context.Context, conn driver.Conn, cs clusterStmt) error {
 	if cs.Column != "" {
 		var n uint64
-		if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?`, cs.Table, cs.Column).Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ? AND (? = '' OR type = ?)`,
+			cs.Table, cs.Column, cs.Type, cs.Type).Scan(&n); err != nil {
 			return fmt.Errorf("look up column %s.%s: %w", cs.Table, cs.Column, err)
 		}
 		if n > 0 {

@@ -40,6 +40,11 @@ func TestClusterStatements(t *testing.T) {
 			[]string{"ALTER TABLE `db`.inference_results_local ON CLUSTER c ADD COLUMN landed_time_ms Int64 DEFAULT 0",
 				"ALTER TABLE inference_results ADD COLUMN landed_time_ms Int64 DEFAULT 0"},
 			[]bool{false, true}},
+		{"modify column (an enum's new symbol): local on cluster, distributed per host, each skipped where the type is there",
+			"ALTER TABLE eval_score MODIFY COLUMN `suite` Enum8('MMLU' = 1, 'ARC' = 2)",
+			[]string{"ALTER TABLE `db`.eval_score_local ON CLUSTER c MODIFY COLUMN `suite` Enum8('MMLU' = 1, 'ARC' = 2)",
+				"ALTER TABLE eval_score MODIFY COLUMN `suite` Enum8('MMLU' = 1, 'ARC' = 2)"},
+			[]bool{false, true}},
 		{"ttl: local tables only", "ALTER TABLE sink_ledger MODIFY TTL flushed_at + INTERVAL 90 DAY",
 			[]string{"ALTER TABLE `db`.sink_ledger_local ON CLUSTER c MODIFY TTL flushed_at + INTERVAL 90 DAY"}, []bool{false}},
 	} {
@@ -54,6 +59,13 @@ func TestClusterStatements(t *testing.T) {
 			for i := range got {
 				if got[i].SQL != tt.want[i] || got[i].PerHost != tt.perHost[i] {
 					t.Errorf("statement %d:\n got %q (per host %v)\nwant %q (per host %v)", i, got[i].SQL, got[i].PerHost, tt.want[i], tt.perHost[i])
+				}
+			}
+			if strings.Contains(tt.stmt, "MODIFY COLUMN") {
+				for i, table := range []string{"eval_score_local", "eval_score"} {
+					if got[i].Table != table || got[i].Column != "suite" || got[i].Type != "Enum8('MMLU' = 1, 'ARC' = 2)" {
+						t.Errorf("statement %d checks %s.%s for type %q, want %s.suite for the new Enum8", i, got[i].Table, got[i].Column, got[i].Type, table)
+					}
 				}
 			}
 		})

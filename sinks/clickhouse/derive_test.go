@@ -1,7 +1,9 @@
 package clickhouse
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,6 +139,116 @@ func TestPlanEvolution(t *testing.T) {
 		t.Errorf("v1 → v4 (x added without a default): %v", err)
 	}
 }
+
+// TestPlanEvolutionFollowsTypes: the type changes a column follows are MODIFY COLUMNs (an
+// enum's new symbols keep the old numbers, promotions, a field made optional, inside arrays
+// and nested records too); a removed or moved symbol, a narrowing, or a promotion of a
+// sorting-key column stops with an *IncompatibleError saying why.
+func TestPlanEvolutionFollowsTypes(t *testing.T) {
+	enum := func(syms ...string) string {
+		b, _ := json.Marshal(syms)
+		return `{"type":"enum","name":"Suite","symbols":` + string(b) + `,"default":"` + syms[0] + `"}`
+	}
+	record := func(fields ...string) avro.Schema {
+		return avro.MustParse(`{"type":"record","name":"R","fields":[` + strings.Join(fields, ",") + `]}`)
+	}
+	field := func(name, typ string) string { return `{"name":"` + name + `","type":` + typ + `}` }
+	many, numbered := make([]string, 130), make([]string, 130)
+	for i := range many {
+		many[i], numbered[i] = fmt.Sprintf("S%d", i), fmt.Sprintf("'S%d' = %d", i, i+1)
+	}
+	for _, tt := range []struct {
+		name     string
+		was, now avro.Schema
+		keys     []string
+		want     []string // the statements; nil with why
+		why      string   // what the error says
+	}{
+		{"enum symbol appended", record(field("suite", enum("MMLU", "GSM8K", "HUMANEVAL"))), record(field("suite", enum("MMLU", "GSM8K", "HUMANEVAL", "ARC"))), nil,
+			[]string{"ALTER TABLE t MODIFY COLUMN `suite` Enum8('MMLU' = 1, 'GSM8K' = 2, 'HUMANEVAL' = 3, 'ARC' = 4)"}, ""},
+		{"optional enum in a nested record", record(field("run", `{"type":"record","name":"Run","fields":[`+field("suite", `["null",`+enum("A", "B")+`]`)+`]}`)),
+			record(field("run", `{"type":"record","name":"Run","fields":[`+field("suite", `["null",`+enum("A", "B", "C")+`]`)+`]}`)), nil,
+			[]string{"ALTER TABLE t MODIFY COLUMN `run_suite` Nullable(Enum8('A' = 1, 'B' = 2, 'C' = 3))"}, ""},
+		{"enum and int in an array of records", record(field("items", `{"type":"array","items":{"type":"record","name":"I","fields":[`+field("e", enum("A"))+`,`+field("n", `"int"`)+`]}}`)),
+			record(field("items", `{"type":"array","items":{"type":"record","name":"I","fields":[`+field("e", enum("A", "B"))+`,`+field("n", `"long"`)+`]}}`)), nil,
+			[]string{"ALTER TABLE t MODIFY COLUMN `items_e` Array(Enum8('A' = 1, 'B' = 2))", "ALTER TABLE t MODIFY COLUMN `items_n` Array(Int64)"}, ""},
+		{"promotions", record(field("i", `"int"`), field("f", `"float"`), field("l", `"long"`), field("s", `"string"`), field("m", `{"type":"map","values":"float"}`)),
+			record(field("i", `"long"`), field("f", `"double"`), field("l", `"double"`), field("s", `"bytes"`), field("m", `{"type":"map","values":"double"}`)), nil,
+			[]string{"ALTER TABLE t MODIFY COLUMN `i` Int64", "ALTER TABLE t MODIFY COLUMN `f` Float64", "ALTER TABLE t MODIFY COLUMN `l` Float64",
+				"ALTER TABLE t MODIFY COLUMN `m_values` Array(Float64)"}, ""},
+		{"a field made optional", record(field("n", `"int"`)), record(field("n", `["null","long"]`)), nil,
+			[]string{"ALTER TABLE t MODIFY COLUMN `n` Nullable(Int64)"}, ""},
+		{"Enum8 outgrowing 127 values becomes Enum16", record(field("suite", enum(many[:127]...))), record(field("suite", enum(many...))), nil,
+			[]string{"ALTER TABLE t MODIFY COLUMN `suite` Enum16(" + strings.Join(numbered, ", ") + ")"}, ""},
+		{"an enum key gains a symbol", record(field("suite", enum("A"))), record(field("suite", enum("A", "B"))), []string{"suite"},
+			[]string{"ALTER TABLE t MODIFY COLUMN `suite` Enum8('A' = 1, 'B' = 2)"}, ""},
+		{"enum symbol removed", record(field("suite", enum("A", "B", "C"))), record(field("suite", enum("A", "C"))), nil, nil, "enum symbol 'B' was removed or moved"},
+		{"enum symbols reordered", record(field("suite", enum("A", "B"))), record(field("suite", enum("B", "A", "C"))), nil, nil, "enum symbol 'A' was removed or moved"},
+		{"narrowing", record(field("n", `"long"`)), record(field("n", `"int"`)), nil, nil, "a column follows only new enum symbols"},
+		{"no longer optional", record(field("n", `["null","int"]`)), record(field("n", `"int"`)), nil, nil, "no longer optional"},
+		{"a key column's promotion", record(field("n", `"int"`)), record(field("n", `"long"`)), []string{"n"}, nil, "sorting key"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			was, err := DeriveColumns(tt.was, Capabilities{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now, err := DeriveColumns(tt.now, Capabilities{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts, err := PlanEvolution("t", was, now, tt.keys...)
+			if tt.why == "" {
+				if err != nil || !reflect.DeepEqual(stmts, tt.want) {
+					t.Errorf("statements %q, %v; want %q", stmts, err, tt.want)
+				}
+				return
+			}
+			var ie *IncompatibleError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.why) || !strings.Contains(err.Error(), "changed type") || stmts != nil {
+				t.Errorf("statements %q, error %v; want an *IncompatibleError saying %q", stmts, err, tt.why)
+			}
+		})
+	}
+	// The table's own numbers are kept: a new symbol is numbered after the highest.
+	stmts, err := PlanEvolution("t", []Column{{Name: "e", Field: "e", Type: "Enum8('A' = 5, 'B' = 9)"}}, []Column{{Name: "e", Field: "e", Type: "Enum8('A' = 1, 'B' = 2, 'C' = 3)"}})
+	if want := []string{"ALTER TABLE t MODIFY COLUMN `e` Enum8('A' = 5, 'B' = 9, 'C' = 10)"}; err != nil || !reflect.DeepEqual(stmts, want) {
+		t.Errorf("hand-numbered enum: %q, %v; want %q", stmts, err, want)
+	}
+	// ... and the table, once modified, follows the schema: nothing more to do.
+	if stmts, err := PlanEvolution("t", []Column{{Name: "e", Field: "e", Type: "Enum8('A' = 5, 'B' = 9, 'C' = 10)"}}, []Column{{Name: "e", Field: "e", Type: "Enum8('A' = 1, 'B' = 2, 'C' = 3)"}}); err != nil || len(stmts) != 0 {
+		t.Errorf("hand-numbered enum followed: %q, %v; want nothing to do", stmts, err)
+	}
+}
+
+// TestRecastValue: a value decoded for a column's older type, as the modified column takes it.
+func TestRecastValue(t *testing.T) {
+	seven, half := int32(7), float32(0.5)
+	for _, tt := range []struct {
+		v    any
+		typ  string
+		want any
+	}{
+		{int32(7), "Int64", int64(7)},
+		{[]int32{1, 2}, "Array(Int64)", []int64{1, 2}},
+		{[]*int32{&seven, nil}, "Array(Nullable(Int64))", []*int64{ptr(int64(7)), nil}},
+		{&half, "Nullable(Float64)", ptr(0.5)},
+		{int32(7), "Nullable(Int32)", &seven},
+		{(*int32)(nil), "Nullable(Int64)", (*int64)(nil)},
+		{"ARC", "Enum8('MMLU' = 1, 'ARC' = 2)", "ARC"},
+		{[][]float32{{0.5}}, "Array(Array(Float64))", [][]float64{{0.5}}},
+	} {
+		got, err := recastValue(tt.v, tt.typ)
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("recast %#v to %s: %#v, %v; want %#v", tt.v, tt.typ, got, err, tt.want)
+		}
+	}
+	if _, err := recastValue("x", "Int64"); err == nil || !strings.Contains(err.Error(), "does not fit Int64") {
+		t.Errorf("a string to Int64: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestCreateDDL(t *testing.T) {
 	got := TableSpec{Name: "agent_task_event", Columns: []Column{{Name: "task_id", Type: "String"}, {Name: "event_time", Type: "DateTime"},

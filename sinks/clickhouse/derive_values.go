@@ -296,3 +296,57 @@ func toInt64(v any) (int64, bool) {
 	}
 	return 0, false
 }
+
+// recastValue is v, a value convert made for a column of an older type, as a column of type
+// typ takes it: the type changes PlanEvolution follows (Int32 to Int64, Float32 to Float64, T
+// to Nullable(T), inside arrays too; an enum's value is its name either way).
+func recastValue(v any, typ string) (any, error) {
+	t, err := goType(typ)
+	if err != nil {
+		return nil, err
+	}
+	rv, err := recastTo(reflect.ValueOf(v), t)
+	if err != nil {
+		return nil, fmt.Errorf("%T %v does not fit %s: %w", v, v, typ, err)
+	}
+	return rv.Interface(), nil
+}
+
+func recastTo(v reflect.Value, t reflect.Type) (reflect.Value, error) {
+	switch {
+	case !v.IsValid():
+		return reflect.Zero(t), nil
+	case v.Type() == t:
+		return v, nil
+	case v.Kind() == reflect.Slice && t.Kind() == reflect.Slice:
+		out := reflect.MakeSlice(t, v.Len(), v.Len())
+		for i := range v.Len() {
+			e, err := recastTo(v.Index(i), t.Elem())
+			if err != nil {
+				return reflect.Value{}, err
+			}
+			out.Index(i).Set(e)
+		}
+		return out, nil
+	case v.Kind() == reflect.Pointer && t.Kind() == reflect.Pointer:
+		if v.IsNil() {
+			return reflect.Zero(t), nil
+		}
+		return recastTo(v.Elem(), t)
+	case t.Kind() == reflect.Pointer:
+		e, err := recastTo(v, t.Elem())
+		if err != nil {
+			return reflect.Value{}, err
+		}
+		p := reflect.New(t.Elem())
+		p.Elem().Set(e)
+		return p, nil
+	case numeric(v.Kind()) && numeric(t.Kind()):
+		return v.Convert(t), nil
+	}
+	return reflect.Value{}, fmt.Errorf("no conversion from %s to %s", v.Type(), t)
+}
+
+func numeric(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Float64
+}

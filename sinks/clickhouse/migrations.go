@@ -288,6 +288,9 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 
 var addColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+ADD\\s+COLUMN\\s+(?:IF\\s+NOT\\s+EXISTS\\s+)?`?([A-Za-z0-9_]+)`?\\s")
 
+// modifyColumn matches an ALTER TABLE ... MODIFY COLUMN: the table, the column, its new type.
+var modifyColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+MODIFY\\s+COLUMN\\s+`?([A-Za-z0-9_]+)`?\\s+(.+?)\\s*$")
+
 // columnExists reports whether stmt is an ALTER TABLE ... ADD COLUMN whose column the table in
 // the current database already has; any other statement reports false.
 func columnExists(ctx context.Context, conn driver.Conn, stmt string) (bool, error) {

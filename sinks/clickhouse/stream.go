@@ -298,9 +298,10 @@ func (c StreamConfig) ViewDDL() string {
 	return "CREATE VIEW IF NOT EXISTS " + c.View() + " AS SELECT * FROM " + c.Table + " FINAL"
 }
 
-// viewAfter is stmts, which add columns, followed by what re-creates the view over the table:
+// viewAfter is stmts, which add or modify columns, followed by what re-creates the view over the table:
 // a view lists the columns its table had when it was created (ClickHouse 18.16 expands the *
-// then), so it is dropped and created again to show the new ones. Readers of the view may
+// then, and refuses to ALTER a view), so it is dropped and created again to show the new
+// columns and types. Readers of the view may
 // see it missing for that moment.
 func (c StreamConfig) viewAfter(stmts []string) []string {
 	if len(stmts) == 0 {
@@ -317,8 +318,8 @@ type StreamPlan struct {
 	SchemaID int      // the registry id of the schema the plan follows
 	Columns  []Column // the schema's columns, as the table will have them
 	Create   bool     // the table does not exist yet
-	// Statements are the DDL in order: CREATE TABLE and CREATE VIEW, or the ADD COLUMNs and
-	// the view's re-creation; empty: up to date.
+	// Statements are the DDL in order: CREATE TABLE and CREATE VIEW, or the ADD and MODIFY
+	// COLUMNs and the view's re-creation; empty: up to date.
 	Statements []string
 	// Version is the version the plan would be recorded under (the stream's last one, plus
 	// one), or with no Statements the version the table is at; 0 for a stream whose table
@@ -326,26 +327,38 @@ type StreamPlan struct {
 	Version uint32
 }
 
-// Change says in a few words what the plan does: "create", "add columns a, b" or "up to date".
+// Change says in a few words what the plan does: "create", "add columns a, b", "modify
+// columns c" (a type it follows: new enum symbols, a promotion), both joined by "; ", or "up
+// to date".
 func (p StreamPlan) Change() string {
 	if p.Create {
 		return "create"
 	}
-	var cols []string
+	var added, modified []string
 	for _, s := range p.Statements {
 		if m := addColumn.FindStringSubmatch(s); m != nil {
-			cols = append(cols, m[2])
+			added = append(added, m[2])
+		}
+		if m := modifyColumn.FindStringSubmatch(s); m != nil {
+			modified = append(modified, m[2])
 		}
 	}
-	if len(cols) == 0 {
+	var parts []string
+	if len(added) > 0 {
+		parts = append(parts, "add columns "+strings.Join(added, ", "))
+	}
+	if len(modified) > 0 {
+		parts = append(parts, "modify columns "+strings.Join(modified, ", "))
+	}
+	if len(parts) == 0 {
 		return "up to date"
 	}
-	return "add columns " + strings.Join(cols, ", ")
+	return strings.Join(parts, "; ")
 }
 
 // PlanStream compares the stream's table on the server conn is connected to with the columns
-// schema (registry id schemaID) derives: a table to create, columns to add (PlanEvolution), or
-// nothing. A change the table cannot follow is an *IncompatibleError naming the field.
+// schema (registry id schemaID) derives: a table to create, columns to add or modify
+// (PlanEvolution), or nothing. A change the table cannot follow is an *IncompatibleError naming the field.
 func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema hamba.Schema, schemaID int, caps Capabilities) (StreamPlan, error) {
 	c = c.WithDefaults()
 	cols, err := c.Columns(schema, caps)
@@ -370,7 +383,7 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 		p.Create = true
 		p.Statements = []string{c.Spec(cols).CreateDDL(), c.ViewDDL()}
 	} else {
-		stmts, err := PlanEvolution(c.Table, have, cols)
+		stmts, err := PlanEvolution(c.Table, have, cols, c.Spec(cols).OrderBy...)
 		if err != nil {
 			return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
 		}
@@ -383,8 +396,8 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 }
 
 // StreamMigrationsTable records each declared stream's versioned migrations, one row per
-// version (migration 0013): version 1 created the table, each later one added the columns of
-// a newer schema.
+// version (migration 0013): version 1 created the table, each later one added or modified the
+// columns of a newer schema.
 const StreamMigrationsTable = "stream_migrations"
 
 // streamMigration is a row of StreamMigrationsTable.
@@ -577,6 +590,12 @@ type streamTable struct {
 	reader hamba.Schema // the newest schema the table follows
 	cur    *streamCols
 	met    map[int]bool // writer ids checked against the table
+
+	// alter keeps a MODIFY COLUMN (follow, holding it) and an insert (holding it shared) apart,
+	// so that rows decoded before a column's type changed are inserted recast to the type the
+	// table has (types, which it guards).
+	alter sync.RWMutex
+	types map[string]string // column name → type, for the columns a MODIFY COLUMN changed
 }
 
 // StreamRun is what a stream's sink starts from: the schema its table follows (the subject's
@@ -680,18 +699,24 @@ func (t *streamTable) decode(ctx context.Context, s *Sink, p *pending) error {
 var ErrStreamStopped = errors.New("clickhouse: stream stopped: its table cannot follow the record's schema")
 
 // follow checks a writer schema met for the first time against the table, adding the columns
-// it adds; the table then follows it.
+// it adds and modifying those whose types it changes (PlanEvolution); the table then follows
+// it.
 func (t *streamTable) follow(ctx context.Context, s *Sink, id int, writer hamba.Schema) error {
 	cols, err := t.sc.Columns(writer, t.caps)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: schema id %d: %w", ErrStreamStopped, t.sc.Name, id, err)
 	}
-	stmts, err := PlanEvolution(t.sc.Table, t.cur.cols, cols)
+	stmts, next, err := evolve(t.sc.Table, t.cur.cols, cols, t.sc.Spec(cols).OrderBy)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: schema id %d: %w", ErrStreamStopped, t.sc.Name, id, err)
 	}
 	if len(stmts) > 0 {
-		s.log.Info("stream: a newer schema adds columns; adding them", "stream", t.sc.Name, "schema_id", id, "statements", strings.Join(stmts, "; "))
+		s.log.Info("stream: a newer schema changes columns; following it", "stream", t.sc.Name, "schema_id", id, "statements", strings.Join(stmts, "; "))
+		modifies := slices.ContainsFunc(stmts, modifyColumn.MatchString)
+		if modifies {
+			t.alter.Lock() // no insert of rows with the older types while their columns change
+			defer t.alter.Unlock()
+		}
 		attempts := 0
 		if err := s.retry(ctx, "alter "+t.sc.Table, &attempts, func(ctx context.Context) error {
 			v, err := ApplyStream(ctx, t.ch, StreamPlan{Stream: t.sc, SchemaID: id, Statements: t.sc.viewAfter(stmts)})
@@ -700,16 +725,14 @@ func (t *streamTable) follow(ctx context.Context, s *Sink, id int, writer hamba.
 			}
 			return err
 		}, IsRetryable); err != nil {
-			return fmt.Errorf("stream %s: add columns: %w", t.sc.Name, err)
+			return fmt.Errorf("stream %s: follow schema id %d: %w", t.sc.Name, id, err)
 		}
-		next := slices.Clone(t.cur.cols)
-		have := map[string]bool{}
-		for _, c := range next {
-			have[c.Name] = true
-		}
-		for _, c := range cols {
-			if !have[c.Name] {
-				next = append(next, c)
+		if modifies {
+			if t.types == nil {
+				t.types = map[string]string{}
+			}
+			for _, c := range next {
+				t.types[c.Name] = c.Type
 			}
 		}
 		t.cur, t.reader = newStreamCols(t.sc, next), writer
@@ -719,6 +742,11 @@ func (t *streamTable) follow(ctx context.Context, s *Sink, id int, writer hamba.
 }
 
 func (t *streamTable) insert(ctx context.Context, s *Sink, ps []*pending, rejects map[*pending]error) (int, error) {
+	t.alter.RLock()
+	defer t.alter.RUnlock()
+	if err := t.recast(ps); err != nil {
+		return 0, err
+	}
 	attempts := 0
 	if t.mod != nil {
 		if err := t.screen(ctx, s, ps, &attempts); err != nil {
@@ -744,6 +772,51 @@ func (t *streamTable) insert(ctx context.Context, s *Sink, ps []*pending, reject
 		ps = ps[n:]
 	}
 	return attempts, nil
+}
+
+// recast converts the values of rows decoded before a MODIFY COLUMN changed their column's
+// type (Int32 values for an Int64 column, ...) to the type the table has now, and points them
+// at columns of those types. Rows of one column version share their *streamCols, so each
+// version is checked once.
+func (t *streamTable) recast(ps []*pending) error {
+	if len(t.types) == 0 {
+		return nil
+	}
+	now := map[*streamCols]*streamCols{}
+	for _, p := range ps {
+		old := p.row.cols
+		nc, seen := now[old]
+		if !seen {
+			var cols []Column
+			for i, c := range old.cols {
+				if typ, ok := t.types[c.Name]; ok && typ != c.Type {
+					if cols == nil {
+						cols = slices.Clone(old.cols)
+					}
+					cols[i].Type = typ
+				}
+			}
+			if cols != nil {
+				nc = newStreamCols(t.sc, cols)
+			}
+			now[old] = nc
+		}
+		if nc == nil {
+			continue
+		}
+		for i, c := range old.cols {
+			if c.Type == nc.cols[i].Type {
+				continue
+			}
+			v, err := recastValue(p.row.vals[i], nc.cols[i].Type)
+			if err != nil {
+				return fmt.Errorf("stream %s: column %s from %s: %w", t.sc.Name, c.Name, c.Type, err)
+			}
+			p.row.vals[i] = v
+		}
+		p.row.cols = nc
+	}
+	return nil
 }
 
 // screen checks the batch's screened texts with the sensitive-word service, each distinct text
