@@ -613,7 +613,11 @@ func runE2E(t *testing.T, outage time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second) // let the re-sent deltas through the loopback
+	// The re-sent deltas have come back through the loopback once the group committed the end
+	// of both topics (an enriched record commits only after its deltas' batch was acknowledged),
+	// not after a fixed pause that a loaded machine may outlast.
+	testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.EnrichedTopic)
+	testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.LoopTopic())
 	compare("after replay")
 	second := proc.Load()
 	t.Logf("replay: %d enriched records re-read (first run %d), %d deltas applied, %d re-sent deltas dropped",

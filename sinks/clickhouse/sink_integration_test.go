@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,16 +129,19 @@ func (s *e2e) startSinkStoppable(ctx context.Context, group string, batchRows in
 }
 
 // startSinkAt is startSinkStoppable against chcfg (a proxy in front of the test database, say),
-// with the insert timeout and log level given.
+// with the insert timeout and log level given; hooks set RunConfig callbacks (OnFlush, OnAssigned).
 func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Conn, batchRows int, interval, insertTimeout time.Duration,
-	level slog.Level) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
+	level slog.Level, hooks ...func(*clickhouse.RunConfig)) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
 	s.t.Helper()
 	s.groups = append(s.groups, group)
+	rc := clickhouse.RunConfig{Kafka: s.Kafka, Registry: s.Registry, ClickHouse: chcfg,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	for _, h := range hooks {
+		h(&rc)
+	}
 	sink, err := clickhouse.New(clickhouse.Config{Group: group, Topic: s.Ingest.EnrichedTopic, DLQTopic: s.SinkDLQ,
 		BatchRows: batchRows, BatchInterval: interval, InsertTimeout: insertTimeout, FromStart: true,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second},
-		clickhouse.RunConfig{Kafka: s.Kafka, Registry: s.Registry, ClickHouse: chcfg,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
+		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second}, rc)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -896,66 +900,159 @@ func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 	s.t.Logf("dlq mirror: %d entries = the manifest's poison records, classes equal", got)
 }
 
-// TestSinkPollsWhileFlushing: with every ClickHouse round trip delayed (80 ms, so that a flush
-// takes longer than the window), records that arrive while a flush lands are polled into the
-// next batch meanwhile (so a slow insert does not add to the next batch's wait), and the
-// result is still exact, one flush at a time committed in order.
+// TestSinkPollsWhileFlushing: records that arrive while a flush lands are polled into the next
+// batch meanwhile, so a slow insert does not add to the next batch's wait. It once counted
+// flushes of loadgen → ingest traffic and failed when ingest emitted in fewer bursts than
+// expected; now it drives the sink's input directly and holds the flush open: enriched records
+// are produced to the sink's topic, ClickHouse is blackholed behind a proxy once the sink has
+// connected, so the first flush (one record) cannot end, and the test waits for records
+// produced after that flush started to be buffered behind it. A sink that stopped polling
+// during a flush would never get there. Released, everything lands exactly, in two flushes
+// committed in order.
 func TestSinkPollsWhileFlushing(t *testing.T) {
+	const behind = 40 // records produced while the first flush is held open
 	s, ctx := newMigratedE2E(t, 120*time.Second)
 	s.stopMerges(ctx)
-	chcfg, proxy := s.clickHouseProxy(80 * time.Millisecond)
-	if err := proxy.Set(faultproxy.Delay); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Topics(t, ctx, s.Kafka, 3, s.Ingest.EnrichedTopic)
+	chcfg, proxy := s.clickHouseProxy(0)
 	group := "sinkch-" + s.ID
-	waitIngest := s.startIngest(ctx)
-	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 300*time.Millisecond, 20*time.Second, slog.LevelWarn)
-	loadDone := s.loadAsync(ctx, loadgen.Config{Requests: 1200, Rate: 300, SensitiveShare: 0.2, Seed: 23})
-
-	// Sampled until the sink has committed everything: ingest may still be emitting well after
-	// loadgen is done.
-	var overlapped, samples int // samples with a flush landing and records polled behind it
-	stopSampling, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopSampling:
-				return
-			case <-tick.C:
-			}
-			st := sink.Stats()
-			samples++
-			if st.InFlight > 0 && st.Buffered > st.InFlight {
-				overlapped++
+	assigned := make(chan struct{})
+	var once sync.Once
+	var fmu sync.Mutex
+	var flushes []int // records per committed flush, in order
+	sink, stop, done := s.startSinkAt(ctx, group, chcfg, 100000, 300*time.Millisecond, 20*time.Second, slog.LevelError, func(rc *clickhouse.RunConfig) {
+		rc.OnAssigned = func(ok bool) {
+			if ok {
+				once.Do(func() { close(assigned) })
 			}
 		}
-	}()
-	l := <-loadDone
-	if l.err != nil {
-		t.Fatal(l.err)
+		rc.OnFlush = func(f clickhouse.Flush) {
+			fmu.Lock()
+			flushes = append(flushes, f.Records)
+			fmu.Unlock()
+		}
+	})
+	select { // connected to ClickHouse (the ping comes first) and assigned its partitions
+	case <-assigned:
+	case <-ctx.Done():
+		t.Fatal("the sink was never assigned its partitions")
 	}
-	waitIngest()
+	// From here on nothing reaches ClickHouse: the first flush hangs until the proxy forwards.
+	if err := proxy.Set(faultproxy.Blackhole); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := avro.NewEncoder[avro.EnrichedRecord](s.Registry, avro.EnrichedSchema, avro.TopicName.Subject(s.Ingest.EnrichedTopic, avro.EnrichedSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := s.Kafka.NewClient(kgo.DefaultProduceTopic(s.Ingest.EnrichedTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	want := map[slot][]string{}
+	var sensitive, produced int
+	send := func(n int) {
+		t.Helper()
+		recs := make([]*kgo.Record, 0, n)
+		for range n {
+			rec, k := enrichedFor(s.ID, produced)
+			produced++
+			want[k] = append(want[k], rec.RequestID)
+			if len(rec.Moderation.Hits) > 0 {
+				sensitive++
+			}
+			v, err := enc.Encode(ctx, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, &kgo.Record{Key: []byte(rec.RequestID), Value: v})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStats := func(what string, cond func(clickhouse.Stats) bool) clickhouse.Stats {
+		t.Helper()
+		for {
+			st := sink.Stats()
+			if cond(st) {
+				return st
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s: %+v", what, st)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	send(1)
+	st := waitStats("the first flush to start", func(st clickhouse.Stats) bool { return st.InFlight > 0 })
+	if st.InFlight != 1 || st.Buffered != 1 || st.Flushes != 0 {
+		t.Fatalf("first flush under way: %+v, want one record in flight and nothing else", st)
+	}
+	send(behind)
+	// Any record buffered beyond the one in flight was polled while the flush was held open.
+	st = waitStats("records polled behind the held flush", func(st clickhouse.Stats) bool { return st.Buffered > st.InFlight })
+	t.Logf("polled behind the held flush: %+v", st)
+	if st.InFlight != 1 || st.Flushes != 0 || st.Records != 0 || st.Rows != 0 {
+		t.Fatalf("with the flush held open: %+v, want it still in flight and nothing landed", st)
+	}
+	if n := s.scalar(ctx, `SELECT toUInt64(count()) FROM sink_ledger`); n != 0 {
+		t.Fatalf("the ledger holds %d rows while the flush is held open", n)
+	}
+
+	if err := proxy.Set(faultproxy.Forward); err != nil {
+		t.Fatal(err)
+	}
 	s.waitCommitted(ctx, group, s.Ingest.EnrichedTopic)
-	close(stopSampling)
-	<-sampled
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("sink: %v", err)
 	}
-	st := sink.Stats()
-	t.Logf("%d of %d samples had records polled while a flush landed; %+v", overlapped, samples, st)
-	if overlapped == 0 {
-		t.Fatal("no record was polled while a flush was landing")
+	st = sink.Stats()
+	fmu.Lock()
+	sizes := append([]int(nil), flushes...)
+	fmu.Unlock()
+	t.Logf("after the release: %+v; records per flush %v", st, sizes)
+	if st.Records != int64(produced) || st.Buffered != 0 || st.InFlight != 0 || st.DLQ != 0 || int(st.Flushes) != len(sizes) {
+		t.Fatalf("after the stop: %+v, want %d records landed, nothing held, no DLQ", st, produced)
 	}
-	if st.Flushes < 3 || st.Buffered != 0 || st.InFlight != 0 {
-		t.Fatalf("after the stop: %+v, want several flushes and nothing held", st)
+	if len(sizes) < 2 || sizes[0] != 1 {
+		t.Fatalf("records per flush %v, want the held flush of 1 first, then the records polled behind it", sizes)
 	}
-	want, wantRows, sensitive := wantOf(l.m)
-	if st.Records != int64(wantRows) {
-		t.Fatalf("the sink landed %d records, want %d", st.Records, wantRows)
+	for k := range want {
+		sort.Strings(want[k])
 	}
-	s.assertExact(ctx, 1, want, wantRows, sensitive, true)
+	s.assertExact(ctx, 1, want, produced, sensitive, true)
+}
+
+// enrichedFor is the i-th enriched record of a test run: an inference result or a gateway
+// REQUEST or RESPONSE in turn, every fifth one with a hit, and the slot it lands in.
+func enrichedFor(runID string, i int) (avro.EnrichedRecord, slot) {
+	id := fmt.Sprintf("%s-%06d", runID, i)
+	now := time.Now().UTC()
+	e := avro.EnrichedRecord{RequestID: id, SourcePartition: int32(i % 3), SourceOffset: int64(i), SchemaID: 1, IngestTime: now,
+		Moderation: avro.Moderation{Status: "CHECKED", Verdict: "ALLOW"}}
+	if i%5 == 0 {
+		e.Moderation = avro.Moderation{Status: "CHECKED", Verdict: "REVIEW", RiskScore: 0.5, Categories: []string{"codename"},
+			Hits: []avro.Hit{{Word: "bluefin", Category: "codename", Start: 0, End: 7}}}
+	}
+	var k slot
+	switch i % 3 {
+	case 0:
+		e.SourceTopic = avro.TopicInferenceResult
+		e.Inference = &avro.InferenceResult{RequestID: id, Model: "model-01", ModelVersion: "v1", EventTime: now, LatencyMs: 100, Status: "OK"}
+		k = slot{e.SourceTopic, ""}
+	default:
+		phase := avro.PhaseRequest
+		if i%3 == 2 {
+			phase = avro.PhaseResponse
+		}
+		e.SourceTopic = avro.TopicGatewayLog
+		e.Gateway = &avro.GatewayLog{RequestID: id, Phase: phase, EventTime: now, TenantID: "tenant-001", UserID: "user-00001",
+			Model: "model-01", StatusCode: 200, LatencyMs: 100}
+		k = slot{e.SourceTopic, phase}
+	}
+	return e, k
 }
