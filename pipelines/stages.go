@@ -70,7 +70,14 @@ func (e *stageEnv) readyHook(name string) func(bool) {
 // waitingHook returns the callback a stage reports its start-up wait with (its source topics
 // not in the metadata yet, or Kafka not answering): /readyz shows why it is not ready.
 func (e *stageEnv) waitingHook(name string) func(error) {
-	return func(err error) { e.ready.SetStage(name, fmt.Errorf("waiting: %w", err)) }
+	return func(err error) {
+		if err == nil {
+			err = errors.New("starting: topics found, no partitions assigned yet")
+		} else {
+			err = fmt.Errorf("waiting: %w", err)
+		}
+		e.ready.SetStage(name, err)
+	}
 }
 
 // waitForSources is the start-up wait (kafka.AwaitSources) of a stage that has no Prepare of

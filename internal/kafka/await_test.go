@@ -72,6 +72,11 @@ func TestAwaitSourcesWaitsForATopicCreatedLater(t *testing.T) {
 	if n, m := len(r.td["present"].Partitions), len(r.td["later"].Partitions); n != 3 || m != 3 {
 		t.Fatalf("partitions present=%d later=%d, want 3 and 3", n, m)
 	}
+	for _, r := range ready.Evaluate(ctx) {
+		if r.Name == "ingest" && r.Err != nil {
+			t.Fatalf("readiness after the wait: %v, want the wait to have cleared it (Waiting(nil))", r.Err)
+		}
+	}
 
 	// Cancelled while waiting, it returns ctx's error, not a missing topic.
 	cctx, ccancel := context.WithCancel(context.Background())

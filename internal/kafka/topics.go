@@ -110,7 +110,8 @@ type SourceWait struct {
 	// Kafka does not answer. Default slog.Default().
 	Log *slog.Logger
 	// Waiting, if set, is called after every failed look with why the stage cannot start yet
-	// (what /readyz shows for it), and not at all when the topics are there at once.
+	// (what /readyz shows for it), and with nil once the topics are there after a wait; not
+	// at all when they are there at once.
 	Waiting func(error)
 }
 
@@ -177,6 +178,9 @@ func AwaitSources(ctx context.Context, cl *kgo.Client, w SourceWait, sources ...
 	})
 	if err != nil {
 		return nil, err
+	}
+	if w.Waiting != nil && !lastLog.IsZero() {
+		w.Waiting(nil)
 	}
 	return td, nil
 }
