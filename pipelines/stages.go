@@ -67,15 +67,29 @@ func (e *stageEnv) readyHook(name string) func(bool) {
 	}
 }
 
-// waitForTopics waits until the stage's input topics exist (see kafka.WaitForTopics); it
-// fails only when ctx ends.
-func (e *stageEnv) waitForTopics(ctx context.Context, log *slog.Logger, topics ...string) error {
+// waitingHook returns the callback a stage reports its start-up wait with (its source topics
+// not in the metadata yet, or Kafka not answering): /readyz shows why it is not ready.
+func (e *stageEnv) waitingHook(name string) func(error) {
+	return func(err error) {
+		if err == nil {
+			err = errors.New("starting: topics found, no partitions assigned yet")
+		} else {
+			err = fmt.Errorf("waiting: %w", err)
+		}
+		e.ready.SetStage(name, err)
+	}
+}
+
+// waitForSources is the start-up wait (kafka.AwaitSources) of a stage that has no Prepare of
+// its own: the declared streams. It fails only when ctx ends.
+func (e *stageEnv) waitForSources(ctx context.Context, log *slog.Logger, name string, sources ...kafka.Source) error {
 	cl, err := e.conn.Kafka.NewClient()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	return kafka.WaitForTopics(ctx, cl, log, topics...)
+	_, err = kafka.AwaitSources(ctx, cl, kafka.SourceWait{Log: log, Waiting: e.waitingHook(name)}, sources...)
+	return err
 }
 
 var stages = []stage{
@@ -96,12 +110,10 @@ var stages = []stage{
 			}
 			ready := e.readyHook(StageIngest)
 			cfg := e.cfg.Ingest
-			if err := e.waitForTopics(ctx, e.log.With("stage", StageIngest), cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
-				return nil // stopped while waiting
-			}
+			// ingest.Run waits for its source topics itself: one wait, until they exist.
 			return ingest.Run(ctx, cfg.Config, ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, SensitiveWords: checker,
 				StorageDir: cfg.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
-				OnReady: func(*ingest.Processor) { ready(true) }})
+				OnReady: func(*ingest.Processor) { ready(true) }, Waiting: e.waitingHook(StageIngest)})
 		},
 	},
 	{
@@ -140,15 +152,12 @@ var stages = []stage{
 			}
 			defer rdb.Close()
 			ready := e.readyHook(StageSinkFeatures)
-			if err := e.waitForTopics(ctx, e.log.With("stage", StageSinkFeatures), e.cfg.SinkFeatures.EnrichedTopic); err != nil {
-				return nil // stopped while waiting
-			}
 			wcfg := e.cfg.SinkFeatures.Redis
 			wcfg.Logger, wcfg.Metrics = e.log, e.metrics.Stage(StageSinkFeatures)
 			store := redis.NewWriter(rdb, wcfg)
 			return features.Run(ctx, e.cfg.SinkFeatures.Config, features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
 				StorageDir: e.cfg.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
-				OnReady: func(*features.Processor) { ready(true) }})
+				OnReady: func(*features.Processor) { ready(true) }, Waiting: e.waitingHook(StageSinkFeatures)})
 		},
 	},
 }

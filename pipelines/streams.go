@@ -16,6 +16,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/conf"
+	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -104,7 +105,13 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 	if err != nil {
 		return err
 	}
-	if err := e.waitForTopics(ctx, log, sc.Topic); err != nil {
+	key := "streams[].topic"
+	for i, d := range e.cfg.Streams {
+		if d.Name == sc.Name {
+			key = fmt.Sprintf("streams[%d].topic", i)
+		}
+	}
+	if err := e.waitForSources(ctx, log, sc.Stage(), kafka.Source{Topic: sc.Topic, Key: key}); err != nil {
 		return nil // stopped while waiting
 	}
 	wait := retry.Policy{Min: time.Second, Max: 30 * time.Second}

@@ -97,52 +97,105 @@ func led(d kadm.TopicDetail) bool {
 	return true
 }
 
-// WaitForTopics returns once every topic exists with at least one partition, polling the
-// metadata every 500ms and logging every 30s what it still waits for and for how long
-// ("still waiting for kafka (2m10s)"); or ctx's error. A stage
-// started before its input topic (a fresh cluster, or its producer starting in the same
-// process) waits rather than fails.
-func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics ...string) error {
+// Source is a topic a stage reads, with the config key that names it ("ingest.inference_topic"),
+// so that a wait for it says what to check.
+type Source struct {
+	Topic string
+	Key   string
+}
+
+// SourceWait is how AwaitSources reports its wait.
+type SourceWait struct {
+	// Log gets a line every waitLogEvery while a topic is missing (naming topic and key) or
+	// Kafka does not answer. Default slog.Default().
+	Log *slog.Logger
+	// Waiting, if set, is called after every failed look with why the stage cannot start yet
+	// (what /readyz shows for it), and with nil once the topics are there after a wait; not
+	// at all when they are there at once.
+	Waiting func(error)
+}
+
+// AwaitSources is a stage's one wait at start-up: it returns the metadata of its source topics
+// once every one exists with at least one partition, or ctx's error. A topic missing from the
+// metadata is looked for again every 500ms, for as long as it takes (a fresh cluster, its
+// producer starting in the same process, a broker just restarted whose metadata lags); a
+// Kafka that does not answer is retried with backoff up to 5s. It logs at most every
+// waitLogEvery what it still waits for and for how long. What waiting cannot fix (partition
+// counts that do not match) is the caller's to check on what it returns.
+func AwaitSources(ctx context.Context, cl *kgo.Client, w SourceWait, sources ...Source) (kadm.TopicDetails, error) {
+	log := w.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	adm := kadm.NewClient(cl)
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = s.Topic
+	}
 	var (
 		start   = time.Now()
 		lastLog time.Time
-		missing []string
+		missing []Source
+		td      kadm.TopicDetails
 	)
-	return retry.Do(ctx, retry.Policy{Min: 500 * time.Millisecond, Max: 500 * time.Millisecond}, nil, func(err error, _ int, _ time.Duration) {
+	err := retry.Do(ctx, retry.Policy{Min: 500 * time.Millisecond, Max: 5 * time.Second}, nil, func(err error, _ int, _ time.Duration) {
+		if w.Waiting != nil {
+			defer w.Waiting(err) // after the line, so what it reports has been logged
+		}
 		if time.Since(lastLog) < waitLogEvery {
 			return
 		}
 		lastLog = time.Now()
 		waited := time.Since(start).Round(time.Second).String()
-		if errors.Is(err, errNotListed) {
-			log.Info("waiting for topics to be created", "topics", strings.Join(missing, ","), "waited", waited)
-		} else {
+		if !errors.Is(err, errNotListed) {
 			log.Warn("still waiting for kafka ("+waited+")", "error", err, "waited", waited)
+			return
+		}
+		for _, s := range missing {
+			log.Info("waiting for topic to be created", "topic", s.Topic, "key", s.Key, "waited", waited)
 		}
 	}, func() error {
 		// One attempt is bounded, so a request stuck on a half-open connection cannot hold the
 		// wait (and its log line) until the stage stops.
 		actx, cancel := context.WithTimeout(ctx, waitAttemptTimeout)
 		defer cancel()
-		td, err := adm.ListTopics(actx, topics...)
-		if err != nil {
+		var err error
+		if td, err = adm.ListTopics(actx, names...); err != nil {
 			return err
 		}
 		missing = missing[:0]
-		for _, t := range topics {
-			if d, ok := td[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
-				missing = append(missing, t)
+		var which []string
+		for _, s := range sources {
+			if d, ok := td[s.Topic]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+				missing = append(missing, s)
+				which = append(which, fmt.Sprintf("%s (%s)", s.Topic, cmp.Or(s.Key, "topic")))
 			}
 		}
 		if len(missing) > 0 {
-			return errNotListed
+			return fmt.Errorf("%w: waiting for topic %s", errNotListed, strings.Join(which, ", "))
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	if w.Waiting != nil && !lastLog.IsZero() {
+		w.Waiting(nil)
+	}
+	return td, nil
 }
 
-// WaitForTopics' pace: one attempt may take waitAttemptTimeout, and a line is logged at most
+// WaitForTopics is AwaitSources for topics named by no config key (a tool's own topics).
+func WaitForTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics ...string) error {
+	sources := make([]Source, len(topics))
+	for i, t := range topics {
+		sources[i] = Source{Topic: t}
+	}
+	_, err := AwaitSources(ctx, cl, SourceWait{Log: log}, sources...)
+	return err
+}
+
+// AwaitSources' pace: one attempt may take waitAttemptTimeout, and a line is logged at most
 // every waitLogEvery (variables, so a test can shorten them).
 var (
 	waitAttemptTimeout = 10 * time.Second

@@ -14,8 +14,6 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
@@ -323,54 +321,33 @@ type RunConfig struct {
 	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
 	// records nothing.
 	Metrics *ops.Stage
+	// Waiting, if set, is told why the stage cannot start yet while it waits for its source
+	// topic or for Kafka (see kafka.SourceWait).
+	Waiting func(error)
 }
 
-// missingTopicGrace is how long Prepare waits for the enriched topic to appear.
-const missingTopicGrace = 20 * time.Second
-
-// errNotInMetadata: Prepare looks again for a topic the metadata does not have (yet).
-var errNotInMetadata = errors.New("features: topic not in the metadata yet")
-
-func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
-
-// Prepare checks the enriched topic exists (waiting up to 20 s for it to appear) and creates the
-// loopback topic with its partition count. It returns that count.
+// Prepare waits until the enriched topic exists (kafka.AwaitSources: for as long as ctx
+// allows; it is ingest's output, and make demo starts every stage at once) and creates the
+// loopback, DLQ and table topics with its partition count. It returns that count.
 func Prepare(ctx context.Context, kc kafka.Conn, cfg Config) (int, error) {
+	return prepare(ctx, kc, cfg, kafka.SourceWait{})
+}
+
+func prepare(ctx context.Context, kc kafka.Conn, cfg Config, w kafka.SourceWait) (int, error) {
 	cfg = cfg.withDefaults()
 	cl, err := kc.NewClient()
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	// The enriched topic is ingest's output, created when ingest starts: a sink started with it
-	// (make demo starts all stages at once) looks again for a while before calling it missing.
-	var td kadm.TopicDetails
-	gctx, cancel := context.WithTimeout(ctx, missingTopicGrace)
-	defer cancel()
-	err = retry.Do(gctx, retry.Policy{Min: 250 * time.Millisecond, Max: 250 * time.Millisecond}, isNotInMetadata, nil, func() error {
-		if td, err = adm.ListTopics(ctx, cfg.EnrichedTopic); err != nil {
-			return err
+	td, err := kafka.AwaitSources(ctx, cl, w, kafka.Source{Topic: cfg.EnrichedTopic, Key: "sink_features.enriched_topic"})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
 		}
-		if len(td[cfg.EnrichedTopic].Partitions) == 0 {
-			return errNotInMetadata
-		}
-		return nil
-	})
-	if ctx.Err() != nil {
-		return 0, ctx.Err()
+		return 0, fmt.Errorf("features: source topic: %w", err)
 	}
-	if err != nil && !isNotInMetadata(err) {
-		return 0, fmt.Errorf("features: topic metadata: %w", err)
-	}
-	d, ok := td[cfg.EnrichedTopic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("features: input topic %q does not exist", cfg.EnrichedTopic)
-	}
-	if d.Err != nil {
-		return 0, fmt.Errorf("features: topic %q: %w", cfg.EnrichedTopic, d.Err)
-	}
-	n := len(d.Partitions)
+	n := len(td[cfg.EnrichedTopic].Partitions)
 	repl := kc.TableReplication
 	if repl < 1 {
 		repl = 1
@@ -403,9 +380,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	partitions, err := Prepare(sctx, rc.Kafka, cfg)
-	cancel()
+	partitions, err := prepare(ctx, rc.Kafka, cfg, kafka.SourceWait{Log: log.With("stage", "sink-features"), Waiting: rc.Waiting})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -314,4 +315,73 @@ func TestIngestModerationOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.landedExactly(ctx, m, 4500+90, stop, done)
+}
+
+// TestIngestWaitsForItsSourceTopics (issue 27.9): ingest started before its source topics
+// exist used to give up after a 5 s grace ("source topic does not exist") and end, which
+// ended the whole process; right after a broker restart that happened even to a topic that
+// did exist. It waits now, says which topic and which config key it waits for, and once the
+// topics are created processes what is written to them: every record, offsets committed.
+func TestIngestWaitsForItsSourceTopics(t *testing.T) {
+	s := &stage{Env: pipelinetest.NewEnv(t, "wt"), t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	waiting := make(chan string, 1)
+	log := slog.New(&waitSpotter{Handler: slog.NewTextHandler(os.Stderr, nil), seen: waiting})
+	var waits atomic.Int64
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	s.running = make(chan error, 1)
+	go func() {
+		err := ingest.Run(runCtx, s.Ingest, ingest.RunConfig{Kafka: s.Kafka, Registry: s.Registry, SensitiveWords: moderationClient(t, ""),
+			StorageDir: t.TempDir(), Logger: log, Waiting: func(error) { waits.Add(1) }})
+		s.running <- err
+		done <- err
+	}()
+	var line string
+	select {
+	case line = <-waiting:
+	case err := <-done:
+		t.Fatalf("ingest ended while its source topics did not exist: %v", err)
+	case <-ctx.Done():
+		t.Fatal("ingest never said it waits for its source topics")
+	}
+	if !strings.Contains(line, "topic="+s.Ingest.InferenceTopic) || !strings.Contains(line, "key=ingest.inference_topic") {
+		t.Fatalf("waiting line %q does not name the inference topic and its key", line)
+	}
+	s.SourceTopics(t, ctx, 3)
+	m := s.load(loadgen.Config{Requests: 200, Seed: 27})
+	s.landedExactly(ctx, m, 600+6, stop, done) // 600 originals, 6 poison (the seed's)
+	// The failed look that logged the line told Waiting before the next look found the topics.
+	if n := waits.Load(); n < 1 {
+		t.Fatalf("Waiting reported %d times while the topics were missing, want at least 1", n)
+	}
+}
+
+// waitSpotter passes every line on and sends the first "waiting for topic" line, as
+// "msg topic=... key=...", to seen.
+type waitSpotter struct {
+	slog.Handler
+	seen chan string
+}
+
+func (w *waitSpotter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "waiting for topic to be created" {
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "topic" || a.Key == "key" {
+				line += " " + a.Key + "=" + a.Value.String()
+			}
+			return true
+		})
+		select {
+		case w.seen <- line:
+		default: // the first one is enough
+		}
+	}
+	return w.Handler.Handle(ctx, r)
+}
+
+func (w *waitSpotter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &waitSpotter{Handler: w.Handler.WithAttrs(as), seen: w.seen}
 }

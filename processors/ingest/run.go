@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
@@ -19,24 +17,11 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
-	"github.com/backflowhq/backflow/internal/retry"
 )
 
 // ErrNotCopartitioned: the source topics have different partition counts, so records of one
 // requestId could not meet in one table partition.
 var ErrNotCopartitioned = errors.New("ingest: source topics are not co-partitioned")
-
-// ErrMissingTopic: a source topic does not exist.
-var ErrMissingTopic = errors.New("ingest: source topic does not exist")
-
-// missingTopicGrace is how long Prepare waits for a source topic to appear in the metadata
-// before it reports the topic missing.
-const missingTopicGrace = 5 * time.Second
-
-// errNotInMetadata: Prepare looks again for a topic the metadata does not have (yet).
-var errNotInMetadata = errors.New("ingest: topic not in the metadata yet")
-
-func isNotInMetadata(err error) bool { return errors.Is(err, errNotInMetadata) }
 
 // RunConfig is what Run needs besides the stage's Config.
 type RunConfig struct {
@@ -52,6 +37,9 @@ type RunConfig struct {
 	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
 	// records nothing.
 	Metrics *ops.Stage
+	// Waiting, if set, is told why the stage cannot start yet while it waits for its source
+	// topics or for Kafka (see kafka.SourceWait).
+	Waiting func(error)
 }
 
 // Run checks the topics, creates the internal ones that are missing, reads the replay epoch
@@ -71,12 +59,13 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		return err
 	}
 	defer cl.Close()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	partitions, err := Prepare(sctx, cl, cfg, rc.Kafka.TableReplication)
-	var epoch int32
-	if err == nil {
-		epoch, err = control.ReadEpoch(sctx, cl, cfg.ControlTopic, cfg.Group)
+	// The wait for the source topics is unbounded (it ends with ctx); what follows is not.
+	partitions, err := prepare(ctx, cl, cfg, rc.Kafka.TableReplication, kafka.SourceWait{Log: log.With("stage", "ingest"), Waiting: rc.Waiting})
+	if err != nil {
+		return err
 	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	epoch, err := control.ReadEpoch(sctx, cl, cfg.ControlTopic, cfg.Group)
 	cancel()
 	if err != nil {
 		return err
@@ -141,49 +130,32 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	return err
 }
 
-// Prepare checks the source topics (they must exist and be co-partitioned) and creates the
-// internal topics that are missing: enriched, DLQ and loopback with the sources' partition
-// count, and the compacted control topic. It returns the partition count.
+// Prepare waits until both source topics exist (kafka.AwaitSources: for as long as ctx
+// allows), checks they are co-partitioned, and creates the internal topics that are missing:
+// enriched, DLQ and loopback with the sources' partition count, and the compacted control
+// topic. It returns the partition count.
 func Prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int) (int, error) {
+	return prepare(ctx, cl, cfg, replication, kafka.SourceWait{})
+}
+
+func prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int, w kafka.SourceWait) (int, error) {
 	cfg = cfg.withDefaults()
 	if replication < 1 {
 		replication = 1
 	}
-	adm := kadm.NewClient(cl)
-	// A topic created a moment ago may not be in the metadata yet: look again every 200ms for a
-	// few seconds before calling it missing.
-	var td kadm.TopicDetails
-	gctx, cancel := context.WithTimeout(ctx, missingTopicGrace)
-	defer cancel()
-	err := retry.Do(gctx, retry.Policy{Min: 200 * time.Millisecond, Max: 200 * time.Millisecond}, isNotInMetadata, nil, func() error {
-		var err error
-		if td, err = adm.ListTopics(ctx, cfg.InferenceTopic, cfg.GatewayTopic); err != nil {
-			return err
+	td, err := kafka.AwaitSources(ctx, cl, w,
+		kafka.Source{Topic: cfg.InferenceTopic, Key: "ingest.inference_topic"},
+		kafka.Source{Topic: cfg.GatewayTopic, Key: "ingest.gateway_topic"})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
 		}
-		if len(td[cfg.InferenceTopic].Partitions) == 0 || len(td[cfg.GatewayTopic].Partitions) == 0 {
-			return errNotInMetadata
-		}
-		return nil
-	})
-	if ctx.Err() != nil {
-		return 0, ctx.Err()
+		return 0, fmt.Errorf("ingest: source topics: %w", err)
 	}
-	if err != nil && !isNotInMetadata(err) {
-		return 0, fmt.Errorf("ingest: topic metadata: %w", err)
-	}
-	n := -1
-	for _, t := range []string{cfg.InferenceTopic, cfg.GatewayTopic} {
-		d, ok := td[t]
-		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			return 0, fmt.Errorf("%w: %q", ErrMissingTopic, t)
-		}
-		if d.Err != nil {
-			return 0, fmt.Errorf("ingest: topic %q: %w", t, d.Err)
-		}
-		if n >= 0 && len(d.Partitions) != n {
-			return 0, fmt.Errorf("%w: %s has %d partitions, %s has %d", ErrNotCopartitioned, cfg.InferenceTopic, n, t, len(d.Partitions))
-		}
-		n = len(d.Partitions)
+	// Both exist now; partition counts that differ are an operator's to fix, not a wait's.
+	n := len(td[cfg.InferenceTopic].Partitions)
+	if g := len(td[cfg.GatewayTopic].Partitions); g != n {
+		return 0, fmt.Errorf("%w: %s has %d partitions, %s has %d", ErrNotCopartitioned, cfg.InferenceTopic, n, cfg.GatewayTopic, g)
 	}
 	rf := int16(replication)
 	if err := kafka.EnsureTopics(ctx, cl,
