@@ -381,6 +381,9 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		log = slog.Default()
 	}
 	partitions, err := prepare(ctx, rc.Kafka, cfg, kafka.SourceWait{Log: log.With("stage", "sink-features"), Waiting: rc.Waiting})
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped while waiting for the source topics: a clean stop
+	}
 	if err != nil {
 		return err
 	}

@@ -358,6 +358,38 @@ func TestIngestWaitsForItsSourceTopics(t *testing.T) {
 	}
 }
 
+// TestIngestStopsCleanlyWhileWaiting: a stop that comes while ingest still waits for its source
+// topics is a clean stop (nil), as a stop at any other time is, not an error exit.
+func TestIngestStopsCleanlyWhileWaiting(t *testing.T) {
+	env := pipelinetest.NewEnv(t, "ws")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waiting := make(chan string, 1)
+	log := slog.New(&waitSpotter{Handler: slog.NewTextHandler(os.Stderr, nil), seen: waiting})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- ingest.Run(runCtx, env.Ingest, ingest.RunConfig{Kafka: env.Kafka, Registry: env.Registry, SensitiveWords: moderationClient(t, ""),
+			StorageDir: t.TempDir(), Logger: log})
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("ingest ended while its source topics did not exist: %v", err)
+	case <-ctx.Done():
+		t.Fatal("ingest never said it waits for its source topics")
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ingest stopped while waiting for its topics returned %v, want nil (a clean stop)", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("ingest did not return after its stop while waiting for its topics")
+	}
+}
+
 // waitSpotter passes every line on and sends the first "waiting for topic" line, as
 // "msg topic=... key=...", to seen.
 type waitSpotter struct {

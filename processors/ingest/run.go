@@ -61,6 +61,9 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	defer cl.Close()
 	// The wait for the source topics is unbounded (it ends with ctx); what follows is not.
 	partitions, err := prepare(ctx, cl, cfg, rc.Kafka.TableReplication, kafka.SourceWait{Log: log.With("stage", "ingest"), Waiting: rc.Waiting})
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped while waiting for the source topics: a clean stop
+	}
 	if err != nil {
 		return err
 	}
