@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -106,7 +108,9 @@ func (d *demo) checkBrowser(t *testing.T) {
 	}
 
 	groups := []string{d.Ingest.Group, d.SinkGroup, d.MirrorGroup}
-	srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: metrics.URL + "/metrics", Range: 30 * time.Minute},
+	const user, password = "ops", "browser-test-password"
+	srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: metrics.URL + "/metrics", Range: 30 * time.Minute,
+		Auth: dashboard.Auth{User: user, Password: password}},
 		dashboard.Deps{ClickHouse: d.Conn, Kafka: kadm.NewClient(d.Admin), Alerts: promAlerts})
 	if err != nil {
 		t.Fatal(err)
@@ -136,8 +140,25 @@ func (d *demo) checkBrowser(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
-	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/#range=30m&refresh=0")); err != nil {
-		t.Fatalf("chromium: load %s: %v", web.URL, err)
+	// Without credentials the page is refused, with a challenge, and shows nothing of the data.
+	resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(web.URL+"/#range=30m&refresh=0"))
+	if err != nil {
+		t.Fatalf("chromium: load %s without credentials: %v", web.URL, err)
+	}
+	if resp.Status != http.StatusUnauthorized || !strings.Contains(fmt.Sprint(resp.Headers), `Basic realm="backflow dashboard"`) {
+		t.Fatalf("page without credentials: status %d, headers %v; want 401 with a Basic challenge", resp.Status, resp.Headers)
+	}
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('.panel').length`)); err != nil || n != 0 {
+		t.Fatalf("page without credentials drew %d panels (%v), want 0", n, err)
+	}
+	// With them (sent on every request, as a browser does once the user has typed them) it
+	// renders as before.
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	if _, err := chromedp.Call(bctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": basic}}); err != nil {
+		t.Fatalf("chromium: set the credentials: %v", err)
+	}
+	if resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(web.URL+"/?auth#range=30m&refresh=0")); err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("chromium: load %s with credentials: %v %+v", web.URL, err, resp)
 	}
 	wctx, cancel := context.WithTimeout(bctx, 60*time.Second)
 	defer cancel()
