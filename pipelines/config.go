@@ -16,6 +16,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/conf"
+	"github.com/backflowhq/backflow/internal/dashboard"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
@@ -53,6 +54,8 @@ type Config struct {
 	Ingest         IngestConfig       `key:"ingest" doc:"the ingest stage: decode, dedupe, moderate, emit to the enriched topic"`
 	SinkClickHouse clickhouse.Config  `key:"sink_clickhouse" doc:"the ClickHouse sink and its DLQ mirror"`
 	SinkFeatures   SinkFeaturesConfig `key:"sink_features" doc:"the feature-store sink (Redis in Feast's layout)"`
+
+	Dashboard dashboard.Auth `key:"dashboard" doc:"backflow dashboard's HTTP basic auth; without a password it serves only on a loopback address"`
 
 	// Streams are the declared streams: any Avro topic into a ClickHouse table derived from its
 	// subject's schema, each run by the stage stream-<name> (streams.go, docs/streams.md).

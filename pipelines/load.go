@@ -27,9 +27,10 @@ func LoadConns(path string, getenv func(string) string) (Conns, error) {
 }
 
 // LoadCommand is LoadConns with the rest of the configuration: for a command that reads more
-// than the connections (migrate reads the declared streams).
-func LoadCommand(path string, getenv func(string) string) (Config, error) {
-	l, err := Load(path, getenv)
+// than the connections (migrate reads the declared streams, dashboard its auth), with the
+// flags a command was given as overrides.
+func LoadCommand(path string, getenv func(string) string, overrides ...Override) (Config, error) {
+	l, err := Load(path, getenv, overrides...)
 	var es conf.Errors
 	if !errors.As(err, &es) {
 		return l.Config, err

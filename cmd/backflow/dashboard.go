@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 
 func newDashboardCmd() *cobra.Command {
 	var cfg dashboard.Config
+	authFlags := &runFlags{paths: map[string]string{}} // the dashboard section's keys
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the built-in dashboard: traffic, latency, tokens, moderation, dead letters, freshness, replays",
@@ -37,19 +40,33 @@ each with its severity and summary.
 
 The page polls JSON endpoints that scripts can use too: /api/panels lists the panels,
 /api/panels/<id>?range=30m (or ?from=&to= in Unix seconds) returns one panel's rows, and
-/api/health the health strip. It needs the views of 'backflow migrate' (migrations 0008, 0009).
+/api/health the health strip; /healthz answers "ok".
+
+Every route but /healthz asks for HTTP basic auth when a password is set: the variable
+BACKFLOW_DASHBOARD_PASSWORD, or a file named by dashboard.password_file
+(BACKFLOW_DASHBOARD_PASSWORD_FILE, --password-file; the secured local stack writes one); the
+user is dashboard.user (default backflow). A password is never a flag. Without a password the
+dashboard serves only on a loopback address: another address is refused unless
+--insecure-no-auth (dashboard.insecure_no_auth) allows it. Scripts pass the same credentials
+(curl -u backflow:"$(cat dashboard-password)" .../api/panels). It needs the views of 'backflow migrate' (migrations 0008, 0009).
 It runs until SIGINT or SIGTERM.`,
 		Example: `  backflow dashboard --env-file .stack/env
-  backflow dashboard --addr 0.0.0.0:18400 --range 6h --breaker-metrics-url http://127.0.0.1:18410/metrics`,
+  (umask 077 && openssl rand -hex 16 >dashboard-password)
+  BACKFLOW_DASHBOARD_PASSWORD_FILE=dashboard-password backflow dashboard --env-file .stack/env --addr 0.0.0.0:18400 --range 6h --breaker-metrics-url http://127.0.0.1:18410/metrics`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			all, err := pipelines.LoadCommand(configPath, os.Getenv, authFlags.overrides(cmd)...)
+			if err != nil {
+				return fmt.Errorf("%w: configuration: %w", errUsage, err)
+			}
+			cfg.Auth = all.Dashboard
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
-			conn, err := loadConfig(pipelines.SystemClickHouse, pipelines.SystemKafka)
-			if err != nil {
-				return err
+			if err := all.Conns.Require(pipelines.SystemClickHouse, pipelines.SystemKafka); err != nil {
+				return fmt.Errorf("%w: configuration: %w", errUsage, err)
 			}
+			conn := all.Conns
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			db, err := clickhouse.Open(ctx, conn.ClickHouse)
@@ -73,7 +90,7 @@ It runs until SIGINT or SIGTERM.`,
 			if err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
-			log.Info("dashboard serving", "url", srv.URL(), "clickhouse", conn.ClickHouse.Endpoint(), "groups", cfg.Groups, "breaker_metrics_url", cfg.BreakerURL,
+			log.Info("dashboard serving", "url", srv.URL(), "basic_auth", cfg.Auth.Password != "" || cfg.Auth.PasswordFile != "", "clickhouse", conn.ClickHouse.Endpoint(), "groups", cfg.Groups, "breaker_metrics_url", cfg.BreakerURL,
 				"prometheus", conn.Prometheus.URL)
 			fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s\n", srv.URL())
 			return srv.Run(cmd.Context())
@@ -86,5 +103,9 @@ It runs until SIGINT or SIGTERM.`,
 	f.StringSliceVar(&cfg.Groups, "groups", dashboard.DefaultGroups, "consumer groups whose lag the health strip shows")
 	f.StringVar(&cfg.BreakerURL, "breaker-metrics-url", "", "Prometheus /metrics URL of the ingest stage, for the moderation breaker (empty: shown as unknown)")
 	f.DurationVar(&cfg.QueryTimeout, "query-timeout", 10*time.Second, "bound on one panel's query")
+	for _, k := range pipelines.KeysUnder("dashboard") {
+		_, key, _ := strings.Cut(k.Path, ".")
+		authFlags.add(f, strings.ReplaceAll(key, "_", "-"), k)
+	}
 	return cmd
 }

@@ -21,8 +21,16 @@ func TestDashboardUsageErrorsExit2(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
 	}
+	// An address other than loopback without a password is refused before any connection.
+	t.Setenv("BACKFLOW_DASHBOARD_PASSWORD", "")
+	t.Setenv("BACKFLOW_DASHBOARD_PASSWORD_FILE", "")
+	_, _, err := execRoot(context.Background(), "dashboard", "--addr", "0.0.0.0:0")
+	if code := classify(err); code != exitUsage || !strings.Contains(fmt.Sprint(err), "dashboard.password_file") || !strings.Contains(fmt.Sprint(err), "--insecure-no-auth") {
+		t.Errorf("dashboard --addr 0.0.0.0:0 without a password: exit %d, want %d naming the keys: %v", code, exitUsage, err)
+	}
 	code, out := runCLI(t, "dashboard", "--help")
-	for _, want := range []string{"--breaker-metrics-url", "backflow_moderation_breaker_state", "/api/panels", "--range"} {
+	for _, want := range []string{"--breaker-metrics-url", "backflow_moderation_breaker_state", "/api/panels", "--range",
+		"--insecure-no-auth", "--password-file", "BACKFLOW_DASHBOARD_PASSWORD"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("dashboard --help (exit %d) does not mention %q", code, want)
 		}

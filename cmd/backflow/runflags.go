@@ -87,14 +87,20 @@ func (r *runFlags) add(fs *pflag.FlagSet, name string, k pipelines.Key) {
 // processKeys are the keys every stage-running command has as flags.
 var processKeys = []string{"metrics.addr", "log.format", "log.level", "shutdown_timeout"}
 
-// load reads the configuration with the flags given as overrides; a problem is a usage error.
-func (r *runFlags) load(cmd *cobra.Command) (pipelines.Loaded, error) {
+// overrides are the key flags given on the command line.
+func (r *runFlags) overrides(cmd *cobra.Command) []pipelines.Override {
 	var overrides []pipelines.Override
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if p, ok := r.paths[f.Name]; ok {
 			overrides = append(overrides, pipelines.Override{Path: p, Value: f.Value.String(), Source: "--" + f.Name})
 		}
 	})
+	return overrides
+}
+
+// load reads the configuration with the flags given as overrides; a problem is a usage error.
+func (r *runFlags) load(cmd *cobra.Command) (pipelines.Loaded, error) {
+	overrides := r.overrides(cmd)
 	if r.stage != "" {
 		overrides = append(overrides, pipelines.Override{Path: "stages", Value: r.stage, Source: cmd.Name()})
 	}

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -106,7 +108,9 @@ func (d *demo) checkBrowser(t *testing.T) {
 	}
 
 	groups := []string{d.Ingest.Group, d.SinkGroup, d.MirrorGroup}
-	srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: metrics.URL + "/metrics", Range: 30 * time.Minute},
+	const user, password = "ops", "browser-test-password"
+	srv, err := dashboard.New(dashboard.Config{Groups: groups, BreakerURL: metrics.URL + "/metrics", Range: 30 * time.Minute,
+		Auth: dashboard.Auth{User: user, Password: password}},
 		dashboard.Deps{ClickHouse: d.Conn, Kafka: kadm.NewClient(d.Admin), Alerts: promAlerts})
 	if err != nil {
 		t.Fatal(err)
@@ -136,8 +140,37 @@ func (d *demo) checkBrowser(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
-	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/#range=30m&refresh=0")); err != nil {
-		t.Fatalf("chromium: load %s: %v", web.URL, err)
+	// Without credentials the page, its assets and its API are refused with a challenge.
+	// Headless Chromium has no prompt to show and fails such a navigation
+	// (ERR_INVALID_AUTH_CREDENTIALS), so the page's own fetches, from /healthz (open to
+	// probes), read the answers.
+	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/healthz")); err != nil {
+		t.Fatalf("chromium: load %s/healthz without credentials: %v", web.URL, err)
+	}
+	refused, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Promise.all(['/', '/app.js', '/api/panels', '/api/health'].map(
+		p => fetch(p).then(r => r.status + ' ' + r.headers.get('WWW-Authenticate'))))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("chromium: fetch without credentials: %v", err)
+	}
+	for i, got := range refused {
+		if got != `401 Basic realm="backflow dashboard", charset="UTF-8"` {
+			t.Errorf("without credentials, request %d: %q, want 401 with the Basic challenge", i, got)
+		}
+	}
+	if len(refused) != 4 {
+		t.Fatalf("without credentials: %d answers, want 4", len(refused))
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/")); err == nil || !strings.Contains(err.Error(), "AUTH") {
+		t.Fatalf("chromium: the page without credentials loaded (%v), want an auth failure", err)
+	}
+	// With them (sent on every request, as a browser does once the user has typed them) it
+	// renders as before.
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	if _, err := chromedp.Call(bctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": basic}}); err != nil {
+		t.Fatalf("chromium: set the credentials: %v", err)
+	}
+	if resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(web.URL+"/?auth#range=30m&refresh=0")); err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("chromium: load %s with credentials: %v %+v", web.URL, err, resp)
 	}
 	wctx, cancel := context.WithTimeout(bctx, 60*time.Second)
 	defer cancel()

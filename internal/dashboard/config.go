@@ -38,6 +38,9 @@ type Config struct {
 	MaxRows int
 	// Parallel caps the panel queries running at once against ClickHouse. Default: 4.
 	Parallel int
+	// Auth is the HTTP basic auth of every route but /healthz. Without a password Addr must
+	// be a loopback address, unless Auth.InsecureNoAuth is set.
+	Auth Auth
 }
 
 func (c Config) withDefaults() Config {
@@ -70,6 +73,12 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	if err := conf.CheckHostPort(c.Addr, true, true); err != nil {
 		return fmt.Errorf("dashboard: addr: %w", err)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return err
+	}
+	if pw, _ := c.Auth.password(); pw == "" && !c.Auth.InsecureNoAuth && !IsLoopback(c.Addr) {
+		return conf.Errorf("Auth", "dashboard: addr: %s: %w; set dashboard.password_file (BACKFLOW_DASHBOARD_PASSWORD_FILE) or BACKFLOW_DASHBOARD_PASSWORD, or allow it with dashboard.insecure_no_auth (--insecure-no-auth)", c.Addr, ErrNoAuth)
 	}
 	switch {
 	case c.Refresh < time.Second:

@@ -43,13 +43,15 @@ type Deps struct {
 
 // Server serves the built-in dashboard: the page and its assets (embedded in the binary, no
 // CDN) at /, the panel list at /api/panels, one panel's rows at /api/panels/<id>, the health
-// strip (lag, dead letters, breaker, Prometheus's firing alerts) at /api/health, and /healthz. Handler may be served by any number of goroutines; Run
+// strip (lag, dead letters, breaker, Prometheus's firing alerts) at /api/health, and /healthz;
+// with Config.Auth's password every route but /healthz asks for basic auth. Handler may be served by any number of goroutines; Run
 // listens on Config.Addr until its context ends.
 type Server struct {
-	cfg  Config
-	deps Deps
-	sem  chan struct{} // bounds concurrent ClickHouse queries
-	mux  *http.ServeMux
+	cfg     Config
+	deps    Deps
+	sem     chan struct{} // bounds concurrent ClickHouse queries
+	mux     *http.ServeMux
+	handler http.Handler // mux behind the basic auth, when a password is set
 }
 
 // New validates cfg and builds a server; it touches no network.
@@ -79,12 +81,24 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.mux.HandleFunc("GET /api/panels", s.panels)
 	s.mux.HandleFunc("GET /api/panels/{id}", s.panel)
 	s.mux.HandleFunc("GET /api/health", s.health)
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	s.handler = s.mux
+	pw, err := cfg.Auth.password()
+	if err != nil {
+		return nil, err
+	}
+	if pw != "" {
+		s.handler = basicAuth(cfg.Auth.User, pw, s.mux)
+	}
+	// /healthz stays open: it says "ok" and nothing else, for probes that carry no credentials.
+	outer := http.NewServeMux()
+	outer.Handle("/", s.handler)
+	outer.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	s.handler = outer
 	return s, nil
 }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // URL is the address the page is served at.
 func (s *Server) URL() string { return "http://" + s.cfg.Addr + "/" }
@@ -101,7 +115,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener of the caller's.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
