@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -17,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -140,35 +139,72 @@ func (d *demo) checkBrowser(t *testing.T) {
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
-	// Without credentials the page, its assets and its API are refused with a challenge.
-	// Headless Chromium has no prompt to show and fails such a navigation
-	// (ERR_INVALID_AUTH_CREDENTIALS), so the page's own fetches, from /healthz (open to
-	// probes), read the answers.
-	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/healthz")); err != nil {
-		t.Fatalf("chromium: load %s/healthz without credentials: %v", web.URL, err)
+	// The browser meets the Basic challenge as a person would: the test answers each one (the
+	// login prompt) through the DevTools Fetch domain, first by cancelling it, then with the
+	// password. A headless browser left alone would wait on the prompt for ever.
+	var withPassword atomic.Bool
+	var challenges, cancelled atomic.Int64
+	events := make(chan any, 256)
+	if err := chromedp.Listen(bctx, func(ev any) {
+		switch ev.(type) {
+		case *fetch.EventAuthRequired, *fetch.EventRequestPaused:
+			events <- ev
+		}
+	}); err != nil {
+		t.Fatalf("chromium: listen: %v", err)
+	}
+	go func() {
+		for ev := range events {
+			switch e := ev.(type) {
+			case *fetch.EventRequestPaused:
+				_, _ = chromedp.Call(bctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+			case *fetch.EventAuthRequired:
+				challenges.Add(1)
+				answer := &fetch.AuthChallengeResponse{Response: fetch.AuthChallengeResponseResponseCancelAuth}
+				if withPassword.Load() {
+					answer = &fetch.AuthChallengeResponse{Response: fetch.AuthChallengeResponseResponseProvideCredentials, Username: user, Password: password}
+				} else {
+					cancelled.Add(1)
+				}
+				_, _ = chromedp.Call(bctx, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{RequestID: e.RequestID, AuthChallengeResponse: answer})
+			}
+		}
+	}()
+	defer close(events)
+	handle := true
+	if _, err := chromedp.Call(bctx, fetch.Enable, fetch.EnableParams{HandleAuthRequests: &handle}); err != nil {
+		t.Fatalf("chromium: enable auth handling: %v", err)
+	}
+	// Without credentials the page is a 401 and shows nothing of the data; its assets and its
+	// API answer 401 with the challenge too.
+	resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(web.URL+"/#range=30m&refresh=0"))
+	if err != nil {
+		t.Fatalf("chromium: load %s without credentials: %v", web.URL, err)
+	}
+	if resp.Status != http.StatusUnauthorized {
+		t.Fatalf("chromium: the page without credentials answered %d, want 401", resp.Status)
 	}
 	refused, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Promise.all(['/', '/app.js', '/api/panels', '/api/health'].map(
 		p => fetch(p).then(r => r.status + ' ' + r.headers.get('WWW-Authenticate'))))`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("chromium: fetch without credentials: %v", err)
 	}
+	if len(refused) != 4 {
+		t.Fatalf("without credentials: %d answers, want 4", len(refused))
+	}
 	for i, got := range refused {
 		if got != `401 Basic realm="backflow dashboard", charset="UTF-8"` {
 			t.Errorf("without credentials, request %d: %q, want 401 with the Basic challenge", i, got)
 		}
 	}
-	if len(refused) != 4 {
-		t.Fatalf("without credentials: %d answers, want 4", len(refused))
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('.panel').length`)); err != nil || n != 0 {
+		t.Fatalf("the page without credentials shows %d panels (%v), want none", n, err)
 	}
-	if err := chromedp.Do(bctx, chromedp.Navigate(web.URL+"/")); err == nil || !strings.Contains(err.Error(), "AUTH") {
-		t.Fatalf("chromium: the page without credentials loaded (%v), want an auth failure", err)
+	if c := cancelled.Load(); c < 1 {
+		t.Fatalf("the browser met %d challenges without credentials, want at least 1", c)
 	}
-	// With them (sent on every request, as a browser does once the user has typed them) it
-	// renders as before.
-	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
-	if _, err := chromedp.Call(bctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": basic}}); err != nil {
-		t.Fatalf("chromium: set the credentials: %v", err)
-	}
+	// With the password typed into the prompt it renders as before.
+	withPassword.Store(true)
 	if resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(web.URL+"/?auth#range=30m&refresh=0")); err != nil || resp.Status != http.StatusOK {
 		t.Fatalf("chromium: load %s with credentials: %v %+v", web.URL, err, resp)
 	}
