@@ -96,24 +96,13 @@ func TestStreamFollowsEnumSymbolMidRun(t *testing.T) {
 	v1, id1 := register("eval-score.avsc")
 	send(v1, id1, v1rec(1, "MMLU"), v1rec(2, "GSM8K"), v1rec(3, "HUMANEVAL"), v1rec(4, "MMLU"))
 
-	yaml := fmt.Sprintf(`stages: [stream-eval-score]
-metrics:
-  addr: "off"
-clickhouse:
-  database: %s
-sink_clickhouse:
-  dlq_topic: %s
-  batch_interval: 200ms
-  backoff_min: 20ms
-  backoff_max: 1s
-  migrate: true
-streams:
+	yaml := streamsConfigHead("stream-eval-score", env.DB, dlqTopic) + fmt.Sprintf(`streams:
   - name: eval-score
     topic: %s
     group: %s
     dedupe_key: eval_id
     event_time: event_time
-`, env.DB, dlqTopic, topic, group)
+`, topic, group)
 	path := filepath.Join(t.TempDir(), "backflow.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -176,18 +176,7 @@ func TestStreamsEndToEnd(t *testing.T) {
 	yaml := strings.NewReplacer(
 		"topic: agent-task-event", "topic: "+agent.topic+"\n    group: "+agent.group,
 		"topic: training-data-pipeline", "topic: "+train.topic+"\n    group: "+train.group).Replace(string(example))
-	yaml = fmt.Sprintf(`stages: [stream-agent-task-event, stream-training-data-pipeline]
-metrics:
-  addr: "off"
-clickhouse:
-  database: %s
-sink_clickhouse:
-  dlq_topic: %s
-  batch_interval: 200ms
-  backoff_min: 20ms
-  backoff_max: 1s
-  migrate: true
-`, env.DB, dlqTopic) + yaml
+	yaml = streamsConfigHead("stream-agent-task-event, stream-training-data-pipeline", env.DB, dlqTopic) + yaml
 	path := filepath.Join(t.TempDir(), "backflow.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -546,4 +535,22 @@ func queryStrings(t *testing.T, ctx context.Context, conn driver.Conn, q string)
 		out = append(out, s)
 	}
 	return out
+}
+
+// streamsConfigHead is the config file of a test that runs declared streams, up to its
+// streams: section: stages, no metrics, the test's database and DLQ, short batches and
+// backoffs, migrate on.
+func streamsConfigHead(stages, db, dlqTopic string) string {
+	return fmt.Sprintf(`stages: [%s]
+metrics:
+  addr: "off"
+clickhouse:
+  database: %s
+sink_clickhouse:
+  dlq_topic: %s
+  batch_interval: 200ms
+  backoff_min: 20ms
+  backoff_max: 1s
+  migrate: true
+`, stages, db, dlqTopic)
 }

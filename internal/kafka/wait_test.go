@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -27,7 +26,7 @@ func TestWaitForTopicsKeepsSayingItWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	h := &recorder{}
+	h := &attrRecorder{}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	if err := WaitForTopics(ctx, cl, slog.New(h), "t"); err == nil {
@@ -42,24 +41,4 @@ func TestWaitForTopicsKeepsSayingItWaits(t *testing.T) {
 			t.Errorf("line %q does not say it still waits, and how long", l)
 		}
 	}
-}
-
-type recorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Message)
-	return nil
-}
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *recorder) WithGroup(string) slog.Handler      { return r }
-func (r *recorder) lines() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.msgs...)
 }

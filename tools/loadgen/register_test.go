@@ -45,6 +45,22 @@ func TestRunWaitsForAnOverloadedRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cl := fakeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := Run(ctx, Config{Requests: 20, Seed: 1}, cl, reg, Options{RunID: "reg"})
+	if err != nil {
+		t.Fatalf("run: %v (%v)", err, st)
+	}
+	if refused.Load() != 3 || registered.Load() < 2 || st.Requests != 20 || st.Failed != 0 || st.PerTopic["model-inference-result"] < 20 {
+		t.Fatalf("%d registrations refused, %d taken; stats %v: want 3 refused, then 20 requests sent, none failed", refused.Load(), registered.Load(), st)
+	}
+}
+
+// fakeCluster is a producer client (ProducerOpts) on an in-process cluster that holds the two
+// source topics, 3 partitions each; both close when t ends.
+func fakeCluster(t *testing.T) *kgo.Client {
+	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "model-inference-result", "gateway-log"))
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +71,5 @@ func TestRunWaitsForAnOverloadedRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := Run(ctx, Config{Requests: 20, Seed: 1}, cl, reg, Options{RunID: "reg"})
-	if err != nil {
-		t.Fatalf("run: %v (%v)", err, st)
-	}
-	if refused.Load() != 3 || registered.Load() < 2 || st.Requests != 20 || st.Failed != 0 || st.PerTopic["model-inference-result"] < 20 {
-		t.Fatalf("%d registrations refused, %d taken; stats %v: want 3 refused, then 20 requests sent, none failed", refused.Load(), registered.Load(), st)
-	}
+	return cl
 }

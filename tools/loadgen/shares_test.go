@@ -5,9 +5,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // shares is a Config's or StreamConfig's six shares and rates, in a fixed order.
@@ -73,16 +70,7 @@ func within(k, n int, p float64) bool {
 // shares (poison exactly, the random shares within a binomial bound).
 func TestRunSharesOnTraffic(t *testing.T) {
 	reg := fakeRegistry(t)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "model-inference-result", "gateway-log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	cl, err := kgo.NewClient(append(ProducerOpts(), kgo.SeedBrokers(cluster.ListenAddrs()...))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := fakeCluster(t)
 	const requests = 1000
 	none := Config{SensitiveShare: None, DuplicateRate: None, CrossPartitionShare: None, PoisonRate: None, V2Share: None, EmbeddingShare: None}
 	for i, c := range []struct {
