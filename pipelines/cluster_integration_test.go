@@ -106,7 +106,10 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	var onFlush func(clickhouse.Flush)
 	var crashRedis func()
 	if faults {
-		master := slotZeroMaster(t, ctx, conns.Redis, seeds)
+		master, err := cl.RedisSlotMaster(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		onFlush = func(f clickhouse.Flush) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -183,7 +186,12 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 		if err := <-restarted; err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("clickhouse-s2r2 and the Redis master are back")
+		// The restart returned: the Redis Cluster is settled again, as the next user of the
+		// stack (make demo-cluster) needs it.
+		if _, err := cl.RedisConverged(ctx); err != nil {
+			t.Fatalf("deploy/local/stack --cluster up returned before the Redis Cluster converged: %v", err)
+		}
+		t.Logf("clickhouse-s2r2 and the Redis master are back, the Redis Cluster converged")
 	}
 	reader, err := clickhouse.Open(ctx, rc)
 	if err != nil {
@@ -341,32 +349,6 @@ func replayOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, c
 		t.Fatalf("after the replay, through v_inference_results (%d originals): lost %d, duplicates %d, unknown %d; rows %d → %d; replay_log %d rows for %d partitions",
 			originals, lost, dups, extra, before, after, logged, len(p.Plan.Rows))
 	}
-}
-
-// slotZeroMaster names the cluster stack's Redis node (redis-N) that is the master of slot 0
-// now: roles change with each failover.
-func slotZeroMaster(t *testing.T, ctx context.Context, c redis.Conn, seeds []string) string {
-	t.Helper()
-	probe, err := redis.Open(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	slots, err := probe.ClusterSlots(ctx).Result()
-	if err != nil || len(slots) == 0 {
-		t.Fatalf("cluster slots: %v", err)
-	}
-	for _, sl := range slots {
-		if sl.Start == 0 {
-			for i, a := range seeds {
-				if a == sl.Nodes[0].Addr {
-					return fmt.Sprintf("redis-%d", i+1)
-				}
-			}
-		}
-	}
-	t.Fatalf("no seed serves slot 0: %v", slots)
-	return ""
 }
 
 // crashOnFirstSubmit is the feature sink's store with a crash of a Redis node just before its

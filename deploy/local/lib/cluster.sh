@@ -172,14 +172,80 @@ cluster_clickhouse_down() {
 
 cluster_redis_probe() { [ "$(redis-cli -h "$HOST" -p "$(redis_node_port "$1")" ping 2>/dev/null)" = PONG ]; }
 
-# The cluster is ready when every slot is served, every node is known and each master has its
-# replica.
-cluster_redis_formed() {
-  local info replicas
-  info=$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster info 2>/dev/null | tr -d '\r') || return 1
-  replicas=$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes 2>/dev/null | grep -cE '[ ,]slave ') || return 1
-  [[ "$info" == *"cluster_state:ok"* && "$info" == *"cluster_slots_assigned:16384"* && "$info" == *"cluster_known_nodes:$CLUSTER_REDIS_NODES"* ]] \
-    && [ "$replicas" -eq $((CLUSTER_REDIS_NODES / 2)) ]
+# cluster_redis_view I prints what node I knows of the cluster, one sorted line per node:
+# "ID HOST:PORT ROLE MASTER-ID SLOTS..." (ROLE master or slave, MASTER-ID "-" for a master). It
+# fails when node I does not answer, or sees a node failing (fail or fail?), in handshake or
+# without an address, a link down, or a slot being migrated: a view that is still changing.
+cluster_redis_view() {
+  local out lines
+  out=$(redis-cli -h "$HOST" -p "$(redis_node_port "$1")" cluster nodes 2>/dev/null | tr -d '\r') || return 1
+  [ -n "$out" ] || return 1
+  lines=$(awk '{
+    flags = $3; sub(/(^|,)myself/, "", flags); sub(/^,/, "", flags)
+    if (flags ~ /fail|handshake|noaddr/ || $8 != "connected") bad = 1
+    addr = $2; sub(/@.*/, "", addr)
+    slots = ""
+    for (i = 9; i <= NF; i++) { if ($i ~ /^\[/) bad = 1; slots = slots " " $i }
+    print $1, addr, flags, $4 slots
+  } END { exit bad ? 1 : 0 }' <<<"$out") || return 1
+  sort <<<"$lines"
+}
+
+# cluster_redis_converged succeeds when the Redis Cluster has settled: every node answers with
+# cluster_state:ok, all 16384 slots ok and all nodes known; every node's view
+# (cluster_redis_view) is the same; that view has 3 masters holding slots and 3 replicas, one
+# per master; and every replica's link to its master is up. Otherwise it fails, leaving the
+# reason in CLUSTER_REDIS_WHY.
+cluster_redis_converged() {
+  local i name info view first="" masters replicas served
+  for ((i = 0; i < CLUSTER_REDIS_NODES; i++)); do
+    name=$(redis_node_name "$i")
+    info=$(redis-cli -h "$HOST" -p "$(redis_node_port "$i")" cluster info 2>/dev/null | tr -d '\r')
+    [ -n "$info" ] || { CLUSTER_REDIS_WHY="$name does not answer"; return 1; }
+    [[ "$info" == *"cluster_state:ok"* ]] || { CLUSTER_REDIS_WHY="$name: cluster_state is not ok"; return 1; }
+    [[ "$info" == *"cluster_slots_ok:16384"* ]] || { CLUSTER_REDIS_WHY="$name: not all 16384 slots are ok ($(grep -E '^cluster_slots_(ok|pfail|fail):' <<<"$info" | tr '\n' ' '))"; return 1; }
+    [[ "$info" == *"cluster_known_nodes:$CLUSTER_REDIS_NODES"* ]] || { CLUSTER_REDIS_WHY="$name knows $(sed -n 's/^cluster_known_nodes://p' <<<"$info") nodes, not $CLUSTER_REDIS_NODES"; return 1; }
+    view=$(cluster_redis_view "$i") || { CLUSTER_REDIS_WHY="$name sees a node failing, in handshake, a link down or a slot migrating"; return 1; }
+    if [ -z "$first" ]; then
+      first=$view
+    elif [ "$view" != "$first" ]; then
+      CLUSTER_REDIS_WHY="$name and $(redis_node_name 0) disagree on masters, replicas or slots"
+      return 1
+    fi
+    if [[ "$(redis-cli -h "$HOST" -p "$(redis_node_port "$i")" info replication 2>/dev/null | tr -d '\r')" == *"role:slave"* ]] \
+      && [[ "$(redis-cli -h "$HOST" -p "$(redis_node_port "$i")" info replication 2>/dev/null | tr -d '\r')" != *"master_link_status:up"* ]]; then
+      CLUSTER_REDIS_WHY="$name: its link to its master is not up"
+      return 1
+    fi
+  done
+  masters=$(awk '$3 == "master" && NF > 4' <<<"$first" | wc -l)
+  replicas=$(awk '$3 == "slave"' <<<"$first" | wc -l)
+  # Each replica follows a master that holds slots, and no master has two.
+  served=$(awk '$3 == "master" && NF > 4 { m[$1] = 1 } $3 == "slave" { of[$4]++ } END { for (id in of) if ((id in m) && of[id] == 1) n++; print n + 0 }' <<<"$first")
+  if [ "$masters" -ne $((CLUSTER_REDIS_NODES / 2)) ] || [ "$replicas" -ne $((CLUSTER_REDIS_NODES / 2)) ] || [ "$served" -ne "$replicas" ]; then
+    CLUSTER_REDIS_WHY="$masters masters with slots and $replicas replicas ($served of them on a master of their own), want $((CLUSTER_REDIS_NODES / 2)) and $((CLUSTER_REDIS_NODES / 2))"
+    return 1
+  fi
+  CLUSTER_REDIS_WHY=""
+}
+
+# cluster_redis_wait_converged waits until cluster_redis_converged, for at most
+# BACKFLOW_CLUSTER_CONVERGE_TIMEOUT seconds (default 90: a failover takes
+# cluster-node-timeout, 5 s, plus an election; a restarted master rejoins as a replica and
+# syncs), saying every 10 s what it waits for.
+cluster_redis_wait_converged() {
+  local bound=${BACKFLOW_CLUSTER_CONVERGE_TIMEOUT:-90} start=$SECONDS next=$((SECONDS + 10))
+  CLUSTER_REDIS_WHY=""
+  until cluster_redis_converged; do
+    if [ $((SECONDS - start)) -ge "$bound" ]; then
+      die "the Redis Cluster has not converged after ${bound}s: $CLUSTER_REDIS_WHY (BACKFLOW_CLUSTER_CONVERGE_TIMEOUT sets the bound; logs: $LOG_DIR/redis-*.log)"
+    fi
+    if [ $SECONDS -ge $next ]; then
+      log "waiting for the Redis Cluster to converge ($((SECONDS - start))s): $CLUSTER_REDIS_WHY"
+      next=$((SECONDS + 10))
+    fi
+    sleep 1
+  done
 }
 
 cluster_redis_up() {
@@ -211,16 +277,16 @@ CONF
     start_bg "$name" redis-server "$home/redis.conf"
   done
   for ((i = 0; i < CLUSTER_REDIS_NODES; i++)); do wait_ready "$(redis_node_name "$i")" cluster_redis_probe "$i"; done
-  if ! cluster_redis_formed; then
-    # A node that knows of no other is new: form the cluster once. Nodes that restart keep
-    # their nodes.conf and rejoin by themselves.
-    if [ "$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')" = 1 ]; then
-      log "forming the Redis Cluster: ${addrs[*]}"
-      redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >>"$LOG_DIR/redis-cluster-create.log" 2>&1 \
-        || die "redis-cli --cluster create failed; see $LOG_DIR/redis-cluster-create.log"
-    fi
-    wait_ready redis-1 cluster_redis_formed
+  # A node that knows of no other is new: form the cluster once. Nodes that restart keep
+  # their nodes.conf and rejoin by themselves.
+  if [ "$(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')" = 1 ]; then
+    log "forming the Redis Cluster: ${addrs[*]}"
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >>"$LOG_DIR/redis-cluster-create.log" 2>&1 \
+      || die "redis-cli --cluster create failed; see $LOG_DIR/redis-cluster-create.log"
   fi
+  # Always, also when every node was running: after a crash the cluster answers before it has
+  # settled (a replica promoted, the old master rejoining as a replica, views differing).
+  cluster_redis_wait_converged
   log "Redis Cluster ready: $(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes | grep -cE '[ ,]master ') masters and $(redis-cli -h "$HOST" -p "$CLUSTER_REDIS_PORT" cluster nodes | grep -cE '[ ,]slave ') replicas, all 16384 slots served"
 }
 
@@ -297,7 +363,7 @@ cluster_status() {
   row zookeeper "$HOST:$ZK_PORT"
   for ((i = 0; i < CLUSTER_CH_NODES; i++)); do row "$(ch_node_name "$i")" "$HOST:$(ch_node_port "$i")"; done
   for ((i = 0; i < CLUSTER_REDIS_NODES; i++)); do row "$(redis_node_name "$i")" "$HOST:$(redis_node_port "$i")"; done
-  if [ $bad = 0 ] && ! cluster_redis_formed; then echo "redis cluster: not formed (cluster info is not ok)"; bad=1; fi
+  if [ $bad = 0 ] && ! cluster_redis_converged; then echo "redis cluster: not converged: $CLUSTER_REDIS_WHY"; bad=1; fi
   echo
   echo "cluster '$CLUSTER_NAME'; shared services from $SHARED_ENV_FILE"
   echo "env file: $ENV_FILE   logs: $LOG_DIR/"
