@@ -251,8 +251,8 @@ func quote(s string) string {
 }
 
 // IncompatibleError is a newer schema's change a derived table cannot follow: a column whose
-// type changed in a way no ALTER keeps its rows for (an enum symbol removed or moved, a
-// narrowing, int to string), or a field added without a default. Its stream stops with it;
+// type changed in a way no ALTER keeps its rows for (a narrowing, int to string, a field no
+// longer optional), or a field added without a default. Its stream stops with it;
 // its records are neither dropped nor dead-lettered.
 type IncompatibleError struct {
 	Field, Column string
@@ -330,9 +330,9 @@ var promotions = map[string][]string{
 
 // followType is the type a column of type was is modified to so that it holds what a newer
 // schema derives as now, or why no type can (was stays, and the stream stops):
-//   - an enum whose symbols are the old ones, in their order, then new ones: the old names
-//     keep their numbers, the new ones are numbered after the highest (Enum8 becomes Enum16
-//     past 127);
+//   - an enum: the column keeps every value it has, with its number, and gains the symbols it
+//     lacks, numbered after the highest (Enum8 becomes Enum16 past 127); symbols removed or
+//     moved in the newer schema change nothing (the values are inserted by name);
 //   - a promotion (promotions): now;
 //   - T becoming Nullable(T) (a field made optional);
 //   - the same inside Array and Nullable.
@@ -364,16 +364,20 @@ func followType(was, now string) (string, string) {
 	if !okw || !okn {
 		return was, "a column follows only new enum symbols, int to long, float or double, long to float or double, float to double, and a field made optional"
 	}
-	top := 0
-	for i, v := range old {
-		if i >= len(add) || add[i].name != v.name {
-			return was, fmt.Sprintf("enum symbol %s was removed or moved: rows hold it, and a new symbol may only follow the old ones", quote(v.name))
-		}
+	// The values are inserted by name, so a symbol's number is the column's own: old names keep
+	// theirs whatever their place in the newer schema, a removed one stays (rows hold it; the
+	// newer schema's readers give its default instead), and only names the column lacks are
+	// added, numbered after the highest.
+	top, have := 0, map[string]bool{}
+	for _, v := range old {
 		top = max(top, v.num)
+		have[v.name] = true
 	}
-	for _, v := range add[len(old):] {
-		top++
-		old = append(old, enumValue{v.name, top})
+	for _, v := range add {
+		if !have[v.name] {
+			top++
+			old = append(old, enumValue{v.name, top})
+		}
 	}
 	if top > math.MaxInt16 {
 		return was, fmt.Sprintf("an enum holds at most %d symbols", math.MaxInt16)
