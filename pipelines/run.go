@@ -3,11 +3,8 @@ package pipelines
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +39,11 @@ type RunOptions struct {
 // holds and commits it, or leaves it uncommitted for redelivery; Run waits for them at most
 // shutdown_timeout and then returns ErrShutdownTimeout. When a stage fails, the others are
 // stopped the same way and Run returns the failure. A clean stop returns nil.
+//
+// In order: plan (the stages as data, what they need, their groups and readiness parts),
+// StartUp (fail fast on refused credentials), serve (/metrics and the health endpoints, the
+// lag monitor), then supervise (start every stage and stop them all on a signal or a
+// failure).
 func Run(ctx context.Context, l Loaded, o RunOptions) error {
 	f := l.Config
 	log := o.Logger
@@ -52,159 +54,130 @@ func Run(ctx context.Context, l Loaded, o RunOptions) error {
 	if reg == nil {
 		reg = ops.NewRegistry()
 	}
-	var specs []stage
-	for _, name := range f.Stages {
-		if sc, ok := f.streamNamed(name); ok {
-			specs = append(specs, streamStage(sc))
-			continue
-		}
-		s, err := stageByName(name)
-		if err != nil {
-			return err
-		}
-		specs = append(specs, s)
+	p, err := plan(f)
+	if err != nil {
+		return err
 	}
 	metrics := ops.NewMetrics(reg)
-	ready := ops.NewReadiness(f.Metrics.ReadyTimeout)
-	var needs, groups []string
-	for _, s := range specs {
-		for _, sys := range s.needs {
-			if !slices.Contains(needs, sys) {
-				needs = append(needs, sys)
-			}
-		}
-		groups = append(groups, s.groups(f)...)
-		for _, part := range s.parts(f) {
-			ready.AddStage(part) // not ready until it reports partitions assigned
-			metrics.Stage(part).SetReady(false)
-		}
-	}
-	for _, sys := range needs {
-		check := systemChecks[sys]
-		ready.AddCheck(ops.Check{Name: sys, Run: func(ctx context.Context) error {
-			_, err := check(ctx, l.Config.Conns)
-			return err
-		}})
-	}
+	ready := p.readiness(f, metrics)
 
 	// Fail fast when a system refuses our credentials or the TLS handshake; a system that is
 	// only down is logged, and the stages wait for it as they do mid-run (Preflight).
-	if err := StartUp(ctx, l.Config.Conns, log, needs...); err != nil {
+	if err := StartUp(ctx, f.Conns, log, p.needs...); err != nil {
 		return err
 	}
+	stopServing, err := serve(ctx, f, reg, ready, log, o.OnListening, p.groups)
+	if err != nil {
+		return err
+	}
+	defer stopServing()
+	env := &stageEnv{cfg: f, conn: f.Conns, log: log, metrics: metrics, ready: ready}
+	return supervise(ctx, f, p.specs, env)
+}
 
+// runPlan is what Run starts: the configured stages as data, the systems they need, and the
+// consumer groups whose lag it exports.
+type runPlan struct {
+	specs  []stage
+	needs  []string
+	groups []string
+}
+
+// plan looks up each configured stage (a built-in one, or a declared stream's) and gathers
+// what they need and the groups they run, with metrics.lag_groups after them.
+func plan(f Config) (runPlan, error) {
+	var p runPlan
+	for _, name := range f.Stages {
+		s, err := f.stageOf(name)
+		if err != nil {
+			return p, err
+		}
+		p.specs = append(p.specs, s)
+		for _, sys := range s.needs {
+			if !slices.Contains(p.needs, sys) {
+				p.needs = append(p.needs, sys)
+			}
+		}
+		p.groups = append(p.groups, s.groups(f)...)
+	}
+	for _, g := range f.Metrics.LagGroups {
+		if !slices.Contains(p.groups, g) {
+			p.groups = append(p.groups, g)
+		}
+	}
+	return p, nil
+}
+
+// stageOf is the configured stage called name: a declared stream's, or a built-in one.
+func (c Config) stageOf(name string) (stage, error) {
+	if sc, ok := c.streamNamed(name); ok {
+		return streamStage(sc), nil
+	}
+	return stageByName(name)
+}
+
+// readiness is /readyz for the plan: every stage part not ready until it reports partitions
+// assigned, and a check of each system a stage needs.
+func (p runPlan) readiness(f Config, metrics *ops.Metrics) *ops.Readiness {
+	ready := ops.NewReadiness(f.Metrics.ReadyTimeout)
+	for _, s := range p.specs {
+		for _, part := range s.parts(f) {
+			ready.AddStage(part)
+			metrics.Stage(part).SetReady(false)
+		}
+	}
+	for _, sys := range p.needs {
+		check := systemChecks[sys]
+		ready.AddCheck(ops.Check{Name: sys, Run: func(ctx context.Context) error {
+			_, err := check(ctx, f.Conns)
+			return err
+		}})
+	}
+	return ready
+}
+
+// serve starts what Run serves beside the stages: /metrics, /healthz and /readyz on
+// metrics.addr (unless "off"), and the lag monitor of groups. The returned func stops both.
+func serve(ctx context.Context, f Config, reg *prometheus.Registry, ready *ops.Readiness, log *slog.Logger,
+	onListening func(string), groups []string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	if addr := f.Metrics.Addr; addr != "" && addr != "off" {
 		srv := ops.NewServer(addr, reg, ready, log)
 		if f.Metrics.Pprof {
 			srv.EnablePprof()
 		}
 		if err := srv.Start(); err != nil {
-			return err
+			return stop, err
 		}
-		defer func() {
+		stops = append(stops, func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			srv.Shutdown(sctx)
-		}()
+		})
 		log.Info("serving metrics and health", "metrics", "http://"+srv.Addr()+"/metrics",
 			"healthz", "http://"+srv.Addr()+"/healthz", "readyz", "http://"+srv.Addr()+"/readyz")
-		if o.OnListening != nil {
-			o.OnListening(srv.Addr())
+		if onListening != nil {
+			onListening(srv.Addr())
 		}
 	}
-
-	for _, g := range f.Metrics.LagGroups {
-		if !slices.Contains(groups, g) {
-			groups = append(groups, g)
-		}
-	}
-	monCtx, stopMon := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopMon()
-	if cl, err := l.Config.Conns.Kafka.NewClient(); err == nil {
-		defer cl.Close()
+	if cl, err := f.Conns.Kafka.NewClient(); err == nil {
+		monCtx, stopMon := context.WithCancel(context.WithoutCancel(ctx))
 		mon := kafka.NewLagMonitor(cl, groups, f.Metrics.LagInterval, reg, log)
 		monDone := make(chan struct{})
 		go func() {
 			defer close(monDone)
 			mon.Run(monCtx)
 		}()
-		defer func() {
+		stops = append(stops, func() {
 			stopMon()
 			<-monDone
-		}()
+			cl.Close()
+		})
 	}
-
-	// The stages' context outlives ctx: it ends when Run decides to stop them, so a stage
-	// failing stops the others the same way a signal does.
-	stageCtx, stopStages := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopStages()
-	env := &stageEnv{cfg: f, conn: l.Config.Conns, log: log, metrics: metrics, ready: ready}
-	type result struct {
-		name string
-		err  error
-	}
-	results := make(chan result, len(specs))
-	running := map[string]bool{}
-	for _, s := range specs {
-		running[s.name] = true
-		go func() { results <- result{s.name, s.run(stageCtx, env)} }()
-	}
-	log.Info("backflow running", "stages", strings.Join(f.Stages, ","), "shutdown_timeout", f.ShutdownTimeout.String(), "gc", ops.ReadGC(os.Getenv).String())
-
-	var (
-		failure  error
-		deadline <-chan time.Time
-		signaled = ctx.Done()
-	)
-	stop := func(why string) {
-		if deadline != nil {
-			return
-		}
-		log.Info("stopping: stop consuming, flush, commit", "why", why, "timeout", f.ShutdownTimeout.String())
-		for _, s := range specs {
-			for _, part := range s.parts(f) {
-				ready.SetStage(part, errors.New("stopping"))
-			}
-		}
-		stopStages()
-		deadline = time.After(f.ShutdownTimeout)
-	}
-	for len(running) > 0 {
-		select {
-		case <-signaled:
-			signaled = nil
-			stop("signal")
-		case r := <-results:
-			delete(running, r.name)
-			switch {
-			case r.err != nil && deadline != nil && errors.Is(r.err, context.Canceled):
-				// Stopped while it waited for a dependency (a connect, a migration, a retry):
-				// the stop we asked for, not a failure. What it held stays uncommitted.
-				log.Info("stage stopped", "stage", r.name, "detail", r.err.Error())
-			case r.err != nil && failure == nil:
-				log.Error("stage failed", "stage", r.name, "error", r.err)
-				failure = fmt.Errorf("%s: %w", r.name, r.err)
-				stop("stage " + r.name + " failed")
-			case r.err == nil && deadline == nil:
-				log.Error("stage stopped on its own", "stage", r.name)
-				failure = fmt.Errorf("%w: %s", ErrStageStopped, r.name)
-				stop("stage " + r.name + " stopped")
-			default:
-				log.Info("stage stopped", "stage", r.name)
-			}
-		case <-deadline:
-			pending := make([]string, 0, len(running))
-			for name := range running {
-				pending = append(pending, name)
-			}
-			slices.Sort(pending)
-			log.Error("shutdown timed out; what was not committed is redelivered to the next run", "pending", strings.Join(pending, ","),
-				"timeout", f.ShutdownTimeout.String())
-			return fmt.Errorf("%w (%v): still stopping: %s", ErrShutdownTimeout, f.ShutdownTimeout, strings.Join(pending, ", "))
-		}
-	}
-	if failure == nil {
-		log.Info("backflow stopped cleanly")
-	}
-	return failure
+	return stop, nil
 }
