@@ -398,31 +398,3 @@ func record(ctx context.Context, conn driver.Conn, m Migration) error {
 	}
 	return nil
 }
-
-// forCluster sets w up for c: in cluster mode a retried insert must be the same block, byte for
-// byte, so that each shard's replicated table drops it if the failed attempt landed there
-// after all (insert deduplication by block hash, within the last
-// replicated_deduplication_window blocks, 100 by default). The rows are the same slice on
-// every attempt; only landed_time_ms would differ, so it keeps the first attempt's stamp.
-func (w *Writer) forCluster(c Conn) *Writer {
-	w.sameBlock = c.Cluster != ""
-	return w
-}
-
-// landedTime is the landed_time_ms for an attempt at t: its start, or, with sameBlock, the
-// stamp a previous attempt at the same rows left on them.
-func (w *Writer) landedTime(t Table) int64 {
-	if w.sameBlock {
-		switch rs := t.Rows.(type) {
-		case []InferenceRow:
-			if len(rs) > 0 && rs[0].LandedTimeMs != 0 {
-				return rs[0].LandedTimeMs
-			}
-		case []GatewayRow:
-			if len(rs) > 0 && rs[0].LandedTimeMs != 0 {
-				return rs[0].LandedTimeMs
-			}
-		}
-	}
-	return time.Now().UnixMilli()
-}

@@ -93,14 +93,14 @@ func TestClusterStatements(t *testing.T) {
 // attempt's landed_time_ms (the same block, which the replicated tables drop if it landed);
 // on one server each attempt stamps its own start, as before.
 func TestLandedTimeKeptAcrossAttempts(t *testing.T) {
-	rows := []InferenceRow{{LandedTimeMs: 1234}}
-	if got := (&Writer{}).forCluster(Conn{Cluster: "c"}).landedTime(Table{Rows: rows}); got != 1234 {
+	rows := inferenceBatch([]InferenceRow{{LandedTimeMs: 1234}}).(stamped)
+	if got := (&Writer{}).forCluster(Conn{Cluster: "c"}).landedTime(rows); got != 1234 {
 		t.Fatalf("cluster mode, stamped rows: landed %d, want 1234", got)
 	}
-	if got := (&Writer{}).forCluster(Conn{}).landedTime(Table{Rows: rows}); got == 1234 {
+	if got := (&Writer{}).forCluster(Conn{}).landedTime(rows); got == 1234 {
 		t.Fatal("single mode kept the old stamp")
 	}
-	if got := (&Writer{}).forCluster(Conn{Cluster: "c"}).landedTime(Table{Rows: []GatewayRow{{}}}); got == 0 {
+	if got := (&Writer{}).forCluster(Conn{Cluster: "c"}).landedTime(gatewayBatch([]GatewayRow{{}}).(stamped)); got == 0 {
 		t.Fatal("cluster mode, fresh rows: no stamp")
 	}
 }

@@ -17,6 +17,8 @@ const (
 // Stage names of the sink and of its DLQ mirror, as the stage label of the shared metrics.
 const MirrorStage = "sink-clickhouse-dlq-mirror"
 
+// metrics are a sink's handles: its stage's shared families, and its buffer's gauge and
+// counter (nil for the DLQ mirror, which exports none). A nil *metrics records nothing.
 type metrics struct {
 	stage    *ops.Stage
 	buffered prometheus.Gauge
@@ -44,13 +46,13 @@ func (m *metrics) st() *ops.Stage {
 }
 
 func (m *metrics) setBuffered(n int) {
-	if m != nil {
+	if m != nil && m.buffered != nil {
 		m.buffered.Set(float64(n))
 	}
 }
 
 func (m *metrics) drop(n int) {
-	if m != nil {
+	if m != nil && m.dropped != nil {
 		m.dropped.Add(float64(n))
 	}
 }

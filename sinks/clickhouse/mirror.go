@@ -2,11 +2,7 @@ package clickhouse
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -105,145 +101,53 @@ func MapDLQRecord(r *kgo.Record) DLQRow {
 // minDateTime is the smallest value of a ClickHouse DateTime.
 var minDateTime = time.Unix(0, 0).UTC()
 
-// RunDLQMirror mirrors the dead-letter topic into dlq_entries until ctx ends: a consumer group
-// that batches like the sink (BatchRows, BatchInterval), inserts with one PrepareBatch per flush,
-// retries outages with backoff (fetching paused), and commits only what it inserted. There is
-// no DLQ for the DLQ: an insert error that is not retryable stops it.
-func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger) error {
+// NewDLQMirror validates mc and builds the DLQ mirror: a Sink over the dead-letter topic that
+// copies each entry into dlq_entries (mirrorMapping), with the sink's batching, retries and
+// commits. There is no DLQ for the DLQ: an entry always maps to a row, and a row ClickHouse
+// rejects stops the mirror uncommitted. It writes no sink_ledger rows, and of the metrics
+// only the stage's shared families (records in and out, batches, flushes, sink errors): its
+// backlog shows as its group's consumer lag.
+func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger) (*Sink, error) {
 	if err := mc.Validate(); err != nil {
-		return err
+		return nil, err
 	}
-	cfg := mc.sink()
-	if log == nil {
-		log = slog.Default()
+	if err := chcfg.Validate(); err != nil {
+		return nil, err
 	}
-	s := &Sink{cfg: cfg, log: log, rc: RunConfig{ClickHouse: chcfg, OnAssigned: mc.OnAssigned}, m: newMetrics(mc.Metrics, cfg.Group)}
-	conn, err := s.openClickHouse(ctx)
-	if err != nil {
-		return err
-	}
-	s.w = NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
-	defer s.w.Close()
-
-	var (
-		mu    sync.Mutex
-		buf   = map[int32][]*kgo.Record{}
-		n     int
-		first time.Time
-	)
-	drop := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range m[cfg.Topic] {
-			n -= len(buf[p])
-			delete(buf, p)
-		}
-	}
-	reset := kgo.NewOffset().AtEnd()
-	if cfg.FromStart {
-		reset = kgo.NewOffset().AtStart()
-	}
-	s.cl, err = kcfg.NewClient(kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(cfg.Topic), kgo.ConsumeResetOffset(reset),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.OnPartitionsRevoked(drop),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { s.assigned(true) }),
-		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			drop(ctx, cl, m)
-			s.assigned(false)
-		}))
-	if err != nil {
-		return err
-	}
-	defer s.cl.Close()
-
-	flush := func(ctx context.Context) error {
-		start := time.Now()
-		mu.Lock()
-		b, k := buf, n
-		buf, n = map[int32][]*kgo.Record{}, 0
-		mu.Unlock()
-		if k == 0 {
-			return nil
-		}
-		defer s.resume()
-		parts := make([]int32, 0, len(b))
-		for p := range b {
-			parts = append(parts, p)
-		}
-		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-		rows := make([]DLQRow, 0, k)
-		last := make([]*kgo.Record, 0, len(parts))
-		for _, p := range parts {
-			for _, r := range b[p] {
-				rows = append(rows, MapDLQRecord(r))
-			}
-			last = append(last, b[p][len(b[p])-1])
-		}
-		if _, err := insertRows(ctx, s, TableDLQ, rows, nil, nil); err != nil {
-			return err
-		}
-		attempts := 0
-		s.commit(ctx, last, &attempts)
-		s.stats.records.Add(int64(k))
-		s.stats.rows.Add(int64(k))
-		s.stats.flushes.Add(1)
-		s.m.st().Out(k)
-		s.m.st().Batch(k)
-		s.m.st().Flush(time.Since(start))
-		return nil
-	}
-
-	for {
-		if ctx.Err() != nil {
-			fctx, cancel := context.WithTimeout(context.Background(), cfg.InsertTimeout)
-			err := flush(fctx)
-			cancel()
-			if err != nil {
-				log.Warn("clickhouse dlq mirror: final flush failed; its records stay uncommitted", "err", err)
-			}
-			return nil
-		}
-		mu.Lock()
-		room, k, f := cfg.BatchRows-n, n, first
-		mu.Unlock()
-		if room > 0 {
-			wait := cfg.BatchInterval
-			if k > 0 {
-				wait = max(time.Until(f.Add(cfg.BatchInterval)), time.Millisecond)
-			}
-			pctx, cancel := context.WithTimeout(ctx, wait)
-			fs := s.cl.PollRecords(pctx, room)
-			cancel()
-			if fs.IsClientClosed() {
-				return nil
-			}
-			fs.EachError(func(t string, p int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-					log.Warn("clickhouse dlq mirror: fetch", "topic", t, "partition", p, "err", err)
-				}
-			})
-			mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) {
-				if n == 0 {
-					first = time.Now()
-				}
-				buf[r.Partition] = append(buf[r.Partition], r)
-				n++
-				s.m.st().In(1)
-			})
-			mu.Unlock()
-		}
-		mu.Lock()
-		due := n >= cfg.BatchRows || (n > 0 && time.Since(first) >= cfg.BatchInterval)
-		mu.Unlock()
-		if due {
-			if err := flush(ctx); err != nil {
-				s.cl.AllowRebalance()
-				if ctx.Err() != nil {
-					continue // the final flush above retries once, bounded
-				}
-				return fmt.Errorf("clickhouse dlq mirror: %w", err)
-			}
-		}
-		s.cl.AllowRebalance()
-	}
+	s := newSink(mc.sink(), RunConfig{Kafka: kcfg, ClickHouse: chcfg, Logger: log, OnAssigned: mc.OnAssigned}, mirrorMapping{}, "")
+	s.ledger = false
+	s.metrics = &metrics{stage: mc.Metrics}
+	s.retry.metrics = s.metrics
+	return s, nil
 }
+
+// RunDLQMirror builds the DLQ mirror (NewDLQMirror) and runs it until ctx ends; see Sink.
+func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger) error {
+	s, err := NewDLQMirror(mc, kcfg, chcfg, log)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// mirrorMapping is the DLQ mirror's mapping: a DLQ entry becomes its row of dlq_entries
+// (MapDLQRecord), an entry not written by dlq.Writer included.
+type mirrorMapping struct{}
+
+func (mirrorMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+	return MapDLQRecord(rec), nil, nil
+}
+
+func (mirrorMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+	dl := make([]DLQRow, len(rows))
+	owners := make([]int, len(rows))
+	for i, r := range rows {
+		dl[i], owners[i] = r.(DLQRow), i
+	}
+	rejects := map[int]error{}
+	err := in.insert(ctx, dlqBatch(dl), owners, rejects)
+	return rejects, err
+}
+
+// tally: an entry is one row of dlq_entries (the mirror keeps no ledger).
+func (DLQRow) tally() tally { return tally{rows: 1} }

@@ -3,8 +3,6 @@ package clickhouse
 import (
 	"fmt"
 	"math"
-	"reflect"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -239,14 +237,3 @@ const (
 	ViewGateway     = "v_gateway_logs"
 	ViewModerations = "v_moderation_hits"
 )
-
-// insertSQL returns "INSERT INTO table (c1, c2, ...) VALUES" with the columns named by row's
-// ch tags, in field order: 18.16 rejects an INSERT without named columns.
-func insertSQL(table string, row any) string {
-	t := reflect.TypeOf(row)
-	cols := make([]string, t.NumField())
-	for i := range cols {
-		cols[i] = t.Field(i).Tag.Get("ch")
-	}
-	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES"
-}

@@ -44,8 +44,8 @@ func TestConnectRetriesAreCounted(t *testing.T) {
 	ln.Close() // nothing listens there now
 	var logged atomic.Int64
 	log := slog.New(countingHandler{n: &logged})
-	s := &Sink{cfg: Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond}.withDefaults(), log: log,
-		rc: RunConfig{ClickHouse: Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}}, buf: map[int32][]pending{}}
+	s := newSink(Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond},
+		RunConfig{ClickHouse: Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}, Logger: log}, nil, Stage)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := s.openClickHouse(ctx); done <- err }()

@@ -31,26 +31,3 @@ func tableExists(ctx context.Context, conn driver.Conn, table string) (bool, err
 	}
 	return n > 0, nil
 }
-
-// InsertRows writes rows to table in one batch, through PrepareBatch with the columns named
-// by T's `ch` field tags (the only insert that works on every server version we support).
-func InsertRows[T any](ctx context.Context, conn driver.Conn, table string, rows []T) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var zero T
-	b, err := conn.PrepareBatch(ctx, insertSQL(table, zero))
-	if err != nil {
-		return fmt.Errorf("clickhouse: insert %s: %w", table, err)
-	}
-	for i := range rows {
-		if err := b.AppendStruct(&rows[i]); err != nil {
-			b.Abort()
-			return fmt.Errorf("clickhouse: insert %s: row %d: %w", table, i, err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("clickhouse: insert %s: %w", table, err)
-	}
-	return nil
-}

@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -10,18 +9,10 @@ import (
 	"github.com/backflowhq/backflow/sinks"
 )
 
-// Table is one batch for one table: Rows is a slice of one of the row types (InferenceRow,
-// GatewayRow, HitRow, LedgerRow, DLQRow), whose `ch` tags name the columns, or of a declared
-// stream's rows (stream.go), which carry their column names.
-type Table struct {
-	Name string
-	Rows any
-}
-
-// Writer is the ClickHouse side of the sink and of the DLQ mirror (sinks.BatchWriter): each
-// WriteBatch is one insert of one table's rows. The sink inserts a flush's tables at once, so
+// Writer is the ClickHouse side of every Sink (sinks.BatchWriter): each WriteBatch is one
+// attempt at one Batch, one INSERT. The built-in mapping inserts its tables at once, so
 // WriteBatch may be called concurrently: each insert takes a connection of its own from the
-// pool. Rows written twice collapse (ReplacingMergeTree by request id and version).
+// pool. Rows written twice collapse (ReplacingMergeTree by key and version).
 type Writer struct {
 	conn    driver.Conn
 	timeout time.Duration
@@ -30,54 +21,23 @@ type Writer struct {
 	sameBlock bool
 }
 
-var _ sinks.BatchWriter[Table] = (*Writer)(nil)
+var _ sinks.BatchWriter[Batch] = (*Writer)(nil)
 
 // NewWriter returns the batch writer over conn; each insert may take insertTimeout at most.
 func NewWriter(conn driver.Conn, insertTimeout time.Duration) *Writer {
 	return &Writer{conn: conn, timeout: insertTimeout}
 }
 
-// WriteBatch is one attempt at inserting t's rows: one PrepareBatch with the columns named (the
-// only insert that works on every server version we support), the rows appended column by
-// column (columns.go). It stamps inference and gateway rows with landed_time_ms, the moment
-// this attempt started. Rows the driver cannot append fail with ErrClickHouseRejected.
-func (w *Writer) WriteBatch(ctx context.Context, t Table) error {
+// WriteBatch is one attempt at inserting b: one PrepareBatch with the columns named, b's rows
+// appended as b encodes them. Rows that carry landed_time_ms (stamped) get the moment this
+// attempt started. Rows the driver cannot append fail with ErrClickHouseRejected.
+func (w *Writer) WriteBatch(ctx context.Context, b Batch) error {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	var sql string
-	var cols []any
-	landed := w.landedTime(t)
-	switch rs := t.Rows.(type) {
-	case []InferenceRow:
-		for i := range rs {
-			rs[i].LandedTimeMs = landed
-		}
-		sql, cols = insertSQL(t.Name, InferenceRow{}), inferenceColumns(rs)
-	case []GatewayRow:
-		for i := range rs {
-			rs[i].LandedTimeMs = landed
-		}
-		sql, cols = insertSQL(t.Name, GatewayRow{}), gatewayColumns(rs)
-	case []HitRow:
-		sql, cols = insertSQL(t.Name, HitRow{}), hitColumns(rs)
-	case []LedgerRow:
-		sql, cols = insertSQL(t.Name, LedgerRow{}), ledgerColumns(rs)
-	case []DLQRow:
-		sql, cols = insertSQL(t.Name, DLQRow{}), dlqColumns(rs)
-	case []streamRow:
-		return appendStreamRows(ctx, w.conn, t.Name, rs)
-	default:
-		return fmt.Errorf("%w: no insert for %T", ErrClickHouseFatal, t.Rows)
+	if s, ok := b.(stamped); ok {
+		s.stamp(w.landedTime(s))
 	}
-	b, err := w.conn.PrepareBatch(ctx, sql)
-	if err != nil {
-		return err
-	}
-	if err := appendColumns(b, cols); err != nil {
-		b.Abort()
-		return err
-	}
-	return b.Send()
+	return insert(ctx, w.conn, b)
 }
 
 // Retryable implements sinks.BatchWriter with IsRetryable: an outage, a timeout or an
@@ -87,3 +47,22 @@ func (w *Writer) Retryable(err error) bool { return IsRetryable(err) }
 
 // Close implements sinks.BatchWriter: it closes the connection pool.
 func (w *Writer) Close() error { return w.conn.Close() }
+
+// forCluster sets w up for c: in cluster mode a retried insert must be the same block, byte for
+// byte, so that each shard's replicated table drops it if the failed attempt landed there
+// after all (insert deduplication by block hash, within the last
+// replicated_deduplication_window blocks, 100 by default). The rows are the same slice on
+// every attempt; only landed_time_ms would differ, so it keeps the first attempt's stamp.
+func (w *Writer) forCluster(c Conn) *Writer {
+	w.sameBlock = c.Cluster != ""
+	return w
+}
+
+// landedTime is the landed_time_ms for an attempt at s: its start, or, with sameBlock, the
+// stamp a previous attempt at the same rows left on them.
+func (w *Writer) landedTime(s stamped) int64 {
+	if prev := s.landed(); w.sameBlock && prev != 0 {
+		return prev
+	}
+	return time.Now().UnixMilli()
+}

@@ -1,0 +1,160 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Batch is the rows of one INSERT into one table: what every insert of the package sends
+// (Writer.WriteBatch for the sinks, InsertRows for the audit tables), whatever the rows are.
+// Each batch encodes its own columns, so the code that sends it knows no row type:
+//   - tableRows (the built-in tables, the ledger, the DLQ mirror, the audit tables): rows of a
+//     struct whose `ch` tags name the columns, appended column by column, one typed slice a
+//     column (columns.go: no reflection per row, no boxing per value);
+//   - streamBatch (stream_rows.go): a declared stream's rows, whose column types are known only
+//     at run time, appended row by row.
+type Batch interface {
+	// Table is the table the rows go to.
+	Table() string
+	// Insert is the statement to prepare, with the columns named: INSERT INTO t (a, b) VALUES.
+	// 18.16 takes no other insert (a PrepareBatch without the columns fails, an Exec hangs).
+	Insert() string
+	// Len is the number of rows.
+	Len() int
+	// Append appends the rows to b, prepared from Insert. A value the driver cannot take fails
+	// with ErrClickHouseRejected, so the sink narrows the batch down to the rows at fault; a
+	// batch whose columns are not the statement's fails with ErrClickHouseFatal.
+	Append(b driver.Batch) error
+	// Slice is the batch of rows [i, j), for halving a rejected batch.
+	Slice(i, j int) Batch
+}
+
+// insert is the one INSERT: b's statement prepared on conn, b's rows appended, the block sent.
+func insert(ctx context.Context, conn driver.Conn, b Batch) error {
+	db, err := conn.PrepareBatch(ctx, b.Insert())
+	if err != nil {
+		return err
+	}
+	if err := b.Append(db); err != nil {
+		db.Abort()
+		return err
+	}
+	return db.Send()
+}
+
+// InsertRows writes rows to table in one batch, with the columns named by T's `ch` field tags
+// (tableRows, columns by reflection: for the small audit tables, replay_log and the migration
+// ledgers; the sinks' rows have their columns listed by hand, columns.go).
+func InsertRows[T any](ctx context.Context, conn driver.Conn, table string, rows []T) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := insert(ctx, conn, tableRows[T]{table: table, rows: rows, columns: structColumns[T]}); err != nil {
+		return fmt.Errorf("clickhouse: insert %s: %w", table, err)
+	}
+	return nil
+}
+
+// tableRows is a Batch of rows of a struct T whose `ch` tags name the columns, in field order;
+// columns lists the rows' values column by column in that order.
+type tableRows[T any] struct {
+	table   string
+	rows    []T
+	columns func([]T) []any
+}
+
+func (t tableRows[T]) Table() string { return t.table }
+
+func (t tableRows[T]) Insert() string {
+	var zero T
+	return insertSQL(t.table, zero)
+}
+
+func (t tableRows[T]) Len() int { return len(t.rows) }
+
+func (t tableRows[T]) Append(b driver.Batch) error { return appendColumns(b, t.columns(t.rows)) }
+
+func (t tableRows[T]) Slice(i, j int) Batch {
+	t.rows = t.rows[i:j]
+	return t
+}
+
+// landedRows is a tableRows whose rows carry landed_time_ms (inference_results,
+// gateway_logs): the Writer stamps them at each attempt (stamped).
+type landedRows[T any] struct {
+	tableRows[T]
+	at func(*T) *int64 // the row's landed_time_ms
+}
+
+func (l landedRows[T]) Slice(i, j int) Batch {
+	l.rows = l.rows[i:j]
+	return l
+}
+
+func (l landedRows[T]) landed() int64 {
+	if len(l.rows) == 0 {
+		return 0
+	}
+	return *l.at(&l.rows[0])
+}
+
+func (l landedRows[T]) stamp(ms int64) {
+	for i := range l.rows {
+		*l.at(&l.rows[i]) = ms
+	}
+}
+
+// stamped is a Batch whose rows carry landed_time_ms, the moment their INSERT was sent.
+type stamped interface {
+	landed() int64  // the stamp the rows carry, 0 before their first attempt
+	stamp(ms int64) // sets it on every row
+}
+
+// The batches of the sinks' row types, their columns listed by hand (columns.go).
+func inferenceBatch(rows []InferenceRow) Batch {
+	return landedRows[InferenceRow]{tableRows[InferenceRow]{TableInference, rows, inferenceColumns},
+		func(r *InferenceRow) *int64 { return &r.LandedTimeMs }}
+}
+
+func gatewayBatch(rows []GatewayRow) Batch {
+	return landedRows[GatewayRow]{tableRows[GatewayRow]{TableGateway, rows, gatewayColumns},
+		func(r *GatewayRow) *int64 { return &r.LandedTimeMs }}
+}
+
+func hitBatch(rows []HitRow) Batch { return tableRows[HitRow]{TableHits, rows, hitColumns} }
+
+func ledgerBatch(rows []LedgerRow) Batch {
+	return tableRows[LedgerRow]{TableLedger, rows, ledgerColumns}
+}
+
+func dlqBatch(rows []DLQRow) Batch { return tableRows[DLQRow]{TableDLQ, rows, dlqColumns} }
+
+// insertSQL returns "INSERT INTO table (c1, c2, ...) VALUES" with the columns named by row's
+// ch tags, in field order: 18.16 rejects an INSERT without named columns.
+func insertSQL(table string, row any) string {
+	t := reflect.TypeOf(row)
+	cols := make([]string, t.NumField())
+	for i := range cols {
+		cols[i] = t.Field(i).Tag.Get("ch")
+	}
+	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES"
+}
+
+// structColumns lists rows column by column by reflection, one slice of each field's type a
+// field, in field order (what columns.go's lists do by hand for the sinks' rows).
+func structColumns[T any](rows []T) []any {
+	t := reflect.TypeFor[T]()
+	cols := make([]any, t.NumField())
+	for j := range cols {
+		col := reflect.MakeSlice(reflect.SliceOf(t.Field(j).Type), len(rows), len(rows))
+		for i := range rows {
+			col.Index(i).Set(reflect.ValueOf(&rows[i]).Elem().Field(j))
+		}
+		cols[j] = col.Interface()
+	}
+	return cols
+}

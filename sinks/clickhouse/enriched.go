@@ -1,0 +1,81 @@
+package clickhouse
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/dlq"
+)
+
+// enrichedMapping is the built-in tables' mapping (New): an enriched record becomes its row in
+// inference_results or gateway_logs and its rows in moderation_hits (MapRecord, rows.go).
+type enrichedMapping struct {
+	dec *avro.Decoder[avro.EnrichedRecord]
+	log *slog.Logger
+}
+
+// mapRecord decodes rec, waiting out a registry outage, and maps it. A record that does not
+// decode for good is a bug of ingest's, not an outage: it goes to the DLQ (with the decoder's
+// class) so that the partition is not blocked forever.
+func (en *enrichedMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Record) (row, error, error) {
+	var e avro.EnrichedRecord
+	err := r.await(ctx, "registry", avro.IsRetryable, func() (err error) {
+		e, _, err = en.dec.Decode(ctx, rec.Value)
+		return err
+	})
+	switch {
+	case err == nil:
+	case !avro.IsRetryable(err):
+		en.log.Warn("clickhouse sink: enriched record does not decode; sending it to the DLQ",
+			"partition", rec.Partition, "offset", rec.Offset, "err", err)
+		return nil, err, nil
+	default: // ctx ended during the outage
+		return nil, nil, ctx.Err()
+	}
+	rows, err := MapRecord(&e)
+	if err != nil {
+		return nil, dlq.WithClass("invalid", err), nil
+	}
+	return rows, nil, nil
+}
+
+// insert inserts the three tables at once (inserter.insertAll).
+func (en *enrichedMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+	var (
+		inf    []InferenceRow
+		infOwn []int
+		gw     []GatewayRow
+		gwOwn  []int
+		hits   []HitRow
+		hitOwn []int
+	)
+	for i, r := range rows {
+		rs := r.(Rows)
+		if rs.Inference != nil {
+			inf, infOwn = append(inf, *rs.Inference), append(infOwn, i)
+		}
+		if rs.Gateway != nil {
+			gw, gwOwn = append(gw, *rs.Gateway), append(gwOwn, i)
+		}
+		for _, h := range rs.Hits {
+			hits, hitOwn = append(hits, h), append(hitOwn, i)
+		}
+	}
+	return in.insertAll(ctx, owned{inferenceBatch(inf), infOwn}, owned{gatewayBatch(gw), gwOwn}, owned{hitBatch(hits), hitOwn})
+}
+
+// tally: a record is one row in inference_results or gateway_logs and its hits, at its event
+// time, in its epoch.
+func (r Rows) tally() tally {
+	t := tally{hitRows: len(r.Hits), eventTime: r.EventTime()}
+	switch {
+	case r.Inference != nil:
+		t.rows, t.epoch = 1, r.Inference.Epoch
+	case r.Gateway != nil:
+		t.rows, t.epoch = 1, r.Gateway.Epoch
+	}
+	return t
+}

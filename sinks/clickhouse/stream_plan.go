@@ -1,0 +1,243 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	hamba "github.com/hamba/avro/v2"
+)
+
+// StreamPlan is what following a schema takes for a stream's table: creating it (and its
+// view), or the columns to add, or nothing. Applied (ApplyStream), it is recorded as the
+// stream's next version in StreamMigrationsTable.
+type StreamPlan struct {
+	Stream   StreamConfig
+	SchemaID int      // the registry id of the schema the plan follows
+	Columns  []Column // the schema's columns, as the table will have them
+	Create   bool     // the table does not exist yet
+	// Statements are the DDL in order: CREATE TABLE and CREATE VIEW, or the ADD and MODIFY
+	// COLUMNs and the view's re-creation; empty: up to date.
+	Statements []string
+	// Version is the version the plan would be recorded under (the stream's last one, plus
+	// one), or with no Statements the version the table is at; 0 for a stream whose table
+	// backflow has not recorded (StreamMigrationsTable missing or without its rows).
+	Version uint32
+}
+
+// Change says in a few words what the plan does: "create", "add columns a, b", "modify
+// columns c" (a type it follows: new enum symbols, a promotion), both joined by "; ", or "up
+// to date".
+func (p StreamPlan) Change() string {
+	if p.Create {
+		return "create"
+	}
+	var added, modified []string
+	for _, s := range p.Statements {
+		if m := addColumn.FindStringSubmatch(s); m != nil {
+			added = append(added, m[2])
+		}
+		if m := modifyColumn.FindStringSubmatch(s); m != nil {
+			modified = append(modified, m[2])
+		}
+	}
+	var parts []string
+	if len(added) > 0 {
+		parts = append(parts, "add columns "+strings.Join(added, ", "))
+	}
+	if len(modified) > 0 {
+		parts = append(parts, "modify columns "+strings.Join(modified, ", "))
+	}
+	if len(parts) == 0 {
+		return "up to date"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// PlanStream compares the stream's table on the server conn is connected to with the columns
+// schema (registry id schemaID) derives: a table to create, columns to add or modify
+// (PlanEvolution), or nothing. A change the table cannot follow is an *IncompatibleError naming the field.
+func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema hamba.Schema, schemaID int, caps Capabilities) (StreamPlan, error) {
+	c = c.WithDefaults()
+	cols, err := c.Columns(schema, caps)
+	if err != nil {
+		return StreamPlan{}, fmt.Errorf("stream %s: %w", c.Name, err)
+	}
+	p := StreamPlan{Stream: c, SchemaID: schemaID, Columns: cols}
+	have, err := tableColumns(ctx, conn, c.Table)
+	if err != nil {
+		return p, err
+	}
+	var last uint32
+	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil {
+		return p, err
+	} else if ok { // absent before the built-in migrations ran (a first migrate --dry-run)
+		if last, err = lastStreamVersion(ctx, conn, c.Name); err != nil {
+			return p, err
+		}
+	}
+	p.Version = last
+	if len(have) == 0 {
+		p.Create = true
+		p.Statements = []string{c.Spec(cols).CreateDDL(), c.ViewDDL()}
+	} else {
+		stmts, err := PlanEvolution(c.Table, have, cols, c.Spec(cols).OrderBy...)
+		if err != nil {
+			return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
+		}
+		p.Statements = c.viewAfter(stmts)
+	}
+	if len(p.Statements) > 0 {
+		p.Version = last + 1
+	}
+	return p, nil
+}
+
+// StreamMigrationsTable records each declared stream's versioned migrations, one row per
+// version (migration 0013): version 1 created the table, each later one added or modified the
+// columns of a newer schema.
+const StreamMigrationsTable = "stream_migrations"
+
+// streamMigration is a row of StreamMigrationsTable.
+type streamMigration struct {
+	Stream     string    `ch:"stream"`
+	Table      string    `ch:"table_name"`
+	Version    uint32    `ch:"version"`
+	SchemaID   uint32    `ch:"schema_id"`
+	Change     string    `ch:"change"` // what StreamPlan.Change said
+	Statements []string  `ch:"statements"`
+	AppliedAt  time.Time `ch:"applied_at"`
+}
+
+// lastStreamVersion is the highest version recorded for the stream, 0 for none; the table
+// must exist.
+func lastStreamVersion(ctx context.Context, conn driver.Conn, stream string) (uint32, error) {
+	var v uint32
+	if err := conn.QueryRow(ctx, `SELECT max(version) FROM `+StreamMigrationsTable+` WHERE stream = ?`, stream).Scan(&v); err != nil {
+		return 0, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
+	}
+	return v, nil
+}
+
+// recordStream records an applied plan as the stream's next version.
+func recordStream(ctx context.Context, conn driver.Conn, p StreamPlan) (uint32, error) {
+	if err := CheckTable(ctx, conn, StreamMigrationsTable); err != nil {
+		return 0, fmt.Errorf("stream %s: %w", p.Stream.Name, err)
+	}
+	last, err := lastStreamVersion(ctx, conn, p.Stream.Name)
+	if err != nil {
+		return 0, err
+	}
+	row := streamMigration{Stream: p.Stream.Name, Table: p.Stream.Table, Version: last + 1, SchemaID: uint32(p.SchemaID),
+		Change: p.Change(), Statements: p.Statements, AppliedAt: time.Now().UTC()}
+	if err := InsertRows(ctx, conn, StreamMigrationsTable, []streamMigration{row}); err != nil {
+		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
+	}
+	return last + 1, nil
+}
+
+// tableColumns lists the columns the table has in the connection's database (none when it
+// does not exist).
+func tableColumns(ctx context.Context, conn driver.Conn, table string) ([]Column, error) {
+	rows, err := conn.Query(ctx, `SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = ?`, table)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []Column
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, fmt.Errorf("clickhouse: columns of %s: %w", table, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ApplyStream runs a plan's statements on the ClickHouse c points at, then records them in
+// StreamMigrationsTable as the stream's next version, which it returns (0: nothing to apply).
+// In cluster mode they run as the migrations' do (cluster.go): the table as a replicated
+// <table>_local on every shard under a Distributed <table>, the view and the added columns ON
+// CLUSTER. An ADD COLUMN whose column is already there is skipped, so applying a plan twice
+// converges (and records it twice: a failure between the DDL and its row is retried whole).
+func ApplyStream(ctx context.Context, c Conn, p StreamPlan) (uint32, error) {
+	if len(p.Statements) == 0 {
+		return 0, nil
+	}
+	c = c.withDefaults()
+	conn, err := Open(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if err := applyStream(ctx, c, conn, p); err != nil {
+		return 0, err
+	}
+	return recordStream(ctx, conn, p)
+}
+
+func applyStream(ctx context.Context, c Conn, conn driver.Conn, p StreamPlan) error {
+	if c.Cluster == "" {
+		for _, stmt := range p.Statements {
+			exists, err := columnExists(ctx, conn, stmt)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", p.Stream.Name, err)
+			}
+			if exists {
+				continue
+			}
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("stream %s: %s: %w", p.Stream.Name, firstLine(stmt), err)
+			}
+		}
+		return nil
+	}
+	hosts, err := ClusterHosts(ctx, conn, c.Cluster)
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{p.Stream.Table: true}
+	var hostConns []driver.Conn
+	defer func() {
+		for _, hc := range hostConns {
+			hc.Close()
+		}
+	}()
+	for _, stmt := range p.Statements {
+		cstmts, err := clusterStatements(stmt, c.Cluster, c.Database, c.ZooKeeperPath, names)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", p.Stream.Name, err)
+		}
+		for _, cs := range cstmts {
+			targets := []driver.Conn{conn}
+			if cs.PerHost {
+				if hostConns == nil {
+					for _, h := range hosts {
+						hc := c
+						hc.Addr = h.Addr
+						x, err := Open(ctx, hc)
+						if err != nil {
+							return fmt.Errorf("stream %s: host %s: %w", p.Stream.Name, h.Addr, err)
+						}
+						hostConns = append(hostConns, x)
+					}
+				}
+				targets = hostConns
+			}
+			for _, t := range targets {
+				if err := execClusterStmt(ctx, t, cs); err != nil {
+					return fmt.Errorf("stream %s: %s: %w", p.Stream.Name, firstLine(cs.SQL), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
