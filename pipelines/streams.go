@@ -160,8 +160,8 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 		if plan.Create && !e.cfg.SinkClickHouse.Migrate {
 			return fmt.Errorf("stream %s: table %s does not exist: run backflow migrate (or set sink_clickhouse.migrate)", sc.Name, sc.Table)
 		}
-		for _, s := range plan.Statements {
-			log.Info("stream: bringing the table to the subject's schema", "statement", firstLine(s))
+		for _, s := range plan.Heads() {
+			log.Info("stream: bringing the table to the subject's schema", "statement", s)
 		}
 		version, err := clickhouse.ApplyStream(tctx, e.conn.ClickHouse, plan)
 		if err == nil && version > 0 {
@@ -193,11 +193,6 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 	log.Info("stream stopped", "records", st.Records, "rows", st.Rows, "dlq", st.DLQ, "flushes", st.Flushes,
 		"retries", st.Retries, "ran", time.Since(start).Round(time.Second).String())
 	return err
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
 
 // errNoSubject: the registry has no schema under the subject yet (no producer registered one).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -237,26 +236,21 @@ func ClusterHosts(ctx context.Context, conn driver.Conn, cluster string) ([]Host
 // backflow_migrations: a host that does not answer or is not ready stops the run with nothing
 // applied, so the cluster is never left half-migrated by a host that was known to be down. A
 // migration is pending when any host lacks it; its statements run ON CLUSTER (ClickHouse
-// fails the statement if any host fails it) and per host where they must, and it is recorded
-// on each host that lacked it. Re-running after a failure converges, as every statement is
-// safe to re-run.
+// fails the statement if any host fails it) and per host where they must (the engine of
+// migrate.go), and it is recorded on each host that lacked it. Re-running after a failure
+// converges, as every statement is safe to re-run.
 //
 // With dryRun it stops after the checks, with each host's Pending filled in.
 func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, error) {
-	c = c.withDefaults()
 	if c.Cluster == "" {
 		return nil, errors.New("clickhouse: MigrateCluster without clickhouse.cluster")
 	}
-	seed, err := Open(ctx, c)
+	t, err := openTarget(ctx, c, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer seed.Close()
-	hosts, err := ClusterHosts(ctx, seed, c.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	v, err := Server(ctx, seed)
+	defer t.close()
+	v, err := Server(ctx, t.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -264,49 +258,21 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 	if err != nil {
 		return nil, err
 	}
-	names := objectNames(all)
-	conns := make([]driver.Conn, len(hosts))
-	defer func() {
-		for _, hc := range conns {
-			if hc != nil {
-				hc.Close()
-			}
-		}
-	}()
-	reports := make([]HostReport, len(hosts))
-	applied := make([]map[uint32]AppliedMigration, len(hosts))
-	var notReady []error
-	for i, h := range hosts {
-		reports[i].Host = h
-		hc := c
-		hc.Addr = h.Addr
-		if conns[i], err = Open(ctx, hc); err != nil {
-			notReady = append(notReady, fmt.Errorf("host %s (shard %d replica %d): %w", h.Addr, h.Shard, h.Replica, err))
-			continue
-		}
-		if err := hostReady(ctx, conns[i]); err != nil {
-			notReady = append(notReady, fmt.Errorf("host %s (shard %d replica %d): %w", h.Addr, h.Shard, h.Replica, err))
-			continue
-		}
-		if applied[i], err = Applied(ctx, conns[i]); err != nil {
-			notReady = append(notReady, fmt.Errorf("host %s: %w", h.Addr, err))
-			continue
-		}
-		reports[i].Had = len(applied[i])
+	t.names = objectNames(all)
+	reports, applied, err := t.survey(ctx)
+	if err != nil {
+		return reports, err
 	}
-	if len(notReady) > 0 {
-		return reports, fmt.Errorf("clickhouse: cluster %s: refusing to migrate part of the cluster, nothing applied: %w", c.Cluster, errors.Join(notReady...))
-	}
+	lacking := map[uint32][]int{} // version → the hosts that lack it
 	var todo []Migration
 	for _, m := range all {
-		lacks := false
-		for i := range hosts {
+		for i := range t.hosts {
 			if _, ok := applied[i][m.Version]; !ok {
 				reports[i].Pending = append(reports[i].Pending, m)
-				lacks = true
+				lacking[m.Version] = append(lacking[m.Version], i)
 			}
 		}
-		if lacks {
+		if len(lacking[m.Version]) > 0 {
 			todo = append(todo, m)
 		}
 	}
@@ -314,35 +280,12 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 		return reports, nil
 	}
 	for _, m := range todo {
-		var lacking []int
-		for i := range hosts {
-			if _, ok := applied[i][m.Version]; !ok {
-				lacking = append(lacking, i)
-			}
+		if err := t.apply(ctx, m.label(), m.Statements); err != nil {
+			return reports, fmt.Errorf("clickhouse: %w", err)
 		}
-		for si, stmt := range m.Statements {
-			cstmts, err := clusterStatements(stmt, c.Cluster, c.Database, c.ZooKeeperPath, names)
-			if err != nil {
-				return reports, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, si+1, err)
-			}
-			for _, cs := range cstmts {
-				targets := []int{0}
-				if cs.PerHost {
-					targets = make([]int, len(hosts))
-					for i := range targets {
-						targets[i] = i
-					}
-				}
-				for _, i := range targets {
-					if err := execClusterStmt(ctx, conns[i], cs); err != nil {
-						return reports, fmt.Errorf("clickhouse: migration %04d_%s statement %d on %s: %w", m.Version, m.Name, si+1, hosts[i].Addr, err)
-					}
-				}
-			}
-		}
-		for _, i := range lacking {
-			if err := record(ctx, conns[i], m); err != nil {
-				return reports, fmt.Errorf("clickhouse: on %s: %w", hosts[i].Addr, err)
+		for _, i := range lacking[m.Version] {
+			if err := recordMigration(ctx, t.conns[i], m); err != nil {
+				return reports, fmt.Errorf("clickhouse: on %s: %w", t.hosts[i].Addr, err)
 			}
 			reports[i].Recorded = append(reports[i].Recorded, m)
 		}
@@ -350,21 +293,32 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 	return reports, nil
 }
 
-// execClusterStmt runs cs unless it adds a column the table already has, or gives a column the
-// type it already has. An ON CLUSTER statement's check looks at the host it is sent from;
-// ClickHouse runs it on every host.
-func execClusterStmt(ctx context.Context, conn driver.Conn, cs clusterStmt) error {
-	if cs.Column != "" {
-		var n uint64
-		if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ? AND (? = '' OR type = ?)`,
-			cs.Table, cs.Column, cs.Type, cs.Type).Scan(&n); err != nil {
-			return fmt.Errorf("look up column %s.%s: %w", cs.Table, cs.Column, err)
+// survey connects to every host and reads what each has applied, refusing (with nothing
+// applied) when a host does not answer or is not ready for replicated tables.
+func (t *target) survey(ctx context.Context) ([]HostReport, []map[uint32]AppliedMigration, error) {
+	reports := make([]HostReport, len(t.hosts))
+	applied := make([]map[uint32]AppliedMigration, len(t.hosts))
+	notReady := t.connectHosts(ctx)
+	for i, h := range t.hosts {
+		reports[i].Host = h
+		if t.conns[i] == nil {
+			continue // in notReady already
 		}
-		if n > 0 {
-			return nil
+		var err error
+		if err = hostReady(ctx, t.conns[i]); err != nil {
+			notReady = append(notReady, fmt.Errorf("host %s (shard %d replica %d): %w", h.Addr, h.Shard, h.Replica, err))
+			continue
 		}
+		if applied[i], err = Applied(ctx, t.conns[i]); err != nil {
+			notReady = append(notReady, fmt.Errorf("host %s: %w", h.Addr, err))
+			continue
+		}
+		reports[i].Had = len(applied[i])
 	}
-	return conn.Exec(ctx, cs.SQL)
+	if len(notReady) > 0 {
+		return reports, nil, fmt.Errorf("clickhouse: cluster %s: refusing to migrate part of the cluster, nothing applied: %w", t.c.Cluster, errors.Join(notReady...))
+	}
+	return reports, applied, nil
 }
 
 // hostReady checks what replicated tables need of a host: the shard and replica macros, and a
@@ -379,22 +333,6 @@ func hostReady(ctx context.Context, conn driver.Conn) error {
 	}
 	if err := conn.QueryRow(ctx, `SELECT count() FROM system.zookeeper WHERE path = '/'`).Scan(&n); err != nil {
 		return fmt.Errorf("no ZooKeeper session: %w", err)
-	}
-	return nil
-}
-
-// record adds m to the host's backflow_migrations.
-func record(ctx context.Context, conn driver.Conn, m Migration) error {
-	b, err := conn.PrepareBatch(ctx, `INSERT INTO `+MigrationsTable+` (version, name, applied_at) VALUES`)
-	if err != nil {
-		return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
-	}
-	if err := b.Append(m.Version, m.Name, time.Now().UTC()); err != nil {
-		b.Abort()
-		return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
-	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
 	}
 	return nil
 }

@@ -11,13 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
-
-// MigrationsTable tracks which migrations ran: one row per applied migration.
-const MigrationsTable = "backflow_migrations"
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -181,42 +177,6 @@ func splitStatements(src string) []string {
 	return out
 }
 
-// AppliedMigration is a row of MigrationsTable.
-type AppliedMigration struct {
-	Version   uint32
-	Name      string
-	AppliedAt time.Time
-}
-
-const createMigrationsTable = `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (
-    version    UInt32,
-    name       String,
-    applied_at DateTime
-) ENGINE = MergeTree ORDER BY version`
-
-// Applied creates the tracking table if needed and returns what it records, by version.
-func Applied(ctx context.Context, conn driver.Conn) (map[uint32]AppliedMigration, error) {
-	if err := conn.Exec(ctx, createMigrationsTable); err != nil {
-		return nil, fmt.Errorf("clickhouse: create %s: %w", MigrationsTable, err)
-	}
-	rows, err := conn.Query(ctx, `SELECT version, name, applied_at FROM `+MigrationsTable)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
-	}
-	defer rows.Close()
-	out := map[uint32]AppliedMigration{}
-	for rows.Next() {
-		var a AppliedMigration
-		if err := rows.Scan(&a.Version, &a.Name, &a.AppliedAt); err != nil {
-			return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
-		}
-		if _, ok := out[a.Version]; !ok {
-			out[a.Version] = a
-		}
-	}
-	return out, rows.Err()
-}
-
 // Pending returns the embedded migrations not yet recorded in MigrationsTable, in order,
 // rendered for the server's capabilities (read with Server at each call); migrations that wait
 // for a capability the server lacks are not pending.
@@ -243,8 +203,8 @@ func Pending(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 }
 
 // Migrate applies the pending migrations (see Pending: rendered for the server's version) in
-// version order, each once, and records each in
-// MigrationsTable after all its statements succeeded. It returns what it applied (empty when
+// version order, each once, and records each in MigrationsTable after all its statements
+// succeeded (the engine of migrate.go on one server). It returns what it applied (empty when
 // the database is up to date). It stops at the first failure; what was applied before it stays
 // recorded, and a re-run continues from the failed migration. Two Migrate calls must not run at
 // once against one database: ClickHouse has no transactional DDL to serialize them (both would
@@ -254,53 +214,19 @@ func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	t := onServer(conn)
 	var applied []Migration
 	for _, m := range pending {
-		for i, stmt := range m.Statements {
-			exists, err := columnExists(ctx, conn, stmt)
-			if err != nil {
-				return applied, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
-			}
-			if exists {
-				continue
-			}
-			if err := conn.Exec(ctx, stmt); err != nil {
-				return applied, fmt.Errorf("clickhouse: migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
-			}
+		if err := t.apply(ctx, m.label(), m.Statements); err != nil {
+			return applied, fmt.Errorf("clickhouse: %w", err)
 		}
-		// Inserts go through PrepareBatch with named columns: conn.Exec of an INSERT hangs
-		// against 18.16.
-		b, err := conn.PrepareBatch(ctx, `INSERT INTO `+MigrationsTable+` (version, name, applied_at) VALUES`)
-		if err != nil {
-			return applied, fmt.Errorf("clickhouse: record migration %04d_%s: %w", m.Version, m.Name, err)
-		}
-		if err := b.Append(m.Version, m.Name, time.Now().UTC()); err != nil {
-			b.Abort()
-			return applied, fmt.Errorf("clickhouse: record migration %04d_%s: %w", m.Version, m.Name, err)
-		}
-		if err := b.Send(); err != nil {
-			return applied, fmt.Errorf("clickhouse: record migration %04d_%s: %w", m.Version, m.Name, err)
+		if err := recordMigration(ctx, conn, m); err != nil {
+			return applied, fmt.Errorf("clickhouse: %w", err)
 		}
 		applied = append(applied, m)
 	}
 	return applied, nil
 }
 
-var addColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+ADD\\s+COLUMN\\s+(?:IF\\s+NOT\\s+EXISTS\\s+)?`?([A-Za-z0-9_]+)`?\\s")
-
-// modifyColumn matches an ALTER TABLE ... MODIFY COLUMN: the table, the column, its new type.
-var modifyColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+MODIFY\\s+COLUMN\\s+`?([A-Za-z0-9_]+)`?\\s+(.+?)\\s*$")
-
-// columnExists reports whether stmt is an ALTER TABLE ... ADD COLUMN whose column the table in
-// the current database already has; any other statement reports false.
-func columnExists(ctx context.Context, conn driver.Conn, stmt string) (bool, error) {
-	m := addColumn.FindStringSubmatch(stmt)
-	if m == nil {
-		return false, nil
-	}
-	var n uint64
-	if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?`, m[1], m[2]).Scan(&n); err != nil {
-		return false, fmt.Errorf("look up column %s.%s: %w", m[1], m[2], err)
-	}
-	return n > 0, nil
-}
+// label names m in errors: migration 0004_sink_ledger.
+func (m Migration) label() string { return fmt.Sprintf("migration %04d_%s", m.Version, m.Name) }

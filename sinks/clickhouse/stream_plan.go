@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	hamba "github.com/hamba/avro/v2"
@@ -56,6 +55,15 @@ func (p StreamPlan) Change() string {
 	return strings.Join(parts, "; ")
 }
 
+// Heads are the first line of each statement, for a log line each.
+func (p StreamPlan) Heads() []string {
+	out := make([]string, len(p.Statements))
+	for i, s := range p.Statements {
+		out[i] = firstLine(s)
+	}
+	return out
+}
+
 // PlanStream compares the stream's table on the server conn is connected to with the columns
 // schema (registry id schemaID) derives: a table to create, columns to add or modify
 // (PlanEvolution), or nothing. A change the table cannot follow is an *IncompatibleError naming the field.
@@ -95,49 +103,6 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 	return p, nil
 }
 
-// StreamMigrationsTable records each declared stream's versioned migrations, one row per
-// version (migration 0013): version 1 created the table, each later one added or modified the
-// columns of a newer schema.
-const StreamMigrationsTable = "stream_migrations"
-
-// streamMigration is a row of StreamMigrationsTable.
-type streamMigration struct {
-	Stream     string    `ch:"stream"`
-	Table      string    `ch:"table_name"`
-	Version    uint32    `ch:"version"`
-	SchemaID   uint32    `ch:"schema_id"`
-	Change     string    `ch:"change"` // what StreamPlan.Change said
-	Statements []string  `ch:"statements"`
-	AppliedAt  time.Time `ch:"applied_at"`
-}
-
-// lastStreamVersion is the highest version recorded for the stream, 0 for none; the table
-// must exist.
-func lastStreamVersion(ctx context.Context, conn driver.Conn, stream string) (uint32, error) {
-	var v uint32
-	if err := conn.QueryRow(ctx, `SELECT max(version) FROM `+StreamMigrationsTable+` WHERE stream = ?`, stream).Scan(&v); err != nil {
-		return 0, fmt.Errorf("clickhouse: read %s: %w", StreamMigrationsTable, err)
-	}
-	return v, nil
-}
-
-// recordStream records an applied plan as the stream's next version.
-func recordStream(ctx context.Context, conn driver.Conn, p StreamPlan) (uint32, error) {
-	if err := CheckTable(ctx, conn, StreamMigrationsTable); err != nil {
-		return 0, fmt.Errorf("stream %s: %w", p.Stream.Name, err)
-	}
-	last, err := lastStreamVersion(ctx, conn, p.Stream.Name)
-	if err != nil {
-		return 0, err
-	}
-	row := streamMigration{Stream: p.Stream.Name, Table: p.Stream.Table, Version: last + 1, SchemaID: uint32(p.SchemaID),
-		Change: p.Change(), Statements: p.Statements, AppliedAt: time.Now().UTC()}
-	if err := InsertRows(ctx, conn, StreamMigrationsTable, []streamMigration{row}); err != nil {
-		return 0, fmt.Errorf("stream %s: record migration: %w", p.Stream.Name, err)
-	}
-	return last + 1, nil
-}
-
 // tableColumns lists the columns the table has in the connection's database (none when it
 // does not exist).
 func tableColumns(ctx context.Context, conn driver.Conn, table string) ([]Column, error) {
@@ -159,85 +124,21 @@ func tableColumns(ctx context.Context, conn driver.Conn, table string) ([]Column
 
 // ApplyStream runs a plan's statements on the ClickHouse c points at, then records them in
 // StreamMigrationsTable as the stream's next version, which it returns (0: nothing to apply).
-// In cluster mode they run as the migrations' do (cluster.go): the table as a replicated
-// <table>_local on every shard under a Distributed <table>, the view and the added columns ON
-// CLUSTER. An ADD COLUMN whose column is already there is skipped, so applying a plan twice
+// It is the migrations' engine (migrate.go): in cluster mode the table becomes a replicated
+// <table>_local on every shard under a Distributed <table>, the view and the added columns run
+// ON CLUSTER. An ADD COLUMN whose column is already there is skipped, so applying a plan twice
 // converges (and records it twice: a failure between the DDL and its row is retried whole).
 func ApplyStream(ctx context.Context, c Conn, p StreamPlan) (uint32, error) {
 	if len(p.Statements) == 0 {
 		return 0, nil
 	}
-	c = c.withDefaults()
-	conn, err := Open(ctx, c)
+	t, err := openTarget(ctx, c, map[string]bool{p.Stream.Table: true})
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	if err := applyStream(ctx, c, conn, p); err != nil {
+	defer t.close()
+	if err := t.apply(ctx, "stream "+p.Stream.Name, p.Statements); err != nil {
 		return 0, err
 	}
-	return recordStream(ctx, conn, p)
-}
-
-func applyStream(ctx context.Context, c Conn, conn driver.Conn, p StreamPlan) error {
-	if c.Cluster == "" {
-		for _, stmt := range p.Statements {
-			exists, err := columnExists(ctx, conn, stmt)
-			if err != nil {
-				return fmt.Errorf("stream %s: %w", p.Stream.Name, err)
-			}
-			if exists {
-				continue
-			}
-			if err := conn.Exec(ctx, stmt); err != nil {
-				return fmt.Errorf("stream %s: %s: %w", p.Stream.Name, firstLine(stmt), err)
-			}
-		}
-		return nil
-	}
-	hosts, err := ClusterHosts(ctx, conn, c.Cluster)
-	if err != nil {
-		return err
-	}
-	names := map[string]bool{p.Stream.Table: true}
-	var hostConns []driver.Conn
-	defer func() {
-		for _, hc := range hostConns {
-			hc.Close()
-		}
-	}()
-	for _, stmt := range p.Statements {
-		cstmts, err := clusterStatements(stmt, c.Cluster, c.Database, c.ZooKeeperPath, names)
-		if err != nil {
-			return fmt.Errorf("stream %s: %w", p.Stream.Name, err)
-		}
-		for _, cs := range cstmts {
-			targets := []driver.Conn{conn}
-			if cs.PerHost {
-				if hostConns == nil {
-					for _, h := range hosts {
-						hc := c
-						hc.Addr = h.Addr
-						x, err := Open(ctx, hc)
-						if err != nil {
-							return fmt.Errorf("stream %s: host %s: %w", p.Stream.Name, h.Addr, err)
-						}
-						hostConns = append(hostConns, x)
-					}
-				}
-				targets = hostConns
-			}
-			for _, t := range targets {
-				if err := execClusterStmt(ctx, t, cs); err != nil {
-					return fmt.Errorf("stream %s: %s: %w", p.Stream.Name, firstLine(cs.SQL), err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+	return recordStream(ctx, t.seed, p)
 }
