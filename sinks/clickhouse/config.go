@@ -1,13 +1,3 @@
-// Package clickhouse is backflow's ClickHouse sink. Start with Sink (a consumer group over the
-// enriched topic that writes rows, a ledger, then commits) and Migrate (the numbered DDL in
-// migrations/, tracked in backflow_migrations). Conn says where ClickHouse is; Config what
-// the sink reads and how it batches. Rows are versioned by Version, so re-writes collapse in
-// the ReplacingMergeTree tables and the v_* views (FINAL) show one row per key.
-//
-// clickhouse-go v2 is used over the native protocol only, because the HTTP protocol fails
-// against ClickHouse 18.16 ("Unknown setting client_protocol_version"). Against 18.16, an INSERT
-// must name its columns and go through PrepareBatch (conn.Exec of an INSERT hangs); DDL must do
-// without TTL, Map, DateTime64 and ADD COLUMN IF NOT EXISTS.
 package clickhouse
 
 import (
