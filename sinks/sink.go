@@ -1,6 +1,7 @@
 // Package sinks is the contract between a sink stage and the external system it writes to:
-// BatchWriter, which sinks/clickhouse and sinks/redis implement. The stage owns consuming,
-// buffering, retrying and committing; the writer owns one attempt at one batch.
+// BatchWriter, which clickhouse.Writer and redis.Pipeline implement and which the stages call
+// (clickhouse.Sink's inserts, redis.Writer's pipelines). The stage owns consuming, buffering,
+// retrying and committing; the writer owns one attempt at one batch.
 package sinks
 
 import "context"

@@ -14,6 +14,7 @@ import (
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
+	"github.com/backflowhq/backflow/sinks"
 )
 
 // Config tunes the Redis writer. The default of a field with a default tag is the tag; the
@@ -65,7 +66,7 @@ type job struct {
 // once all its ops are in Redis, in submission order, so a caller that commits offsets from
 // done commits them in order.
 type Writer struct {
-	out     *Pipeline
+	out     sinks.BatchWriter[[]Write] // the Pipeline: the writer makes one WriteBatch attempt at a time
 	cfg     Config
 	q       chan job
 	stopped chan struct{}
