@@ -12,6 +12,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/avro"
@@ -120,16 +121,24 @@ var stages = []stage{
 		name:  StageSinkClickHouse,
 		needs: []string{"kafka", "registry", "clickhouse"},
 		groups: func(f Config) []string {
+			out := []string{f.SinkClickHouse.Group}
 			if f.SinkClickHouse.MirrorDLQ {
-				return []string{f.SinkClickHouse.Group, f.SinkClickHouse.MirrorDLQGroup}
+				out = append(out, f.SinkClickHouse.MirrorDLQGroup)
 			}
-			return []string{f.SinkClickHouse.Group}
+			if f.SinkClickHouse.Rollups {
+				out = append(out, f.SinkClickHouse.RollupGroup)
+			}
+			return out
 		},
 		parts: func(f Config) []string {
+			out := []string{StageSinkClickHouse}
 			if f.SinkClickHouse.MirrorDLQ {
-				return []string{StageSinkClickHouse, clickhouse.MirrorStage}
+				out = append(out, clickhouse.MirrorStage)
 			}
-			return []string{StageSinkClickHouse}
+			if f.SinkClickHouse.Rollups {
+				out = append(out, clickhouse.RollupStage)
+			}
+			return out
 		},
 		run: runSinkClickHouse,
 	},
@@ -203,9 +212,23 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	if err != nil {
 		return err
 	}
+	var rollups *clickhouse.Sink
+	if f.SinkClickHouse.Rollups {
+		if err := ensureRollupTopic(ctx, e, f.SinkClickHouse); err != nil {
+			return err
+		}
+		rollups, err = clickhouse.NewRollups(f.SinkClickHouse, clickhouse.RunConfig{Kafka: e.conn.Kafka, ClickHouse: e.conn.ClickHouse,
+			Logger: log.With("part", "rollups"), Metrics: e.metrics.Stage(clickhouse.RollupStage), OnAssigned: e.readyHook(clickhouse.RollupStage)})
+		if err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sink.Run(gctx) })
+	if rollups != nil {
+		g.Go(func() error { return rollups.Run(gctx) })
+	}
 	if f.SinkClickHouse.MirrorDLQ {
 		mc := f.SinkClickHouse.Mirror()
 		mc.Metrics = e.metrics.Stage(clickhouse.MirrorStage)
@@ -219,6 +242,23 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	log.Info("clickhouse sink stopped", "records", st.Records, "rows", st.Rows, "hit_rows", st.HitRows,
 		"dlq", st.DLQ, "flushes", st.Flushes, "retries", st.Retries, "dropped_on_revoke", st.Dropped, "ran", time.Since(start).Round(time.Second).String())
 	return err
+}
+
+// ensureRollupTopic creates the rollup loop's topic if it is missing, with the partitions of the
+// sink's topic (one if that does not exist yet): the flushes of several members produce marks,
+// and the loop's members share the hours among them.
+func ensureRollupTopic(ctx context.Context, e *stageEnv, c clickhouse.Config) error {
+	cl, err := e.conn.Kafka.NewClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	partitions := int32(1)
+	if td, err := kadm.NewClient(cl).ListTopics(ctx, c.Topic); err == nil && td.Has(c.Topic) && td[c.Topic].Err == nil {
+		partitions = int32(max(len(td[c.Topic].Partitions), 1))
+	}
+	return kafka.EnsureTopics(ctx, cl, kafka.TopicSpec{Name: c.RollupTopic, Partitions: partitions,
+		Replication: int16(max(e.conn.Kafka.TableReplication, 1))})
 }
 
 // StageNames lists the stages backflow run can start, in start order.

@@ -183,6 +183,13 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 		}
 		defer rc.SensitiveWords.Close()
 	}
+	if e.cfg.SinkClickHouse.Rollups {
+		// The stream's flushes mark the ledger minutes they wrote, for the rollup loop of the
+		// sink-clickhouse stage (wherever it runs).
+		if err := ensureRollupTopic(ctx, e, e.cfg.SinkClickHouse); err != nil {
+			return err
+		}
+	}
 	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps}, rc)
 	if err != nil {
 		return err

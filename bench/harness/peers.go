@@ -123,7 +123,7 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 							"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
 					proc{name: "sink-clickhouse" + suffix, bin: h.opt.backflow, env: chEnv,
 						args: append(profArgs("sink-clickhouse"+suffix), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
-							"--mirror-dlq-group", gMirror)},
+							"--mirror-dlq-group", gMirror, "--rollup-topic", enriched+"-rollups", "--rollup-group", gSink+"-rollups")},
 					proc{name: "sink-features" + suffix, bin: h.opt.backflow, env: chEnv, ready: []string{"sink-features ready"},
 						args: append(profArgs("sink-features"+suffix), "sink-features", "--metrics-addr", metrics, "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
 							"--project", "bench", "--storage-dir", featDir)})
@@ -134,6 +134,7 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 				"ingest.group": gIngest, "ingest.inference_topic": bl.inference, "ingest.gateway_topic": bl.gateway,
 				"ingest.enriched_topic": enriched, "ingest.dlq_topic": dlqT, "ingest.control_topic": control, "ingest.storage_dir": ingestDir,
 				"sink_clickhouse.group": gSink, "sink_clickhouse.topic": enriched, "sink_clickhouse.dlq_topic": dlqT, "sink_clickhouse.mirror_dlq_group": gMirror,
+				"sink_clickhouse.rollup_topic": enriched + "-rollups", "sink_clickhouse.rollup_group": gSink + "-rollups",
 				"sink_features.group": gFeat, "sink_features.enriched_topic": enriched, "sink_features.dlq_topic": dlqT,
 				"sink_features.project": "bench", "sink_features.storage_dir": featDir,
 			})

@@ -189,8 +189,8 @@ func (e *pipelineEnv) config(t *testing.T, stages string, extra map[string]strin
 		sec("sensitive_words", "timeout: 5s") +
 		sec("ingest", fmt.Sprintf("group: %s, inference_topic: %s, gateway_topic: %s, enriched_topic: %s, dlq_topic: %s, control_topic: %s, storage_dir: %q, batch_linger: 20ms",
 			e.Ingest.Group, e.Ingest.InferenceTopic, e.Ingest.GatewayTopic, e.Ingest.EnrichedTopic, e.Ingest.DLQTopic, e.Ingest.ControlTopic, filepath.Join(e.dir, "ingest"))) +
-		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, migrate: true",
-			e.SinkGroup, e.Ingest.EnrichedTopic, e.Ingest.DLQTopic, e.MirrorGroup)) +
+		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, rollup_topic: %s, rollup_group: %s, migrate: true",
+			e.SinkGroup, e.Ingest.EnrichedTopic, e.Ingest.DLQTopic, e.MirrorGroup, e.Ingest.EnrichedTopic+"-rollups", e.SinkGroup+"-rollups")) +
 		sec("sink_features", fmt.Sprintf("group: %s, enriched_topic: %s, dlq_topic: %s, project: %s, storage_dir: %q, request_ttl: 1h",
 			e.Features.Group, e.Ingest.EnrichedTopic, e.Features.DLQTopic, e.Features.Project, filepath.Join(e.dir, "features")))
 	path := filepath.Join(e.dir, fmt.Sprintf("backflow-%d.yaml", time.Now().UnixNano()))

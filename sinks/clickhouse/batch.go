@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/internal/rollup"
 )
 
 // Batch is the rows of one INSERT into one table: what every insert of the package sends
@@ -132,6 +134,10 @@ func ledgerBatch(rows []LedgerRow) Batch {
 }
 
 func dlqBatch(rows []DLQRow) Batch { return tableRows[DLQRow]{TableDLQ, rows, dlqColumns} }
+
+func dlqFirstBatch(rows []DLQFirstRow) Batch {
+	return tableRows[DLQFirstRow]{rollup.DLQFirst, rows, structColumns[DLQFirstRow]}
+}
 
 // insertSQL returns "INSERT INTO table (c1, c2, ...) VALUES" with the columns named by row's
 // ch tags, in field order: 18.16 rejects an INSERT without named columns.

@@ -163,6 +163,15 @@ type Config struct {
 	MirrorDLQ bool `key:"mirror_dlq" default:"true" doc:"also mirror the DLQ topic into the dlq_entries table (its own consumer group)"`
 	// MirrorDLQGroup is the DLQ mirror's consumer group.
 	MirrorDLQGroup string `key:"mirror_dlq_group" default:"backflow-sink-clickhouse-dlq" doc:"consumer group of the DLQ mirror"`
+	// Rollups keeps the dashboards' rollups (docs/dashboards.md): each flush of the sink and
+	// of the DLQ mirror marks the minutes it wrote into on RollupTopic, and the rollup loop
+	// (NewRollups, its own consumer group) re-aggregates them. True where the configuration is
+	// loaded.
+	Rollups bool `key:"rollups" default:"true" doc:"keep the dashboards' rollups: mark the minutes each flush wrote into and re-aggregate them (its own consumer group)"`
+	// RollupTopic carries the marks; the stage creates it with the sink topic's partitions.
+	RollupTopic string `key:"rollup_topic" default:"backflow.rollups" doc:"topic of the marks each flush writes and the rollup loop reads"`
+	// RollupGroup is the rollup loop's consumer group.
+	RollupGroup string `key:"rollup_group" default:"backflow-sink-clickhouse-rollups" doc:"consumer group of the rollup loop"`
 }
 
 func (c Config) withDefaults() Config {
@@ -209,12 +218,33 @@ func (c Config) Validate() error {
 	if c.MirrorDLQ && !kafkaName.MatchString(c.MirrorDLQGroup) {
 		bad("MirrorDLQGroup", "mirror dlq group: %q is not a valid group name (letters, digits, '.', '_', '-')", c.MirrorDLQGroup)
 	}
+	if c.Rollups {
+		switch {
+		case !kafkaName.MatchString(c.RollupTopic):
+			bad("RollupTopic", "rollup topic: %q is not a valid Kafka topic name", c.RollupTopic)
+		case c.RollupTopic == c.Topic || c.RollupTopic == c.DLQTopic:
+			bad("RollupTopic", "rollup topic: %q is the sink's topic or its DLQ", c.RollupTopic)
+		}
+		if !kafkaName.MatchString(c.RollupGroup) || c.RollupGroup == c.Group || c.RollupGroup == c.MirrorDLQGroup {
+			bad("RollupGroup", "rollup group: %q is not a valid group name, or is the sink's or the mirror's", c.RollupGroup)
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// Mirror is the DLQ mirror's part of c: its group, the DLQ topic, and the sink's batching.
+// Mirror is the DLQ mirror's part of c: its group, the DLQ topic, the sink's batching, and
+// the topic of its rollup marks ("" without rollups).
 func (c Config) Mirror() MirrorConfig {
 	c = c.withDefaults()
 	return MirrorConfig{Group: c.MirrorDLQGroup, Topic: c.DLQTopic, BatchRows: c.BatchRows, BatchInterval: c.BatchInterval,
-		InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax, FromStart: c.FromStart}
+		InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax, FromStart: c.FromStart, RollupTopic: c.marks()}
+}
+
+// marks is the topic the sink's flushes mark their minutes on: RollupTopic, or "" without
+// rollups.
+func (c Config) marks() string {
+	if !c.Rollups {
+		return ""
+	}
+	return c.RollupTopic
 }

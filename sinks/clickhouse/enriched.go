@@ -3,11 +3,13 @@ package clickhouse
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/rollup"
 )
 
 // enrichedMapping is the built-in tables' mapping (New): an enriched record becomes its row in
@@ -78,4 +80,19 @@ func (r Rows) tally() tally {
 		t.rows, t.epoch = 1, r.Gateway.Epoch
 	}
 	return t
+}
+
+// marks: a record lands in inference_results or gateway_logs, and its hits in moderation_hits,
+// at its event time.
+func (r Rows) marks(add func(source string, at time.Time)) {
+	t := r.EventTime()
+	switch {
+	case r.Inference != nil:
+		add(rollup.InferenceResults, t)
+	case r.Gateway != nil:
+		add(rollup.GatewayLogs, t)
+	}
+	if len(r.Hits) > 0 {
+		add(rollup.ModerationHits, t)
+	}
 }

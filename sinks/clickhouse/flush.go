@@ -120,7 +120,7 @@ func (b batch) partitions() []int32 {
 }
 
 // land inserts a taken batch through the mapping, dead-letters what did not map or was
-// rejected, writes the batch's ledger rows and commits it.
+// rejected, writes the batch's ledger rows and its rollup marks, and commits it.
 func (s *Sink) land(ctx context.Context, b batch) error {
 	defer func() {
 		s.mu.Lock()
@@ -166,6 +166,9 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 		if err := in.insert(ctx, ledgerBatch(ledger), nil, nil); err != nil {
 			return err
 		}
+	}
+	if err := s.mark(ctx, rows, func(i int) bool { return rejected[owners[i]] }, ledger[0].FlushedAt, &in.retries); err != nil {
+		return err
 	}
 	s.commit(ctx, last, &in.retries)
 	s.flushed(b, t, dead, int(in.retries.Load())+1)

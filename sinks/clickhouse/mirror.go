@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/rollup"
 )
 
 // TableDLQ and ViewDLQ hold the DLQ mirror.
@@ -31,6 +33,9 @@ type MirrorConfig struct {
 	InsertTimeout          time.Duration
 	BackoffMin, BackoffMax time.Duration
 	FromStart              bool
+	// RollupTopic receives the mirror's rollup marks (the minutes of dlq_entries each flush
+	// wrote into); "": none.
+	RollupTopic string
 	// Metrics (stage MirrorStage) and OnAssigned mean what they mean in RunConfig; both
 	// optional.
 	Metrics    *ops.Stage
@@ -115,7 +120,7 @@ func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger
 		return nil, err
 	}
 	s := newSink(mc.sink(), RunConfig{Kafka: kcfg, ClickHouse: chcfg, Logger: log, OnAssigned: mc.OnAssigned}, mirrorMapping{}, "")
-	s.ledger = false
+	s.ledger, s.marks = false, mc.RollupTopic
 	s.metrics = &metrics{stage: mc.Metrics}
 	s.retry.metrics = s.metrics
 	return s, nil
@@ -145,9 +150,45 @@ func (mirrorMapping) insert(ctx context.Context, in *inserter, rows []row) (map[
 		dl[i], owners[i] = r.(DLQRow), i
 	}
 	rejects := map[int]error{}
-	err := in.insert(ctx, dlqBatch(dl), owners, rejects)
-	return rejects, err
+	if err := in.insert(ctx, dlqBatch(dl), owners, rejects); err != nil {
+		return rejects, err
+	}
+	// Each entry's origin in dlq_first, which keeps the first: the DLQ rollup counts an
+	// origin once, as v_dlq_entries does (migration 0015).
+	first := make([]DLQFirstRow, len(dl))
+	for i, d := range dl {
+		first[i] = d.first()
+	}
+	return rejects, in.insert(ctx, dlqFirstBatch(first), nil, nil)
 }
+
+// DLQFirstRow is a row of dlq_first: an entry's origin and its place in the DLQ, versioned so
+// that FINAL keeps an origin's lowest place.
+type DLQFirstRow struct {
+	OriginTopic     string `ch:"origin_topic"`
+	OriginPartition int32  `ch:"origin_partition"`
+	OriginOffset    int64  `ch:"origin_offset"`
+	Stage           string `ch:"stage"`
+	Orphan          string `ch:"orphan"`
+	DLQTopic        string `ch:"dlq_topic"`
+	DLQPartition    int32  `ch:"dlq_partition"`
+	DLQOffset       int64  `ch:"dlq_offset"`
+	Version         uint64 `ch:"version"`
+}
+
+// first is the entry's dlq_first row; an entry without an origin is its own (rollup.DLQOrphan).
+func (r DLQRow) first() DLQFirstRow {
+	f := DLQFirstRow{OriginTopic: r.OriginTopic, OriginPartition: r.OriginPartition, OriginOffset: r.OriginOffset, Stage: r.Stage,
+		DLQTopic: r.DLQTopic, DLQPartition: r.DLQPartition, DLQOffset: r.DLQOffset,
+		Version: ^uint64(0) - (uint64(max(r.DLQPartition, 0))<<40 + uint64(max(r.DLQOffset, 0)))}
+	if r.OriginTopic == "" {
+		f.Orphan = fmt.Sprintf("%s/%d/%d", r.DLQTopic, r.DLQPartition, r.DLQOffset)
+	}
+	return f
+}
+
+// marks: an entry lands in dlq_entries at its dead-letter time.
+func (r DLQRow) marks(add func(source string, at time.Time)) { add(rollup.DLQEntries, r.ErrorTime) }
 
 // tally: an entry is one row of dlq_entries (the mirror keeps no ledger).
 func (DLQRow) tally() tally { return tally{rows: 1} }

@@ -109,11 +109,14 @@ type Sink struct {
 	// and a record it cannot land stops it.
 	dlqStage string
 	ledger   bool // writes sink_ledger rows (the DLQ mirror does not)
-	retry    *retrier
-	w        sinks.BatchWriter[Batch] // ClickHouse, once Run has connected (set before: a test's)
-	cl       *kgo.Client
-	dlqw     *dlq.Writer
-	pcl      *kgo.Client
+	// marks is the topic each flush marks the minutes it wrote into on, for the rollup loop
+	// (rollup_marks.go); "": no marks (rollups off, a declared stream, the rollup loop itself).
+	marks string
+	retry *retrier
+	w     sinks.BatchWriter[Batch] // ClickHouse, once Run has connected (set before: a test's)
+	cl    *kgo.Client
+	dlqw  *dlq.Writer
+	pcl   *kgo.Client
 
 	mu       sync.Mutex
 	buf      map[int32][]pending
@@ -159,7 +162,7 @@ func New(cfg Config, rc RunConfig) (*Sink, error) {
 // no DLQ (see Sink.dlqStage).
 func newSink(cfg Config, rc RunConfig, m mapping, dlqStage string) *Sink {
 	cfg = cfg.withDefaults()
-	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, buf: map[int32][]pending{},
+	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, marks: cfg.marks(), buf: map[int32][]pending{},
 		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano()), metrics: newMetrics(rc.Metrics, cfg.Group)}
 	s.retry = &retrier{policy: s.policy(), log: s.log, retries: &s.stats.retries, metrics: s.metrics, pause: s.pause}
 	return s

@@ -40,6 +40,20 @@ func (w *Writer) WriteBatch(ctx context.Context, b Batch) error {
 	return insert(ctx, w.conn, b)
 }
 
+// Exec and QueryRow run a statement on the writer's connections (rollup.Conn: the rollup loop
+// re-aggregates with INSERT ... SELECT, which has no rows to append). Exec is bounded by the
+// insert timeout.
+func (w *Writer) Exec(ctx context.Context, query string, args ...any) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	return w.conn.Exec(ctx, query, args...)
+}
+
+// QueryRow: see Exec.
+func (w *Writer) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	return w.conn.QueryRow(ctx, query, args...)
+}
+
 // Retryable implements sinks.BatchWriter with IsRetryable: an outage, a timeout or an
 // overloaded server is retried; a rejected batch (IsRejected) is bisected to its bad rows,
 // which are dead-lettered; a fatal error (IsFatal) stops the sink uncommitted.

@@ -205,14 +205,15 @@ func (e *Env) sweep(ch driver.Conn) {
 	}
 }
 
-// Groups are the pipeline's four consumer groups with the topics each reads.
+// Groups are the pipeline's consumer groups with the topics each reads.
 func (e *Env) Groups() map[string][]string {
 	icfg := ingest.Config{Group: e.IngestGroup}
 	return map[string][]string{
-		e.IngestGroup:   {e.Inf, e.GW, icfg.LoopTopic()},
-		e.SinkGroup:     {e.Enriched},
-		e.MirrorGroup:   {e.DLQ},
-		e.FeaturesGroup: {e.Enriched, e.FeaturesGroup + "-loop"},
+		e.IngestGroup:            {e.Inf, e.GW, icfg.LoopTopic()},
+		e.SinkGroup:              {e.Enriched},
+		e.MirrorGroup:            {e.DLQ},
+		e.SinkGroup + "-rollups": {e.Enriched + "-rollups"},
+		e.FeaturesGroup:          {e.Enriched, e.FeaturesGroup + "-loop"},
 	}
 }
 
@@ -262,8 +263,8 @@ func (e *Env) Config(name, stages string, extra map[string]string) (string, erro
 		sec("sensitive_words", "timeout: 5s") +
 		sec("ingest", fmt.Sprintf("group: %s, inference_topic: %s, gateway_topic: %s, enriched_topic: %s, dlq_topic: %s, control_topic: %s, storage_dir: %q, batch_linger: 20ms, backoff_max: 2s, breaker_open: 3s",
 			e.IngestGroup, e.Inf, e.GW, e.Enriched, e.DLQ, e.Control, filepath.Join(dir, "ingest"))) +
-		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, migrate: true, batch_interval: 500ms, backoff_max: 2s",
-			e.SinkGroup, e.Enriched, e.DLQ, e.MirrorGroup)) +
+		sec("sink_clickhouse", fmt.Sprintf("group: %s, topic: %s, dlq_topic: %s, mirror_dlq_group: %s, rollup_topic: %s, rollup_group: %s, migrate: true, batch_interval: 500ms, backoff_max: 2s",
+			e.SinkGroup, e.Enriched, e.DLQ, e.MirrorGroup, e.Enriched+"-rollups", e.SinkGroup+"-rollups")) +
 		sec("sink_features", fmt.Sprintf("group: %s, enriched_topic: %s, dlq_topic: %s, project: %s, storage_dir: %q, request_ttl: 2h",
 			e.FeaturesGroup, e.Enriched, e.DLQ, e.Project, filepath.Join(dir, "features")))
 	if err := os.MkdirAll(dir, 0o755); err != nil {

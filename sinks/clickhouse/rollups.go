@@ -1,0 +1,163 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/internal/rollup"
+)
+
+// The rollup loop keeps the dashboards' rollups (internal/rollup) exact. Every flush of the
+// sink and of the DLQ mirror, once its rows have landed and before it commits, writes a mark
+// for each table and hour it wrote into (rollup_marks.go) to Config.RollupTopic. The rollup
+// loop is a Sink over that topic (its own group, Config.RollupGroup) whose mapping re-aggregates
+// the minutes the marks name, from FINAL, with rollup.Recompute, then commits. A mark is read
+// only after its rows landed, a mark read twice re-aggregates the same minutes again, and the
+// marks of one hour are one partition's, so one member at a time re-aggregates an hour: the
+// rollups end up equal to the deduplicated tables whatever was replayed, redelivered or late.
+
+// RollupStage is the stage label of the rollup loop's metrics.
+const RollupStage = "sink-clickhouse-rollups"
+
+// MetricRollupLag is the rollup loop's freshness.
+const MetricRollupLag = "backflow_rollup_lag_seconds"
+
+// NewRollups validates cfg and builds the rollup loop: a Sink over cfg.RollupTopic in group
+// cfg.RollupGroup that re-aggregates the minutes its marks name. A mark that does not decode
+// goes to cfg.DLQTopic (stage RollupStage); it writes no ledger rows and no marks of its own.
+// rc.Metrics, if set, is RollupStage's: besides the shared families it exports
+// MetricRollupLag.
+func NewRollups(cfg Config, rc RunConfig) (*Sink, error) {
+	cfg = cfg.withDefaults()
+	cfg.Rollups = true
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := rc.ClickHouse.Validate(); err != nil {
+		return nil, err
+	}
+	rm := &rollupMapping{}
+	loop := cfg
+	loop.Group, loop.Topic = cfg.RollupGroup, cfg.RollupTopic
+	s := newSink(loop, rc, rm, RollupStage)
+	s.ledger, s.marks = false, ""
+	if rc.Metrics != nil {
+		reg := rc.Metrics.Registerer()
+		ops.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricRollupLag,
+			Help:        "Seconds from a flush landing rows to the rollup loop having re-aggregated their minutes: the age of the oldest mark of the last rollup, or of the rollup under way while it lasts.",
+			ConstLabels: prometheus.Labels{"group": cfg.RollupGroup}}, rm.lag))
+	}
+	return s, nil
+}
+
+// rollupMapping is the rollup loop's mapping: a mark becomes a markRow, and a flush
+// re-aggregates the minutes of its marks, table by table.
+type rollupMapping struct {
+	// pending is the time (Unix ms) of the oldest mark of the rollup under way, 0 between
+	// rollups; last is the lag of the last rollup, in ms.
+	pending, last atomic.Int64
+}
+
+type markRow struct {
+	mark
+	at time.Time // when the flush that wrote it had landed its rows
+}
+
+// tally: a mark is no row of any table the ledger counts.
+func (markRow) tally() tally { return tally{} }
+
+func (rm *rollupMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+	m, err := decodeMark(rec)
+	if err != nil {
+		return nil, err, nil
+	}
+	return markRow{mark: m, at: rec.Timestamp}, nil, nil
+}
+
+// insert re-aggregates the marks' minutes, each table's at once, retrying an outage; a
+// statement ClickHouse refuses for another reason is a bug, and stops the loop uncommitted.
+func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+	conn, ok := in.w.(rollup.Conn)
+	if !ok {
+		return nil, fmt.Errorf("%w: the writer cannot run statements", ErrClickHouseFatal)
+	}
+	minutes := map[string][]time.Time{}
+	oldest := time.Now()
+	for _, r := range rows {
+		m := r.(markRow)
+		minutes[m.Source] = append(minutes[m.Source], m.times()...)
+		if m.at.Before(oldest) {
+			oldest = m.at
+		}
+	}
+	rm.pending.Store(oldest.UnixMilli())
+	defer rm.pending.Store(0)
+	for _, source := range slices.Sorted(maps.Keys(minutes)) {
+		spans := rollup.Spans(minutes[source])
+		err := in.r.retry(ctx, "rollup "+source, &in.retries, IsRetryable, func(ctx context.Context) error {
+			return rollup.Recompute(ctx, conn, source, spans, time.Now())
+		})
+		if err != nil {
+			if !IsRetryable(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: %w", ErrClickHouseFatal, err)
+			}
+			return nil, err
+		}
+	}
+	rm.last.Store(time.Since(oldest).Milliseconds())
+	return nil, nil
+}
+
+// lag is MetricRollupLag: how old the oldest mark of the rollup under way is, or, between
+// rollups, how old the oldest mark of the last one was when it finished.
+func (rm *rollupMapping) lag() float64 {
+	if p := rm.pending.Load(); p != 0 {
+		return float64(time.Now().UnixMilli()-p) / 1000
+	}
+	return float64(rm.last.Load()) / 1000
+}
+
+// marked is a row that lands in tables the rollups read; marks calls add with each such table
+// and the row's time in it.
+type marked interface {
+	marks(add func(source string, at time.Time))
+}
+
+// mark writes the marks of a flush that landed rows (those not rejected) and, with a ledger,
+// its ledger rows at flushedAt, retrying a Kafka outage; the flush commits after it.
+func (s *Sink) mark(ctx context.Context, rows []row, rejected func(i int) bool, flushedAt time.Time, attempts *atomic.Int64) error {
+	if s.marks == "" {
+		return nil
+	}
+	times := map[string][]time.Time{}
+	add := func(source string, at time.Time) { times[source] = append(times[source], at) }
+	for i, r := range rows {
+		if mr, ok := r.(marked); ok && !rejected(i) {
+			mr.marks(add)
+		}
+	}
+	if s.ledger {
+		add(rollup.SinkLedger, flushedAt)
+	}
+	var recs []*kgo.Record
+	for _, source := range slices.Sorted(maps.Keys(times)) {
+		for _, m := range marksOf(source, times[source]) {
+			recs = append(recs, m.record(s.marks))
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return s.retry.retry(ctx, "mark rollups", attempts, isKafkaRetryable, func(ctx context.Context) error {
+		return s.cl.ProduceSync(ctx, recs...).FirstErr()
+	})
+}
