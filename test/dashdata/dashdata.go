@@ -40,6 +40,11 @@ type Spec struct {
 	// From and To bound the requests' times: request i of the fill starts at
 	// From + i·(To-From)/Requests; its result and response follow by its latency.
 	From, To time.Time
+	// Epoch is the replay epoch the rows are written in (default 0). A fill in a higher epoch
+	// of the same requests (First, Requests, From, To) rewrites them with other draws of every
+	// attribute, as a replay after a change upstream does: other models, tenants, latencies,
+	// verdicts and dead letters, in rows that win over the old ones (a higher version).
+	Epoch int32
 	// Chunk is the requests per INSERT. Default 2,000,000.
 	Chunk uint64
 	// Progress, when set, is called after each chunk with the requests written so far.
@@ -147,7 +152,7 @@ func strArray(xs []string) string {
 
 // u is the k-th uniform draw in (0, 1) of request n.
 func u(k int) string {
-	return fmt.Sprintf("((intHash64(n * 32 + %d) %% 1000000) + 0.5) / 1000000", k)
+	return fmt.Sprintf("((intHash64(s + %d) %% 1000000) + 0.5) / 1000000", k)
 }
 
 // pick is the index (from 0) that uniform draw k selects in the cumulative weights cum.
@@ -163,6 +168,7 @@ func (q *queries) requests(first, n uint64) string {
 		return fmt.Sprintf("(sqrt(-2 * log(%s)) * %s(2 * pi() * %s))", u(a), trig, u(b))
 	}
 	inner := fmt.Sprintf(`SELECT n,
+    n * 32 + %d AS s, toInt32(%d) AS ep, bitShiftLeft(toUInt64(ep), 40) AS vbase,
     lower(hex(intHash64(n))) AS rid,
     toUInt64(%d + intDiv((n - %d) * %d, %d)) AS t0,
     %s AS m, %s AS tn, %s AS us,
@@ -172,11 +178,11 @@ func (q *queries) requests(first, n uint64) string {
     %s AS r_status, %s < 0.5 AS v2, %s < 0.3 AS emb,
     %s < 0.05 AS out_sens, %s < 0.05 AS prompt_sens,
     if(%s < 0.003, 'UNAVAILABLE', 'CHECKED') AS out_mod, if(%s < 0.003, 'UNAVAILABLE', 'CHECKED') AS prompt_mod,
-    %s < 0.6 AS review, intHash64(n * 32 + 15) %% 10 AS out_word, intHash64(n * 32 + 16) %% 10 AS prompt_word,
-    intHash64(n * 32 + 17) %% 20 AS resp_gap, %s < 0.03 AS poison, intHash64(n * 32 + 19) AS h,
+    %s < 0.6 AS review, intHash64(s + 15) %% 10 AS out_word, intHash64(s + 16) %% 10 AS prompt_word,
+    intHash64(s + 17) %% 20 AS resp_gap, %s < 0.03 AS poison, intHash64(s + 19) AS h,
     arrayJoin(if(%s < 0.02, [0, 1], [0])) AS copy
 FROM numbers(%d, %d)`,
-		q.s.From.UnixMilli(), q.s.First, span, q.s.Requests,
+		uint64(q.s.Epoch)*1_000_000_000_000, q.s.Epoch, q.s.From.UnixMilli(), q.s.First, span, q.s.Requests,
 		pick(q.models, 1), pick(q.tenants, 2), pick(q.users, 3),
 		normal(4, 5, "cos"), normal(4, 5, "sin"), normal(6, 7, "cos"),
 		u(8), u(9), u(10), u(11), u(12), u(13), u(14), u(20), u(18), u(21), first, n)
@@ -213,7 +219,7 @@ SELECT '%s', rid, model, concat('v', toString(1 + m %% 3)), %s, toInt64(t_inf), 
     multiIf(status = 'ERROR', 'upstream model error', status = 'TIMEOUT', 'deadline exceeded', NULL),
     if(v2, arrayElement(['eu-west', 'us-east', 'ap-south'], (h %% 3) + 1), ''), if(v2, 'stop', NULL),
     if(emb, 16, 0), toUInt32(60 + h %% 300), out_mod, out_verdict, toFloat32(if(out_hit, 0.5 + (h %% 50) / 100, 0)),
-    if(out_hit, [%s], emptyArrayString()), toUInt16(out_hit), if(v2, 2, 1), 0, part, off + 1, %s, toUInt64(off + 1)
+    if(out_hit, [%s], emptyArrayString()), toUInt16(out_hit), if(v2, 2, 1), ep, part, off + 1, %s, vbase + off + 1
 FROM %s`, avro.TopicInferenceResult, dt("t_inf"), hitCat("out_word"), dt("t_inf + 800"), req)
 	gateway := fmt.Sprintf(`INSERT INTO gateway_logs (source_topic, request_id, phase, event_time, event_time_ms, landed_time_ms, tenant_id, user_id,
     route, model, status_code, latency_ms, prompt_tokens, completion_tokens, prompt_chars, response_chars, moderation_status, verdict,
@@ -222,13 +228,13 @@ SELECT '%s', rid, if(resp, 'RESPONSE', 'REQUEST'), %s, toInt64(t), toInt64(t + 9
     '/v1/chat/completions', model, if(resp, http, 0), if(resp, toUInt32(t_resp - t0), 0), if(resp, ptok, 0), if(resp, ctok, 0),
     if(resp, 0, toUInt32(40 + h %% 120)), if(resp, toUInt32(60 + h %% 300), 0), if(resp, out_mod, prompt_mod),
     if(resp, out_verdict, prompt_verdict), toFloat32(if(hit, 0.5 + (h %% 50) / 100, 0)),
-    if(hit, [if(resp, %s, %s)], emptyArrayString()), toUInt16(hit), 1, 0, part, off + if(resp, 2, 0), %s, toUInt64(off + if(resp, 2, 0))
+    if(hit, [if(resp, %s, %s)], emptyArrayString()), toUInt16(hit), 1, ep, part, off + if(resp, 2, 0), %s, vbase + off + if(resp, 2, 0)
 FROM (SELECT *, arrayJoin([0, 1]) AS resp, if(resp, t_resp, t0) AS t, if(resp, out_hit, prompt_hit) AS hit FROM %s)`,
 		avro.TopicGatewayLog, dt("t"), hitCat("out_word"), hitCat("prompt_word"), dt("t + 800"), req)
 	hits := fmt.Sprintf(`INSERT INTO moderation_hits (source_topic, request_id, phase, start, end, word, category, event_time, epoch,
     source_partition, source_offset, version)
 SELECT if(phase = '', '%s', '%s'), rid, phase, toUInt32(h %% 40), toUInt32(h %% 40 + lengthUTF8(word)), word,
-    if(phase = 'REQUEST', %s, %s), %s, 0, part, off + multiIf(phase = '', 1, phase = 'REQUEST', 0, 2), toUInt64(off + 1)
+    if(phase = 'REQUEST', %s, %s), %s, ep, part, off + multiIf(phase = '', 1, phase = 'REQUEST', 0, 2), vbase + off + 1
 FROM (SELECT *, arrayJoin(arrayConcat(if(out_hit, ['', 'RESPONSE'], emptyArrayString()), if(prompt_hit, ['REQUEST'], emptyArrayString()))) AS phase,
     if(phase = 'REQUEST', %s, %s) AS word, multiIf(phase = '', t_inf, phase = 'REQUEST', t0, t_resp) AS t FROM %s WHERE out_hit OR prompt_hit)`,
 		avro.TopicInferenceResult, avro.TopicGatewayLog, hitCat("prompt_word"), hitCat("out_word"), dt("t"),
@@ -238,7 +244,7 @@ FROM (SELECT *, arrayJoin(arrayConcat(if(out_hit, ['', 'RESPONSE'], emptyArraySt
 	dlq := fmt.Sprintf(`INSERT INTO dlq_entries (dlq_topic, dlq_partition, dlq_offset, origin_topic, origin_partition, origin_offset, origin_time,
     stage, class, message, error_time, record_key, value_bytes, truncated_from, version)
 SELECT 'backflow.dlq', toInt32(n %% 3), toInt64(intDiv(n, 3)), if(h %% 3 = 0, '%s', '%s'), part, off, %s, 'ingest',
-    arrayElement(%s, (intDiv(h, 7) %% 8) + 1), 'decode: bad record', %s, rid, toUInt32(100 + h %% 1500), 0, toUInt64(intDiv(n, 3))
+    arrayElement(%s, (intDiv(h, 7) %% 8) + 1), 'decode: bad record', %s, rid, toUInt32(100 + h %% 1500), 0, vbase + intDiv(n, 3)
 FROM %s WHERE poison`, avro.TopicInferenceResult, avro.TopicGatewayLog, dt("t0"), q.classes, dt("t0 + 1500"), req)
 	return []string{inference, gateway, hits, dlq}
 }
@@ -250,11 +256,11 @@ FROM %s WHERE poison`, avro.TopicInferenceResult, avro.TopicGatewayLog, dt("t0")
 func (q *queries) ledger() string {
 	span := uint64(q.s.To.Sub(q.s.From) / time.Millisecond)
 	return fmt.Sprintf(`INSERT INTO sink_ledger (batch_id, group, topic, partition, min_offset, max_offset, rows, hit_rows, epoch, flushed_at, max_event_time)
-SELECT concat(g, '-', toString(%d + j)), g, if(mirror, 'backflow.dlq', 'backflow.enriched'), toInt32(intDiv(j, per) %% %d),
-    toInt64(intDiv(j, per) * 300), toInt64(intDiv(j, per) * 300 + 299), 300, if(mirror, 0, 15), 0, %s, %s
+SELECT concat(g, '-', toString(%d + j), '-', toString(%d)), g, if(mirror, 'backflow.dlq', 'backflow.enriched'), toInt32(intDiv(j, per) %% %d),
+    toInt64(intDiv(j, per) * 300), toInt64(intDiv(j, per) * 300 + 299), 300, if(mirror, 0, 15), %d, %s, %s
 FROM (SELECT *, if(mirror, '%s', '%s') AS g, toUInt64(%d + intDiv(least(j + per, %d) * %d, %d)) AS t_last
     FROM (SELECT number AS j, arrayJoin([0, 1]) AS mirror, if(mirror, 10000, 100) AS per FROM numbers(%d)) WHERE j %% per = 0)`,
-		q.s.First, partitions, dt("t_last + 3000"), dt("t_last"), MirrorGroup, LedgerGroup,
+		q.s.First, q.s.Epoch, partitions, q.s.Epoch, dt("t_last + 3000"), dt("t_last"), MirrorGroup, LedgerGroup,
 		q.s.From.UnixMilli(), q.s.Requests, span, q.s.Requests, q.s.Requests)
 }
 

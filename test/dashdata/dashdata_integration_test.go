@@ -25,7 +25,8 @@ func scalar(t *testing.T, conn driver.Conn, q string) float64 {
 
 // TestFill: the rows are the requests asked for, once each through FINAL, with loadgen's
 // populations and shares, in the time range asked for; a moderation hit row for every text
-// with a REVIEW or BLOCK verdict; and the same Spec writes the same rows again.
+// with a REVIEW or BLOCK verdict; the same Spec writes the same rows again, and in a new epoch
+// other values that win.
 func TestFill(t *testing.T) {
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -90,6 +91,22 @@ func TestFill(t *testing.T) {
 	}
 	if got := scalar(t, conn, "SELECT uniqExact(request_id, latency_ms, model) FROM inference_results"); got != 60000 {
 		t.Errorf("after the same fill again, %v distinct (request, latency, model), want 60000: the rows differ", got)
+	}
+	// In a new epoch: the same requests with other values, which win.
+	spec.Epoch = 1
+	if err := dashdata.Fill(ctx, conn, spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []want{
+		{"SELECT count() FROM v_inference_results", 60000, 60000},
+		{"SELECT countIf(epoch = 1 AND version >= bitShiftLeft(toUInt64(1), 40)) FROM v_inference_results", 60000, 60000},
+		{"SELECT count() FROM v_gateway_logs", 120000, 120000},
+		{"SELECT uniqExact(request_id, model) / 60000 FROM inference_results", 1.77, 1.82}, // 1 + P(another model) = 2 - sum(p²) = 1.79
+		{"SELECT countIf(model = 'model-00') / count() FROM v_inference_results", 0.36, 0.42},
+	} {
+		if got := scalar(t, conn, w.q); got < w.lo || got > w.hi {
+			t.Errorf("epoch 1: %s: %v, want %v to %v", w.q, got, w.lo, w.hi)
+		}
 	}
 }
 
