@@ -56,20 +56,22 @@ func screenshotDir(t *testing.T) string {
 // pageState is what the page reports of itself through its data attributes.
 type pageState struct {
 	Refreshed string
-	Panels    []struct{ ID, Kind, State, Points string }
+	Panels    []struct{ ID, Kind, State, Points, RawFrom, Note string }
 	Health    []struct{ Kind, Key, Value, Raw string }
 	Alerts    []string // the firing alerts' lines of the alerts card
 }
 
 const readPage = `({
   refreshed: document.body.dataset.refreshed || "",
-  panels: [...document.querySelectorAll(".panel[data-panel]")].map(p => ({id: p.dataset.panel, kind: p.dataset.kind, state: p.dataset.state, points: p.dataset.points || ""})),
+  panels: [...document.querySelectorAll(".panel[data-panel]")].map(p => ({id: p.dataset.panel, kind: p.dataset.kind, state: p.dataset.state, points: p.dataset.points || "",
+    rawFrom: p.dataset.rawFrom || "", note: p.querySelector(".source").textContent})),
   health: [...document.querySelectorAll("#health .card")].map(c => ({kind: c.dataset.health, key: c.querySelector(".k").textContent, value: c.querySelector(".v").textContent, raw: c.dataset.value || ""})),
   alerts: [...document.querySelectorAll("#health .card .alert")].map(a => a.textContent),
 })`
 
 // checkBrowser serves the dashboard on the demo data, loads it in headless Chromium, checks that
-// every panel drew data and the health strip shows lag, dead letters and the breaker, and saves
+// every panel drew data and says which minutes it read from its rollup, and that the health
+// strip shows lag, dead letters, the breaker and the rollups' lag, and saves
 // a screenshot; then checks that the range selector and auto-refresh redraw it.
 func (d *demo) checkBrowser(t *testing.T) {
 	// The ingest stage's /metrics, as Prometheus's client serves it: the breaker gauge, closed.
@@ -249,7 +251,16 @@ func (d *demo) checkBrowser(t *testing.T) {
 		if p.State != "ok" || n == 0 {
 			t.Errorf("panel %s (%s): state %q, %s points drawn", p.ID, p.Kind, p.State, p.Points)
 		}
-		t.Logf("panel %-24s %-10s drew %s", p.ID, p.Kind, p.Points)
+		// Under each panel that reads a rollup, the minute from which it read raw rows: the
+		// watermark, inside the 30 minutes shown.
+		if panel, _ := dashboard.PanelByID(p.ID); panel.Rollup != "" {
+			if p.RawFrom != strconv.FormatInt(d.watermark.Unix(), 10) || !strings.HasPrefix(p.Note, "rollups before ") || !strings.HasSuffix(p.Note, " UTC, raw rows from then on") {
+				t.Errorf("panel %s says %q (raw from %q), want rollups before %s UTC (%d), raw rows from then on", p.ID, p.Note, p.RawFrom, d.watermark.Format("15:04"), d.watermark.Unix())
+			}
+		} else if p.RawFrom != "" || p.Note != "" {
+			t.Errorf("panel %s reads no rollup, yet says %q (raw from %q)", p.ID, p.Note, p.RawFrom)
+		}
+		t.Logf("panel %-24s %-10s drew %s; %s", p.ID, p.Kind, p.Points, p.Note)
 	}
 	// The health strip: a known lag per group (0 for the sink, which read everything), the
 	// dead letters in the range, and the breaker as the gauge says.
@@ -257,7 +268,14 @@ func (d *demo) checkBrowser(t *testing.T) {
 	for _, n := range d.poison {
 		poison += n
 	}
-	lags, sawDLQ, sawBreaker, sawAlerts := 0, false, false, false
+	// The rollup card: the newest event the ledger holds, less the end of the newest minute
+	// rolled up.
+	newest := int64(d.scalar(t, "SELECT toUInt64(max(max_event_time)) FROM sink_ledger"))
+	rollupLag := max(newest-(d.watermark.Unix()+60), 0)
+	if rollupLag == 0 {
+		t.Fatalf("the newest event landed (%v) is not after the rollups' watermark %v: the card would show no lag", time.Unix(newest, 0), d.watermark)
+	}
+	lags, sawDLQ, sawBreaker, sawAlerts, sawRollup := 0, false, false, false, false
 	for _, h := range ps.Health {
 		t.Logf("health %-8s %-48s %s", h.Kind, h.Key, h.Value)
 		switch h.Kind {
@@ -276,6 +294,11 @@ func (d *demo) checkBrowser(t *testing.T) {
 			if h.Value != "closed" {
 				t.Errorf("breaker shows %q, the gauge says closed", h.Value)
 			}
+		case "rollup":
+			sawRollup = true
+			if h.Key != "rollup lag" || h.Raw != strconv.FormatInt(rollupLag, 10) {
+				t.Errorf("rollup card %q shows %q (raw %q), want the lag %d s", h.Key, h.Value, h.Raw, rollupLag)
+			}
 		case "alerts":
 			sawAlerts = true
 			if h.Raw != "1" {
@@ -283,8 +306,8 @@ func (d *demo) checkBrowser(t *testing.T) {
 			}
 		}
 	}
-	if lags != len(groups) || !sawDLQ || !sawBreaker || !sawAlerts {
-		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v, alerts %v", lags, len(groups), sawDLQ, sawBreaker, sawAlerts)
+	if lags != len(groups) || !sawDLQ || !sawBreaker || !sawAlerts || !sawRollup {
+		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v, alerts %v, rollup %v", lags, len(groups), sawDLQ, sawBreaker, sawAlerts, sawRollup)
 	}
 	if want := "critical · BackflowConsumerLagHigh: Consumer group " + d.SinkGroup + " is 25000 records behind"; len(ps.Alerts) != 1 || ps.Alerts[0] != want {
 		t.Errorf("the alerts card lists %q, want [%q]", ps.Alerts, want)

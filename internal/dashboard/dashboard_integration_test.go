@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/dashboard"
+	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/pipelines/replay"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/tools/loadgen"
@@ -28,6 +29,9 @@ type demo struct {
 	originals map[string]int // per topic/phase slot: "inference", "REQUEST", "RESPONSE"
 	poison    map[string]int // per DLQ class
 	replayAt  time.Time
+	// watermark is the minute up to which every source is rolled up, 5 minutes before the
+	// data ends: each panel reads rollups, then raw rows.
+	watermark time.Time
 }
 
 const replayWho = "ops@example.com"
@@ -65,6 +69,14 @@ func newDemo(t *testing.T) *demo {
 	if err := replay.InsertReplayLog(ctx, d.Conn, rows); err != nil {
 		t.Fatal(err)
 	}
+	// The rollups of what landed, as an existing deployment's backfill makes them.
+	upTo := time.Now().UTC().Add(-5 * time.Minute)
+	for _, src := range rollup.Sources() {
+		if err := rollup.Backfill(ctx, d.Conn, src, upTo.Add(-time.Hour), upTo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.watermark = upTo.Truncate(time.Minute)
 	var err error
 	if d.rg, err = dashboard.NewRange(time.Now().Add(-30*time.Minute), time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -372,6 +384,15 @@ func (d *demo) checkAPI(t *testing.T) {
 	direct := d.run(t, dashboard.Panels[1])
 	if res.Panel != "requests_per_model" || len(res.Rows) != len(direct.Rows) || res.IntervalS != 60 || res.Columns[0].Type != "time" {
 		t.Fatalf("over HTTP: %d rows, interval %d, columns %v; directly %d rows", len(res.Rows), res.IntervalS, res.Columns, len(direct.Rows))
+	}
+	// It says which minutes it read from the rollup: those before the watermark.
+	if want := (dashboard.Coverage{Rollup: rollup.Model.Name, RawFrom: d.watermark.Unix()}); res.Rollup == nil || *res.Rollup != want {
+		t.Fatalf("over HTTP, requests_per_model's rollup note %+v, want %+v", res.Rollup, want)
+	}
+	var replays dashboard.Result
+	get("/api/panels/replay_history?range=1h", http.StatusOK, &replays)
+	if replays.Rollup != nil || len(replays.Rows) != 1 {
+		t.Fatalf("over HTTP, replay_history (no rollup): rollup note %+v, %d rows", replays.Rollup, len(replays.Rows))
 	}
 	var e struct{ Error string }
 	get("/api/panels/nope", http.StatusNotFound, &e)

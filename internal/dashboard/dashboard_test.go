@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/backflowhq/backflow/internal/rollup"
 )
 
 func TestExpand(t *testing.T) {
@@ -58,7 +60,7 @@ func TestNewRange(t *testing.T) {
 }
 
 // TestPanelsAreWellFormed: every panel has a unique URL-safe id, fits the grid, uses only the
-// macros Expand knows, and declares the column layout its kind draws.
+// macros Expand knows, reads the rollup it names, and declares the column layout its kind draws.
 func TestPanelsAreWellFormed(t *testing.T) {
 	id := regexp.MustCompile(`^[a-z0-9_]+$`)
 	seen := map[string]bool{}
@@ -74,8 +76,23 @@ func TestPanelsAreWellFormed(t *testing.T) {
 		if _, err := Expand(p.SQL, r); err != nil {
 			t.Errorf("%s: %v", p.ID, err)
 		}
-		if strings.Contains(p.SQL, "toStartOfInterval") || strings.Contains(p.SQL, "FINAL") {
-			t.Errorf("%s: toStartOfInterval is missing on 18.16; FINAL belongs in the views", p.ID)
+		// A panel with a rollup reads it through Range (or AllTime), and its own SQL reads no
+		// table through FINAL and no per-minute view: that is the rollup's business.
+		own := p.SQL
+		if p.Rollup != "" {
+			ru, ok := rollup.ByName(p.Rollup)
+			if !ok {
+				t.Errorf("%s: no rollup %q", p.ID, p.Rollup)
+			}
+			for _, rows := range []string{series(ru), whole(ru), ru.AllTime()} {
+				own = strings.ReplaceAll(own, rows, "")
+			}
+			if own == p.SQL {
+				t.Errorf("%s: names rollup %s but does not read its Range", p.ID, p.Rollup)
+			}
+		}
+		if strings.Contains(own, "toStartOfInterval") || strings.Contains(own, "FINAL") || strings.Contains(own, "_minute") {
+			t.Errorf("%s: toStartOfInterval is missing on 18.16; FINAL and the per-minute tables belong in the rollup's Range", p.ID)
 		}
 		switch p.Kind {
 		case TimeSeries:

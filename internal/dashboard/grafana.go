@@ -62,7 +62,7 @@ func GrafanaJSON() ([]byte, error) {
 		switch p.Kind {
 		case TimeSeries:
 			gp["type"] = "timeseries"
-			gp["interval"] = "1m" // the views roll up per minute: no narrower bucket
+			gp["interval"] = "1m" // the rollups are per minute: no narrower bucket
 			gp["options"] = obj{"legend": obj{"displayMode": "list", "placement": "bottom", "showLegend": true},
 				"tooltip": obj{"mode": "multi", "sort": "desc"}}
 		case Bars:

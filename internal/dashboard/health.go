@@ -167,12 +167,13 @@ func ScrapeBreaker(ctx context.Context, hc *http.Client, url string) Breaker {
 }
 
 // Health is the page's health strip: lag per group, dead letters in the range, the breaker,
-// and the alerts Prometheus has firing.
+// how far the rollups lag behind the newest landed event, and the alerts Prometheus has firing.
 type Health struct {
 	Lag     []GroupLag `json:"lag"`
 	DLQ     *uint64    `json:"dlq"` // entries in the range; null when ClickHouse did not answer
 	DLQErr  string     `json:"dlq_error,omitempty"`
 	Breaker Breaker    `json:"breaker"`
+	Rollups RollupLag  `json:"rollups"`
 	Alerts  Alerts     `json:"alerts"`
 }
 

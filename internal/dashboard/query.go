@@ -30,6 +30,10 @@ type Result struct {
 	Rows      [][]any  `json:"rows"`
 	Truncated bool     `json:"truncated,omitempty"` // more rows than Config.MaxRows; the rest were dropped
 	TookMs    int64    `json:"took_ms"`
+	// Rollup says which minutes came from the panel's rollup and which from raw rows; nil for a
+	// panel without a rollup, or when the server could not read the watermarks (RunPanel
+	// leaves it nil: the server fills it in).
+	Rollup *Coverage `json:"rollup,omitempty"`
 }
 
 // RunPanel expands p's macros for r and runs it on conn, returning at most maxRows rows.

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/internal/alerts"
+	"github.com/backflowhq/backflow/internal/rollup"
 )
 
 //go:embed assets
@@ -43,7 +44,7 @@ type Deps struct {
 
 // Server serves the built-in dashboard: the page and its assets (embedded in the binary, no
 // CDN) at /, the panel list at /api/panels, one panel's rows at /api/panels/<id>, the health
-// strip (lag, dead letters, breaker, Prometheus's firing alerts) at /api/health, and /healthz;
+// strip (lag, dead letters, breaker, rollup lag, Prometheus's firing alerts) at /api/health, and /healthz;
 // with Config.Auth's password every route but /healthz asks for basic auth. Handler may be served by any number of goroutines; Run
 // listens on Config.Addr until its context ends.
 type Server struct {
@@ -143,6 +144,7 @@ type PanelInfo struct {
 	Width   int      `json:"width"`
 	Columns []string `json:"columns"`
 	SQL     string   `json:"sql"`
+	Rollup  string   `json:"rollup"`
 }
 
 // Layout is /api/panels: the panels, and how the page opens.
@@ -157,7 +159,7 @@ func (s *Server) panels(w http.ResponseWriter, _ *http.Request) {
 	l := Layout{RefreshS: int64(s.cfg.Refresh / time.Second), RangeS: int64(s.cfg.Range / time.Second), Groups: s.cfg.Groups}
 	for _, p := range Panels {
 		l.Panels = append(l.Panels, PanelInfo{ID: p.ID, Title: p.Title, Section: p.Section, Help: p.Help, Kind: p.Kind,
-			Unit: p.Unit, Width: p.Width, Columns: p.Columns, SQL: p.SQL})
+			Unit: p.Unit, Width: p.Width, Columns: p.Columns, SQL: p.SQL, Rollup: p.Rollup})
 	}
 	writeJSON(w, http.StatusOK, l)
 }
@@ -208,7 +210,9 @@ func (s *Server) panel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// run runs one panel within the concurrency bound and the query timeout.
+// run runs one panel within the concurrency bound and the query timeout. For a panel with a
+// rollup it reads the watermarks first and says in the result which minutes the panel read
+// from raw rows (the watermarks may move between the two reads: the note is for the reader).
 func (s *Server) run(ctx context.Context, p Panel, rg Range) (Result, error) {
 	select {
 	case s.sem <- struct{}{}:
@@ -218,7 +222,18 @@ func (s *Server) run(ctx context.Context, p Panel, rg Range) (Result, error) {
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
-	return RunPanel(ctx, s.deps.ClickHouse, p, rg, s.cfg.MaxRows)
+	var cov *Coverage
+	if r, ok := rollup.ByName(p.Rollup); ok {
+		if wm, err := ReadWatermarks(ctx, s.deps.ClickHouse); err != nil {
+			s.deps.Logger.Warn("dashboard: no rollup note", "panel", p.ID, "err", err)
+		} else {
+			c := CoverageOf(r, wm)
+			cov = &c
+		}
+	}
+	res, err := RunPanel(ctx, s.deps.ClickHouse, p, rg, s.cfg.MaxRows)
+	res.Rollup = cov
+	return res, err
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -231,10 +246,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var h Health
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); h.Lag = ReadLag(ctx, s.deps.Kafka, s.cfg.Groups) }()
 	go func() { defer wg.Done(); h.Alerts = ReadAlerts(ctx, s.deps.Alerts) }()
 	go func() { defer wg.Done(); h.Breaker = ScrapeBreaker(ctx, s.deps.HTTP, s.cfg.BreakerURL) }()
+	go func() { defer wg.Done(); h.Rollups = ReadRollupLag(ctx, s.deps.ClickHouse) }()
 	go func() {
 		defer wg.Done()
 		p, _ := PanelByID("dlq_in_range")

@@ -179,24 +179,40 @@ func (r Rollup) watermark() string {
 //     "$__interval_s % 3600 = 0" for a time series) holds;
 //   - the minute table for the rest, below the watermark;
 //   - the source tables, through FINAL, from the watermark on: the minutes not rolled up yet.
-func (r Rollup) Range(hoursOK string) string {
+func (r Rollup) Range(hoursOK string) string { return r.Between(hoursOK, "$__fromTime", "$__toTime") }
+
+// Between is Range with the bounds given as SQL expressions of type DateTime, from and to,
+// in place of the macros: the minutes m with from <= m <= to.
+func (r Rollup) Between(hoursOK, from, to string) string {
 	w := r.watermark()
-	last := fmt.Sprintf("least($__toTime, %s - 1)", w)                                                                // the last minute read from rollups
-	h1 := fmt.Sprintf("if(%s, toDateTime(intDiv(toUInt32($__fromTime) + 3599, 3600) * 3600), %s + 1)", hoursOK, last) // first whole hour
-	h2 := fmt.Sprintf("greatest(%s, toDateTime(intDiv(toUInt32(%s) + 60, 3600) * 3600))", h1, last)                   // end of the whole hours
+	last := fmt.Sprintf("least(%s, %s - 1)", to, w)                                                                // the last minute read from rollups
+	h1 := fmt.Sprintf("if(%s, toDateTime(intDiv(toUInt32(%s) + 3599, 3600) * 3600), %s + 1)", hoursOK, from, last) // first whole hour
+	h2 := fmt.Sprintf("greatest(%s, toDateTime(intDiv(toUInt32(%s) + 60, 3600) * 3600))", h1, last)                // end of the whole hours
 	cols := strings.Join(append(r.dimNames(), r.measureNames()...), ", ")
 	branches := []string{
 		fmt.Sprintf("SELECT hour AS minute, %s FROM %s FINAL WHERE (%s) AND hour >= %s AND hour < %s", cols, r.HourTable(), hoursOK, h1, h2),
-		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= $__fromTime AND minute < least(%s, %s + 1)", cols, r.MinuteTable(), h1, last),
+		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute < least(%s, %s + 1)", cols, r.MinuteTable(), from, h1, last),
 		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute <= %s", cols, r.MinuteTable(), h2, last),
 	}
 	for _, p := range r.Parts {
 		branches = append(branches, r.aggregate(p, func(minute string) string {
-			return fmt.Sprintf("%s >= greatest($__fromTime, %s) AND %s <= $__toTime", minute, w, minute)
+			return fmt.Sprintf("%s >= greatest(%s, %s) AND %s <= %s", minute, from, w, minute, to)
 		}))
 	}
 	return "(" + strings.Join(branches, " UNION ALL ") + ")"
 }
+
+// Beginning and End are the bounds of AllTime: the first second DateTime holds, and one far
+// enough ahead (2096) to be after any row, yet inside the range every release handles.
+const (
+	Beginning = "toDateTime(0)"
+	End       = "toDateTime(4000000000)"
+)
+
+// AllTime is the rollup's rows of every minute (Between Beginning and End, whole hours from
+// the hour table): what a panel of "now", not of a range, reads, e.g. the newest event time
+// landed per sink group.
+func (r Rollup) AllTime() string { return r.Between("1", Beginning, End) }
 
 // DLQFirstSQL adds every entry of dlq_entries to dlq_first (FINAL keeps each origin's first):
 // the entries mirrored before dlq_first existed. Running it again changes nothing.

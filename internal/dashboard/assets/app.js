@@ -1,7 +1,8 @@
 // backflow's built-in dashboard: polls /api/panels/<id> and /api/health and draws each panel as
 // SVG (time series, bars) or a table. No library and no build step: this file is served as is
-// from the binary. Every panel element carries data-state (loading, ok, empty, error) and
-// data-points (what it drew), which the browser test reads.
+// from the binary. Every panel element carries data-state (loading, ok, empty, error),
+// data-points (what it drew) and, for a panel that reads a rollup, data-raw-from (the first
+// minute it read from raw rows), which the browser test reads.
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -46,6 +47,27 @@ function fmtCell(v, col) {
   if (col.type === "number") return nf.format(v);
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);
+}
+
+// fmtUTC writes a Unix time in UTC, with its date unless it is today (UTC).
+function fmtUTC(unix, seconds) {
+  const iso = new Date(unix * 1000).toISOString();
+  const t = iso.slice(11, seconds ? 19 : 16) + " UTC";
+  return iso.slice(0, 10) === new Date().toISOString().slice(0, 10) ? t : iso.slice(0, 10) + " " + t;
+}
+function fmtSeconds(s) {
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  return nf.format(s / 3600) + " h";
+}
+
+// sourceNote says which part of the range a panel read from its rollup and which from raw rows.
+function sourceNote(res) {
+  const c = res.rollup;
+  if (!c.raw_from) return "raw rows only: nothing rolled up yet";
+  if (c.raw_from <= res.from) return `raw rows only: rolled up before ${fmtUTC(c.raw_from)}`;
+  if (c.raw_from > res.to) return "all from rollups";
+  return `rollups before ${fmtUTC(c.raw_from)}, raw rows from then on`;
 }
 
 // niceTicks returns about n round values covering [0, max].
@@ -172,6 +194,14 @@ async function loadPanel(node, panel, seq) {
     if (res.rows.length > 0) points = drawers[panel.kind](body, panel, res);
     if (points === 0) body.replaceChildren(el("div", { class: "msg" }, "No data in this range"));
     if (res.truncated) body.append(el("div", { class: "muted" }, "more rows than shown"));
+    const note = node.querySelector(".source");
+    if (res.rollup) {
+      note.textContent = sourceNote(res);
+      node.dataset.rawFrom = String(res.rollup.raw_from);
+    } else {
+      note.textContent = "";
+      delete node.dataset.rawFrom;
+    }
     node.dataset.points = String(points);
     node.dataset.state = points > 0 ? "ok" : "empty";
   } catch (err) {
@@ -208,6 +238,17 @@ async function loadHealth(seq) {
     const b = h.breaker, bcls = { closed: "ok", "half-open": "warn", open: "bad" }[b.state] || "warn";
     const bdetail = b.error ? b.error : b.groups.map(g => `${g.group || "(no group)"}: ${g.state}`).join(", ");
     cards.push(card(bcls, "moderation breaker", b.state, bdetail, "breaker", b.state));
+    const ru = h.rollups;
+    if (ru) {
+      const known = ru.lag_s !== null && ru.lag_s !== undefined;
+      const rcls = ru.error || !known ? "warn" : ru.lag_s <= 60 ? "ok" : ru.lag_s <= 300 ? "warn" : "bad";
+      const value = ru.error ? "unknown" : known ? fmtSeconds(ru.lag_s) : ru.rolled_up_to ? "no events" : "not rolled up";
+      const detail = ru.error || [ru.rolled_up_to ? `rolled up to ${fmtUTC(ru.rolled_up_to, true)}` : "nothing rolled up yet",
+        ru.newest_event ? `newest event ${fmtUTC(ru.newest_event, true)}` : "no event landed"].join(" · ");
+      const c = card(rcls, "rollup lag", value, detail, "rollup", known ? ru.lag_s : null);
+      c.title = (ru.sources || []).map(x => `${x.source}: ${x.minute ? "rolled up to " + fmtUTC(x.minute + 60) : "not rolled up"}`).join("\n");
+      cards.push(c);
+    }
     const a = h.alerts;
     if (a && a.source) { // shown only when prometheus.url is set
       const firing = a.firing || [];
@@ -261,7 +302,8 @@ function build(layout) {
       main.append(el("h2", {}, section), grid);
     }
     const node = el("div", { class: "panel", id: "panel-" + p.id, "data-panel": p.id, "data-kind": p.kind, "data-state": "loading" },
-      el("h3", {}, p.title), el("div", { class: "help" }, p.help), el("div", { class: "body" }, el("div", { class: "msg" }, "loading…")));
+      el("h3", {}, p.title), el("div", { class: "help" }, p.help), el("div", { class: "body" }, el("div", { class: "msg" }, "loading…")),
+      el("div", { class: "source" }));
     node.style.gridColumn = `span ${p.width}`;
     node.title = p.sql;
     grid.append(node);
