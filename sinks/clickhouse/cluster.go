@@ -242,6 +242,11 @@ func ClusterHosts(ctx context.Context, conn driver.Conn, cluster string) ([]Host
 //
 // With dryRun it stops after the checks, with each host's Pending filled in.
 func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, error) {
+	return MigrateClusterWith(ctx, c, dryRun, MigrateOptions{})
+}
+
+// MigrateClusterWith is MigrateCluster with o saying how the long statements run.
+func MigrateClusterWith(ctx context.Context, c Conn, dryRun bool, o MigrateOptions) ([]HostReport, error) {
 	if c.Cluster == "" {
 		return nil, errors.New("clickhouse: MigrateCluster without clickhouse.cluster")
 	}
@@ -259,6 +264,7 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 		return nil, err
 	}
 	t.names = objectNames(all)
+	t.opts = o
 	reports, applied, err := t.survey(ctx)
 	if err != nil {
 		return reports, err
@@ -266,6 +272,9 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 	lacking := map[uint32][]int{} // version → the hosts that lack it
 	var todo []Migration
 	for _, m := range all {
+		if o.UpTo != 0 && m.Version > o.UpTo {
+			break
+		}
 		for i := range t.hosts {
 			if _, ok := applied[i][m.Version]; !ok {
 				reports[i].Pending = append(reports[i].Pending, m)
@@ -280,6 +289,7 @@ func MigrateCluster(ctx context.Context, c Conn, dryRun bool) ([]HostReport, err
 		return reports, nil
 	}
 	for _, m := range todo {
+		t.version = m.Version
 		if err := t.apply(ctx, m.label(), m.Statements); err != nil {
 			return reports, fmt.Errorf("clickhouse: %w", err)
 		}

@@ -26,6 +26,24 @@ type target struct {
 	conns []driver.Conn   // cluster mode: one per host, once connectHosts has run
 	names map[string]bool // the tables and views whose FROM and JOIN an ON CLUSTER statement qualifies
 	owned bool            // target opened seed and closes it
+	// version is the migration being applied (a REBUILD records its progress under it);
+	// opts how the long statements run.
+	version uint32
+	opts    MigrateOptions
+}
+
+// MigrateOptions say how a migration's long statements run: a REBUILD TABLE (rebuild.go) and a
+// BACKFILL ROLLUPS (backfill.go).
+type MigrateOptions struct {
+	// RebuildLimit leaves a REBUILD of a table of more rows than this to the operator: the
+	// migration fails with ErrRebuildNeeded. 0: no limit (backflow migrate). A stage applying
+	// migrations at start-up passes AutoRebuildRows.
+	RebuildLimit uint64
+	// Progress, if set, is told where a REBUILD or a BACKFILL stands after each chunk or day.
+	Progress func(string)
+	// UpTo applies the migrations up to this version only (0: all): a database as an older
+	// release left it, for the tests and benchmarks of what a newer one changes.
+	UpTo uint32
 }
 
 // onServer is the target of one server over conn, which stays the caller's.
@@ -100,6 +118,12 @@ func (t *target) apply(ctx context.Context, what string, stmts []string) error {
 // there already, or a MODIFY COLUMN to the type the column has, is skipped (18.16 has no ADD
 // COLUMN IF NOT EXISTS).
 func (t *target) exec(ctx context.Context, stmt string) error {
+	if rb, ok := parseRebuild(t.version, stmt); ok {
+		return t.rebuild().run(ctx, rb, t.opts.RebuildLimit, func(st RebuildState) { t.progress(st.String()) })
+	}
+	if isBackfill(stmt) {
+		return t.backfill(ctx)
+	}
 	if t.c.Cluster == "" {
 		return execStmt(ctx, t.seed, oneServer(stmt))
 	}
@@ -161,4 +185,18 @@ func oneServer(stmt string) clusterStmt {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// rebuild is where a REBUILD runs: the seed server, with the ON CLUSTER forms in cluster mode.
+func (t *target) rebuild() rebuildTarget {
+	if t.c.Cluster == "" {
+		return rebuildTarget{conn: t.seed} // the connection's database
+	}
+	return rebuildTarget{conn: t.seed, cluster: t.c.Cluster, db: t.c.withDefaults().Database, zkPath: t.c.withDefaults().ZooKeeperPath}
+}
+
+func (t *target) progress(s string) {
+	if t.opts.Progress != nil {
+		t.opts.Progress(s)
+	}
 }

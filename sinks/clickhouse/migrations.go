@@ -210,13 +210,23 @@ func Pending(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 // once against one database: ClickHouse has no transactional DDL to serialize them (both would
 // succeed, thanks to IF NOT EXISTS, but record the migration twice; Applied tolerates that).
 func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
+	return MigrateWith(ctx, conn, MigrateOptions{})
+}
+
+// MigrateWith is Migrate with o saying how the long statements run (a REBUILD, a BACKFILL).
+func MigrateWith(ctx context.Context, conn driver.Conn, o MigrateOptions) ([]Migration, error) {
 	pending, err := Pending(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
 	t := onServer(conn)
+	t.opts = o
 	var applied []Migration
 	for _, m := range pending {
+		if o.UpTo != 0 && m.Version > o.UpTo {
+			break
+		}
+		t.version = m.Version
 		if err := t.apply(ctx, m.label(), m.Statements); err != nil {
 			return applied, fmt.Errorf("clickhouse: %w", err)
 		}

@@ -381,6 +381,18 @@ func (t rebuildTarget) createCopy(ctx context.Context, rb Rebuild) error {
 	return nil
 }
 
+// emptyRebuild is what a rebuild of an empty table on one server runs, given the table's
+// create_table_query: the copy under the new key, the swap, and the old table dropped (for the
+// test that runs the migrations on a current ClickHouse without a connection of this package).
+func emptyRebuild(rb Rebuild, create string) ([]string, error) {
+	c, err := rekey(create, quoteIdent(rb.copyName()), "", rb.PartitionBy, rb.OrderBy)
+	if err != nil {
+		return nil, err
+	}
+	return []string{c, fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", quoteIdent(rb.Table), quoteIdent(rb.beforeName()), quoteIdent(rb.copyName()), quoteIdent(rb.Table)),
+		"DROP TABLE " + quoteIdent(rb.beforeName())}, nil
+}
+
 // replicatedPath finds the ZooKeeper path of a Replicated engine in a CREATE TABLE.
 var replicatedPath = regexp.MustCompile(`(Replicated[A-Za-z]*MergeTree\()'[^']*'`)
 
@@ -653,6 +665,12 @@ func (t rebuildTarget) swap(ctx context.Context, rb Rebuild, total uint64) error
 		// copy's Distributed table pointed at a name that is gone.
 		if err := t.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.q(rb.copyName())+t.on()); err != nil {
 			return fmt.Errorf("rebuild %s: drop the copy's Distributed table: %w", rb.Table, err)
+		}
+	}
+	if total == 0 {
+		// An empty table (a new install) leaves nothing worth keeping.
+		if err := t.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.q(t.local(rb.beforeName()))+t.on()); err != nil {
+			return fmt.Errorf("rebuild %s: drop the empty old table: %w", rb.Table, err)
 		}
 	}
 	return InsertRows(ctx, t.conn, RebuildsTable, []rebuildRow{{Version: rb.Version, Table: rb.Table, Kind: "swapped", Rows: total, Total: total, RecordAt: time.Now()}})

@@ -49,7 +49,7 @@ func TestRebuildKeepsEveryRow(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := clickhouse.MigrateWith(ctx, conn, clickhouse.MigrateOptions{UpTo: 15}); err != nil { // the layout before 0016
 		t.Fatal(err)
 	}
 	for ver, keep := range map[int]string{1: "1", 2: "number % 4 = 0"} {
@@ -128,7 +128,7 @@ func TestRebuildRefusesATableThatChanged(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := clickhouse.MigrateWith(ctx, conn, clickhouse.MigrateOptions{UpTo: 15}); err != nil { // the layout before 0016
 		t.Fatal(err)
 	}
 	insert := func(from, n int) {

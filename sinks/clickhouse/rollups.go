@@ -45,16 +45,19 @@ func NewRollups(cfg Config, rc RunConfig) (*Sink, error) {
 	if err := rc.ClickHouse.Validate(); err != nil {
 		return nil, err
 	}
-	rm := &rollupMapping{}
+	rm := newRollupMapping()
 	loop := cfg
 	loop.Group, loop.Topic = cfg.RollupGroup, cfg.RollupTopic
 	s := newSink(loop, rc, rm, RollupStage)
 	s.ledger, s.marks = false, ""
 	if rc.Metrics != nil {
 		reg := rc.Metrics.Registerer()
-		ops.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricRollupLag,
-			Help:        "Seconds from a flush landing rows to the rollup loop having re-aggregated their minutes: the age of the oldest mark of the last rollup, or of the rollup under way while it lasts.",
-			ConstLabels: prometheus.Labels{"group": cfg.RollupGroup}}, rm.lag))
+		for _, source := range rollup.Sources() {
+			f := rm.fresh[source]
+			ops.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricRollupLag,
+				Help:        "Seconds from a flush landing rows of a table to the rollup loop having re-aggregated their minutes: the age of the table's oldest mark in the last rollup, or in the rollup under way while it lasts.",
+				ConstLabels: prometheus.Labels{"group": cfg.RollupGroup, "source": source}}, f.lag))
+		}
 	}
 	return s, nil
 }
@@ -62,9 +65,31 @@ func NewRollups(cfg Config, rc RunConfig) (*Sink, error) {
 // rollupMapping is the rollup loop's mapping: a mark becomes a markRow, and a flush
 // re-aggregates the minutes of its marks, table by table.
 type rollupMapping struct {
-	// pending is the time (Unix ms) of the oldest mark of the rollup under way, 0 between
-	// rollups; last is the lag of the last rollup, in ms.
+	fresh map[string]*freshness // by source table: every one of rollup.Sources
+}
+
+func newRollupMapping() *rollupMapping {
+	rm := &rollupMapping{fresh: map[string]*freshness{}}
+	for _, s := range rollup.Sources() {
+		rm.fresh[s] = &freshness{}
+	}
+	return rm
+}
+
+// freshness is one table's MetricRollupLag.
+type freshness struct {
+	// pending is the time (Unix ms) of the table's oldest mark in the rollup under way, 0
+	// between rollups; last is the lag of its last rollup, in ms.
 	pending, last atomic.Int64
+}
+
+// lag is MetricRollupLag: how old the oldest mark of the rollup under way is, or, between
+// rollups, how old the oldest mark of the last one was when it finished.
+func (f *freshness) lag() float64 {
+	if p := f.pending.Load(); p != 0 {
+		return float64(time.Now().UnixMilli()-p) / 1000
+	}
+	return float64(f.last.Load()) / 1000
 }
 
 type markRow struct {
@@ -91,16 +116,22 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 		return nil, fmt.Errorf("%w: the writer cannot run statements", ErrClickHouseFatal)
 	}
 	minutes := map[string][]time.Time{}
-	oldest := time.Now()
+	oldest := map[string]time.Time{}
 	for _, r := range rows {
 		m := r.(markRow)
 		minutes[m.Source] = append(minutes[m.Source], m.times()...)
-		if m.at.Before(oldest) {
-			oldest = m.at
+		if o, ok := oldest[m.Source]; !ok || m.at.Before(o) {
+			oldest[m.Source] = m.at
 		}
 	}
-	rm.pending.Store(oldest.UnixMilli())
-	defer rm.pending.Store(0)
+	for source, at := range oldest {
+		rm.fresh[source].pending.Store(at.UnixMilli())
+	}
+	defer func() {
+		for source := range oldest {
+			rm.fresh[source].pending.Store(0)
+		}
+	}()
 	for _, source := range slices.Sorted(maps.Keys(minutes)) {
 		spans := rollup.Spans(minutes[source])
 		err := in.r.retry(ctx, "rollup "+source, &in.retries, IsRetryable, func(ctx context.Context) error {
@@ -112,18 +143,11 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 			}
 			return nil, err
 		}
+		f := rm.fresh[source]
+		f.last.Store(time.Since(oldest[source]).Milliseconds())
+		f.pending.Store(0)
 	}
-	rm.last.Store(time.Since(oldest).Milliseconds())
 	return nil, nil
-}
-
-// lag is MetricRollupLag: how old the oldest mark of the rollup under way is, or, between
-// rollups, how old the oldest mark of the last one was when it finished.
-func (rm *rollupMapping) lag() float64 {
-	if p := rm.pending.Load(); p != 0 {
-		return float64(time.Now().UnixMilli()-p) / 1000
-	}
-	return float64(rm.last.Load()) / 1000
 }
 
 // marked is a row that lands in tables the rollups read; marks calls add with each such table

@@ -482,3 +482,15 @@ CREATE TABLE IF NOT EXISTS dlq_first (
     version          UInt64
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (origin_topic, origin_partition, origin_offset, stage, orphan);
+-- 0016_time_keys statement 1
+REBUILD TABLE inference_results PARTITION BY toYYYYMMDD(event_time) ORDER BY (toStartOfMinute(event_time), source_topic, request_id);
+-- 0016_time_keys statement 2
+REBUILD TABLE gateway_logs PARTITION BY toYYYYMMDD(event_time) ORDER BY (toStartOfMinute(event_time), source_topic, request_id, phase);
+-- 0016_time_keys statement 3
+REBUILD TABLE moderation_hits PARTITION BY toYYYYMMDD(event_time) ORDER BY (toStartOfMinute(event_time), source_topic, request_id, phase, start);
+-- 0016_time_keys statement 4
+REBUILD TABLE dlq_entries PARTITION BY toYYYYMMDD(error_time) ORDER BY (toStartOfMinute(error_time), dlq_topic, dlq_partition, dlq_offset);
+-- 0016_time_keys statement 5
+REBUILD TABLE sink_ledger PARTITION BY toYYYYMMDD(flushed_at) ORDER BY (toStartOfMinute(flushed_at), group, topic, partition, min_offset);
+-- 0017_rollup_backfill statement 1
+BACKFILL ROLLUPS;
