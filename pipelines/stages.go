@@ -308,8 +308,11 @@ func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
 	}, func() error {
 		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
+		// A table large enough to take long to rebuild (a migration giving it a new key) is
+		// left to backflow migrate: the stage fails with clickhouse.ErrRebuildNeeded.
+		opts := clickhouse.MigrateOptions{RebuildLimit: clickhouse.AutoRebuildRows, Progress: func(s string) { log.Info("migration progress", "status", s) }}
 		if e.conn.ClickHouse.Cluster != "" {
-			reports, err := clickhouse.MigrateCluster(mctx, e.conn.ClickHouse, false)
+			reports, err := clickhouse.MigrateClusterWith(mctx, e.conn.ClickHouse, false, opts)
 			for _, r := range reports {
 				for _, m := range r.Recorded {
 					log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
@@ -322,7 +325,7 @@ func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
 			return err
 		}
 		defer db.Close()
-		applied, err := clickhouse.Migrate(mctx, db)
+		applied, err := clickhouse.MigrateWith(mctx, db, opts)
 		for _, m := range applied {
 			log.Info("applied migration", "version", m.Version, "name", m.Name)
 		}

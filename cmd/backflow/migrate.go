@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,6 +43,17 @@ applies them and records each in the stream_migrations table (version, schema id
 DDL). A change the table cannot follow
 (a field whose type changed, a field added without a default) stops migrate with an error
 naming the field.
+
+Two migrations do long work of their own, each recorded as it goes, so a run that stops (a
+crash, --timeout) goes on where it was when run again, and each showing its progress on stderr:
+0016_time_keys rebuilds inference_results, gateway_logs, moderation_hits, dlq_entries and
+sink_ledger under a key that starts with the minute (REBUILD TABLE: a copy in chunks of the old
+key, then a swap by rename; the old rows stay in <table>_before_0016 until you drop them), and
+0017_rollup_backfill builds the dashboards' rollups of the rows already there, a day at a time.
+Stop the ClickHouse sinks first: a rebuild refuses a table that changes under it. A stage that
+applies migrations at start-up does these itself only for tables of up to a million rows, and
+otherwise stops and asks for this command. --dry-run shows each table's rows and how far a
+stopped rebuild got. See docs/dashboards.md for the time it takes.
 
 The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist (on every host,
 in cluster mode).
@@ -103,23 +115,26 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 				}
 				for _, m := range pending {
 					fmt.Fprintf(out, "pending %04d_%s (%d statements)\n", m.Version, m.Name, len(m.Statements))
+					if err := printRebuilds(ctx, out, cfg.ClickHouse, conn, m); err != nil {
+						return err
+					}
 				}
 				fmt.Fprintf(out, "%d pending migrations in %s at %s (dry run: nothing applied)\n", len(pending), database(cfg.ClickHouse), cfg.ClickHouse.Endpoint())
 				return migrateStreams(ctx, out, cfg, conn, full.Streams, caps, dryRun)
 			}
-			applied, err := clickhouse.Migrate(ctx, conn)
+			applied, err := clickhouse.MigrateWith(ctx, conn, clickhouse.MigrateOptions{Progress: progressTo(cmd.ErrOrStderr())})
 			for _, m := range applied {
 				fmt.Fprintf(out, "applied %04d_%s\n", m.Version, m.Name)
 			}
 			if err != nil {
-				return err
+				return stoppedEarly(err, timeout)
 			}
 			fmt.Fprintf(out, "%d migrations applied in %s at %s; up to date\n", len(applied), database(cfg.ClickHouse), cfg.ClickHouse.Endpoint())
 			return migrateStreams(ctx, out, cfg, conn, full.Streams, caps, dryRun)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations without applying them")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long migrate may take in all")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long migrate may take in all (a rebuild of a large table needs more: it goes on where it stopped when run again)")
 	return cmd
 }
 
@@ -154,9 +169,40 @@ func migrateStreams(ctx context.Context, out io.Writer, c pipelines.Conns, conn 
 	return nil
 }
 
+// printRebuilds shows where each table m rebuilds stands: its rows, and the chunks copied by a
+// run that stopped.
+func printRebuilds(ctx context.Context, out io.Writer, c clickhouse.Conn, conn driver.Conn, m clickhouse.Migration) error {
+	for _, rb := range clickhouse.RebuildsOf(m) {
+		st, err := clickhouse.RebuildStatusOn(ctx, c, conn, rb)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  rebuild %s\n", st)
+	}
+	return nil
+}
+
+// progressTo prints a long migration's progress lines to w, each with the time.
+func progressTo(w io.Writer) func(string) {
+	return func(s string) { fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05"), s) }
+}
+
+// stoppedEarly says what to do when migrate ran out of --timeout in a long migration.
+func stoppedEarly(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w\nmigrate ran out of its --timeout (%v); what it did is recorded: run it again to go on, or give it a longer --timeout", err, timeout)
+	}
+	return err
+}
+
 // migrateCluster is migrate in cluster mode: one line per host and migration.
 func migrateCluster(ctx context.Context, out io.Writer, c clickhouse.Conn, dryRun bool) error {
-	reports, err := clickhouse.MigrateCluster(ctx, c, dryRun)
+	if dryRun {
+		if err := printClusterRebuilds(ctx, out, c); err != nil {
+			return err
+		}
+	}
+	reports, err := clickhouse.MigrateClusterWith(ctx, c, dryRun, clickhouse.MigrateOptions{Progress: progressTo(out)})
 	for _, r := range reports {
 		fmt.Fprintf(out, "host %s (shard %d, replica %d): %d recorded before, %d pending\n", r.Addr, r.Shard, r.Replica, r.Had, len(r.Pending))
 		for _, m := range r.Recorded {
@@ -184,4 +230,31 @@ func database(c clickhouse.Conn) string {
 		return "database default"
 	}
 	return "database " + c.Database
+}
+
+// printClusterRebuilds shows, in cluster mode, where each table a migration rebuilds stands.
+func printClusterRebuilds(ctx context.Context, out io.Writer, c clickhouse.Conn) error {
+	conn, err := clickhouse.Open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	done, err := clickhouse.Applied(ctx, conn)
+	if err != nil {
+		return err
+	}
+	all, err := clickhouse.Migrations()
+	if err != nil {
+		return err
+	}
+	for _, m := range all {
+		if _, ok := done[m.Version]; ok || len(clickhouse.RebuildsOf(m)) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "%04d_%s:\n", m.Version, m.Name)
+		if err := printRebuilds(ctx, out, c, conn, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }

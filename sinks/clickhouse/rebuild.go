@@ -231,9 +231,26 @@ func (t rebuildTarget) state(ctx context.Context, rb Rebuild) (plan []chunk, cop
 	return plan, copied, total, rows.Err()
 }
 
-// RebuildStatus says where rb stands on conn without changing anything (migrate --dry-run).
+// RebuildStatus says where rb stands on conn (one server) without changing anything.
 func RebuildStatus(ctx context.Context, conn driver.Conn, rb Rebuild) (RebuildState, error) {
 	return rebuildTarget{conn: conn}.status(ctx, rb)
+}
+
+// RebuildStatusOn says where rb stands on the database c names, through conn (c.Addr's
+// server), in cluster mode too (migrate --dry-run).
+func RebuildStatusOn(ctx context.Context, c Conn, conn driver.Conn, rb Rebuild) (RebuildState, error) {
+	return (&target{c: c, seed: conn}).rebuild().status(ctx, rb)
+}
+
+// RebuildsOf lists the REBUILD TABLE statements of m.
+func RebuildsOf(m Migration) []Rebuild {
+	var out []Rebuild
+	for _, s := range m.Statements {
+		if rb, ok := parseRebuild(m.Version, s); ok {
+			out = append(out, rb)
+		}
+	}
+	return out
 }
 
 func (t rebuildTarget) status(ctx context.Context, rb Rebuild) (RebuildState, error) {
