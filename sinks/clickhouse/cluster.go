@@ -54,7 +54,7 @@ var (
 	createView  = regexp.MustCompile(`(?is)^CREATE\s+VIEW\s+IF\s+NOT\s+EXISTS\s+([A-Za-z0-9_]+)\s+AS\s`)
 	dropTable   = regexp.MustCompile(`(?is)^DROP\s+TABLE\s+IF\s+EXISTS\s+([A-Za-z0-9_]+)\s*$`)
 	alterTable  = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+(.*)$`)
-	orderBy     = regexp.MustCompile("(?is)ORDER\\s+BY\\s+\\(?([A-Za-z0-9_,`\\s]+?)\\)?\\s*(?:SETTINGS|$)")
+	orderBy     = regexp.MustCompile("(?is)ORDER\\s+BY\\s+\\(?([A-Za-z0-9_,`\\s()]+?)\\)?\\s*(?:SETTINGS|$)")
 )
 
 // objectNames lists the tables and views the migrations create.
@@ -148,7 +148,9 @@ func shardingKey(cols, rest string) (string, error) {
 	}
 	var keys []string
 	for _, c := range strings.Split(m[1], ",") {
-		if c = strings.Trim(strings.TrimSpace(c), "`"); c != "" {
+		// An expression (a time key, toStartOfMinute(...)) is a function of the columns that
+		// identify the row: those alone decide its shard.
+		if c = strings.Trim(strings.TrimSpace(c), "`"); c != "" && !strings.ContainsAny(c, "()") {
 			keys = append(keys, c)
 		}
 	}

@@ -209,8 +209,24 @@ type TableSpec struct {
 	OrderBy []string
 	// Version is the column ReplacingMergeTree keeps the highest of (e.g. the offset).
 	Version string
-	// PartitionBy is the partition expression, e.g. toYYYYMM(event_time); "" for none.
+	// PartitionBy is the partition expression, e.g. toYYYYMMDD(event_time); "" for none.
 	PartitionBy string
+	// TimeKey, if set, leads the sorting key: the minute of the event time, so a query with a
+	// time filter reads only its minutes (docs/dashboards.md). A row's event time never
+	// changes, so its copies still meet.
+	TimeKey string
+}
+
+// orderBy is the table's ORDER BY expression: (TimeKey, OrderBy...).
+func (t TableSpec) orderBy() string {
+	var order []string
+	if t.TimeKey != "" {
+		order = append(order, t.TimeKey)
+	}
+	for _, o := range t.OrderBy {
+		order = append(order, backquote(o))
+	}
+	return "(" + strings.Join(order, ", ") + ")"
 }
 
 // CreateDDL is the statement that creates the table, on 18.16 and current servers alike.
@@ -228,12 +244,17 @@ func (t TableSpec) CreateDDL() string {
 	if t.PartitionBy != "" {
 		fmt.Fprintf(&b, "PARTITION BY %s\n", t.PartitionBy)
 	}
-	order := make([]string, len(t.OrderBy))
-	for i, o := range t.OrderBy {
-		order[i] = backquote(o)
-	}
-	fmt.Fprintf(&b, "ORDER BY (%s)", strings.Join(order, ", "))
+	fmt.Fprintf(&b, "ORDER BY %s", t.orderBy())
 	return b.String()
+}
+
+// RebuildDDL is the statement that gives an existing table of the spec its partitions and
+// sorting key (REBUILD TABLE, rebuild.go); "" when the spec has no time key.
+func (t TableSpec) RebuildDDL() string {
+	if t.TimeKey == "" {
+		return ""
+	}
+	return fmt.Sprintf("REBUILD TABLE %s PARTITION BY %s ORDER BY %s", t.Name, t.PartitionBy, t.orderBy())
 }
 
 func backquote(name string) string { return "`" + strings.ReplaceAll(name, "`", "\\`") + "`" }

@@ -173,7 +173,7 @@ func (t rebuildTarget) info(ctx context.Context, name string) (tableInfo, error)
 // ORDER BY expression key ("(a, b)").
 func sameKey(sortingKey, orderBy string) bool {
 	norm := func(s string) string {
-		s = strings.TrimSpace(s)
+		s = strings.TrimSpace(strings.ReplaceAll(s, "`", ""))
 		if strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") {
 			s = s[1 : len(s)-1]
 		}

@@ -254,8 +254,8 @@ func missing(all []Column, field string) string {
 }
 
 // Spec is the stream's table for cols: backflow's columns after the schema's, ordered by the
-// dedupe key (and window) or else by partition and offset, versioned by the offset,
-// partitioned by the event time's month.
+// dedupe key (and window) or else by partition and offset, versioned by the offset; with an
+// event time, partitioned by its day and sorted by its minute first (its day for a date).
 func (c StreamConfig) Spec(cols []Column) TableSpec {
 	c = c.WithDefaults()
 	t := TableSpec{Name: c.Table, Columns: append(slices.Clone(cols), c.meta()...), Version: ColOffset}
@@ -268,7 +268,11 @@ func (c StreamConfig) Spec(cols []Column) TableSpec {
 		t.OrderBy = []string{ColPartition, ColOffset}
 	}
 	if ev, ok := columnOf(cols, c.EventTime); ok {
-		t.PartitionBy = "toYYYYMM(" + backquote(ev.Name) + ")"
+		t.PartitionBy = "toYYYYMMDD(" + backquote(ev.Name) + ")"
+		t.TimeKey = "toStartOfMinute(" + backquote(ev.Name) + ")"
+		if ev.Type == "Date" {
+			t.TimeKey = backquote(ev.Name)
+		}
 	}
 	return t
 }

@@ -43,6 +43,11 @@ func (p StreamPlan) Change() string {
 		}
 	}
 	var parts []string
+	for _, s := range p.Statements {
+		if _, ok := parseRebuild(0, s); ok {
+			parts = append(parts, "rebuild under the time key")
+		}
+	}
 	if len(added) > 0 {
 		parts = append(parts, "add columns "+strings.Join(added, ", "))
 	}
@@ -91,11 +96,22 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 		p.Create = true
 		p.Statements = []string{c.Spec(cols).CreateDDL(), c.ViewDDL()}
 	} else {
-		stmts, err := PlanEvolution(c.Table, have, cols, c.Spec(cols).OrderBy...)
+		spec := c.Spec(cols)
+		stmts, err := PlanEvolution(c.Table, have, cols, spec.OrderBy...)
 		if err != nil {
 			return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
 		}
 		p.Statements = c.viewAfter(stmts)
+		// A table made before streams were keyed for time gets its new key (rebuild.go).
+		if rb := spec.RebuildDDL(); rb != "" {
+			var key string
+			if err := conn.QueryRow(ctx, "SELECT sorting_key FROM system.tables WHERE database = currentDatabase() AND name = ?", c.Table).Scan(&key); err != nil {
+				return p, fmt.Errorf("stream %s: sorting key of %s: %w", c.Name, c.Table, err)
+			}
+			if !sameKey(key, spec.orderBy()) {
+				p.Statements = append(p.Statements, rb)
+			}
+		}
 	}
 	if len(p.Statements) > 0 {
 		p.Version = last + 1
@@ -137,6 +153,7 @@ func ApplyStream(ctx context.Context, c Conn, p StreamPlan) (uint32, error) {
 		return 0, err
 	}
 	defer t.close()
+	t.version = p.Version
 	if err := t.apply(ctx, "stream "+p.Stream.Name, p.Statements); err != nil {
 		return 0, err
 	}

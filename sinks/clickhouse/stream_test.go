@@ -33,7 +33,7 @@ func TestStreamTables(t *testing.T) {
 	for _, want := range []string{"CREATE TABLE IF NOT EXISTS agent_task_event (", "`event_id` UUID,", "`agent_model` Nullable(String),",
 		"`tool_calls_latency_ms` Array(Nullable(Int32)),", "`cost_usd` Decimal(12, 6),", "`attrs_keys` Array(String),", "`result` String,",
 		"`_partition` Int32,", "`_offset` UInt64,", "`_schema_id` UInt32\n", ") ENGINE = ReplacingMergeTree(`_offset`)",
-		"PARTITION BY toYYYYMM(`event_time`)", "ORDER BY (`event_id`)"} {
+		"PARTITION BY toYYYYMMDD(`event_time`)", "ORDER BY (toStartOfMinute(`event_time`), `event_id`)"} {
 		if !strings.Contains(ddl, want) {
 			t.Errorf("DDL lacks %q", want)
 		}
@@ -56,7 +56,7 @@ func TestStreamTables(t *testing.T) {
 	t.Logf("%s\n%s", ddl, training.ViewDDL())
 	for _, want := range []string{"`tenant_id` String,", "`labels_score` Array(Float32),", "`features_values` Array(Float64),", "`_window` UInt64,\n",
 		"`_sensitive_words` Array(String)\n",
-		"ORDER BY (`record_id`, `_window`)"} {
+		"ORDER BY (toStartOfMinute(`event_time`), `record_id`, `_window`)"} {
 		if !strings.Contains(ddl, want) {
 			t.Errorf("DDL lacks %q", want)
 		}
