@@ -143,6 +143,7 @@ func waitReady(t *testing.T, ctx context.Context, base string, code int, want st
 type pipelineEnv struct {
 	*pipelinetest.Env
 	ch   driver.Conn // on the stack's ClickHouse, no database chosen
+	db   driver.Conn // on the test's database, once chDB opened it
 	rdb  goredis.UniversalClient
 	dir  string
 	vars map[string]string // the child's BACKFLOW_* variables

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/internal/rollup"
+	"github.com/backflowhq/backflow/test/rollupcheck"
 )
 
 // backfill rolls up every source from an hour before the data to upTo, as an existing
@@ -75,11 +76,11 @@ func TestAllTimeEqualsTheViews(t *testing.T) {
 	fill(t, conn, 6000, 1, 0, "1")
 	backfill(t, conn, base.Add((dataMinutes-70)*time.Minute))
 	for _, r := range rollup.All {
-		ms := viewColumns(t, conn, r)
-		got := answer(t, conn, r, ms, r.AllTime(), 3600)
-		want := answer(t, conn, r, ms, "v_"+r.Name+"_minute", 3600)
+		ms := rollupcheck.ViewMeasures(t, conn, r)
+		got := rollupcheck.Answer(t, conn, r, ms, r.AllTime(), 3600)
+		want := rollupcheck.Answer(t, conn, r, ms, "v_"+r.Name+"_minute", 3600)
 		if !reflect.DeepEqual(got, want) || len(want) < 4 {
-			t.Errorf("rollup %s over all time: %d rows, the view %d\nrollup: %v\nview:   %v", r.Name, len(got), len(want), head(got), head(want))
+			t.Errorf("rollup %s over all time: %d rows, the view %d\nrollup: %v\nview:   %v", r.Name, len(got), len(want), rollupcheck.Head(got), rollupcheck.Head(want))
 		}
 	}
 	fresh := func(q string) []string {

@@ -3,9 +3,6 @@ package rollup_test
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/rollupcheck"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -82,138 +80,14 @@ SELECT concat('b', toString(intDiv(number, 3))), arrayElement(['sink-a', 'sink-b
 FROM numbers(%d) WHERE %s`, at("intDiv(number, 3) * 3", per/10), at("number", per/10), n/10, keep))
 }
 
-// viewColumns lists the measures of the rollup that its per-minute view also has.
-func viewColumns(t *testing.T, conn driver.Conn, r rollup.Rollup) []rollup.Measure {
-	t.Helper()
-	rows, err := conn.Query(context.Background(), "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'v_"+r.Name+"_minute'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	has := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		has[n] = true
-	}
-	var out []rollup.Measure
-	for _, m := range r.Measures {
-		if has[m.Name] {
-			out = append(out, m)
-		}
-	}
-	if len(out) < 2 {
-		t.Fatalf("v_%s_minute shares %d measures with the rollup", r.Name, len(out))
-	}
-	return out
-}
-
-// answer is what a panel would draw: per bucket of iv seconds and combination of dimensions,
-// each measure's final value, over src (a per-minute source with column minute).
-func answer(t *testing.T, conn driver.Conn, r rollup.Rollup, ms []rollup.Measure, src string, iv int64) []string {
-	t.Helper()
-	dims := make([]string, len(r.Dims))
-	for i, d := range r.Dims {
-		dims[i] = d.Name
-	}
-	sel := []string{fmt.Sprintf("toDateTime(intDiv(toUInt32(minute), %d) * %d) AS bucket", iv, iv)}
-	sel = append(sel, dims...)
-	for _, m := range ms {
-		switch m.Merge {
-		case rollup.Sum:
-			sel = append(sel, "toString(sum("+m.Name+"))")
-		case rollup.Max:
-			sel = append(sel, "toString(max("+m.Name+"))")
-		case rollup.Quantiles:
-			sel = append(sel, "toString(quantilesMerge(0.5, 0.95, 0.99)("+m.Name+"))")
-		}
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s GROUP BY bucket, %s ORDER BY bucket, %s", strings.Join(sel, ", "), src, strings.Join(dims, ", "), strings.Join(dims, ", "))
-	rows, err := conn.Query(context.Background(), q)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var b time.Time
-		vals := make([]string, len(dims)+len(ms))
-		dest := []any{&b}
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
-			t.Fatal(err)
-		}
-		// A combination that no row has any more is kept as a zero row: the view has no such
-		// row, so drop it (every Sum zero).
-		zero := true
-		for i, m := range ms {
-			if m.Merge == rollup.Sum && vals[len(dims)+i] != "0" {
-				zero = false
-			}
-		}
-		if zero {
-			continue
-		}
-		out = append(out, b.UTC().Format("01-02 15:04")+" "+strings.Join(vals, " "))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// expand fills in the Grafana macros as the plugin does.
-func expand(sql string, from, to time.Time, iv int64) string {
-	return strings.NewReplacer("$__fromTime", fmt.Sprintf("toDateTime(%d)", from.Unix()), "$__toTime", fmt.Sprintf("toDateTime(%d)", to.Unix()),
-		"$__interval_s", strconv.FormatInt(iv, 10)).Replace(sql)
-}
-
-type window struct {
-	name     string
-	from, to time.Time
-	iv       int64
-}
-
-func windows() []window {
-	return []window{
-		{"all, hourly", base.Add(-time.Hour), base.Add(5 * time.Hour), 3600},
-		{"mid-minute edges, 5 min", base.Add(7*time.Minute + 10*time.Second), base.Add(2*time.Hour + 31*time.Minute + 59*time.Second), 300},
-		{"hours with edges, as a table", base.Add(21*time.Minute + 30*time.Second), base.Add(3*time.Hour + 2*time.Minute), 7 * 24 * 3600},
-		{"30 minutes, per minute", base.Add(95 * time.Minute), base.Add(125 * time.Minute), 60},
-		{"2 hours, per 2 hours", base.Add(-30 * time.Minute), base.Add(150 * time.Minute), 7200},
-	}
-}
-
-// check compares, for every rollup and window, the answer read through Range with the answer
-// of the per-minute view.
+// check compares every rollup with its view over windows of the synthetic data.
 func check(t *testing.T, conn driver.Conn, stage string) {
 	t.Helper()
-	nonEmpty := 0
-	for _, r := range rollup.All {
-		ms := viewColumns(t, conn, r)
-		for _, w := range windows() {
-			hoursOK := fmt.Sprintf("%d %% 3600 = 0", w.iv)
-			got := answer(t, conn, r, ms, expand(r.Range(hoursOK), w.from, w.to, w.iv), w.iv)
-			view := fmt.Sprintf("(SELECT * FROM v_%s_minute WHERE minute >= $__fromTime AND minute <= $__toTime)", r.Name)
-			want := answer(t, conn, r, ms, expand(view, w.from, w.to, w.iv), w.iv)
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: rollup %s, %s: %d rows from the rollup, %d from the view\nrollup: %v\nview:   %v", stage, r.Name, w.name, len(got), len(want), head(got), head(want))
-			}
-			if len(want) > 0 {
-				nonEmpty++
-			}
-		}
-	}
-	if nonEmpty < len(rollup.All)*len(windows()) {
-		t.Errorf("%s: %d of %d comparisons had data", stage, nonEmpty, len(rollup.All)*len(windows()))
+	ws := rollupcheck.Windows(base, base.Add(dataMinutes*time.Minute))
+	if n := rollupcheck.Equal(t, conn, stage, ws); n < len(rollup.All)*len(ws) {
+		t.Errorf("%s: %d of %d comparisons had data", stage, n, len(rollup.All)*len(ws))
 	}
 }
-
-func head(s []string) []string { return s[:min(len(s), 8)] }
 
 func recomputeAll(t *testing.T, conn driver.Conn, spans []rollup.Span) {
 	t.Helper()

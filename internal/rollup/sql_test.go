@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/rollup"
+	"github.com/backflowhq/backflow/test/rollupcheck"
 )
 
 // TestBetweenIsRangeWithBounds: Range is Between with the Grafana macros as its bounds, so a
@@ -16,7 +17,7 @@ func TestBetweenIsRangeWithBounds(t *testing.T) {
 	for _, r := range rollup.All {
 		for _, hoursOK := range []string{"1", "300 % 3600 = 0"} {
 			got := r.Between(hoursOK, dt(from), dt(to))
-			if want := expand(r.Range(hoursOK), from, to, 300); got != want {
+			if want := rollupcheck.Expand(r.Range(hoursOK), from, to, 300); got != want {
 				t.Errorf("%s, hours %q:\nBetween %s\nRange   %s", r.Name, hoursOK, got, want)
 			}
 			if strings.Contains(got, "$__") {
@@ -29,4 +30,4 @@ func TestBetweenIsRangeWithBounds(t *testing.T) {
 	}
 }
 
-func dt(t time.Time) string { return expand("$__fromTime", t, t, 60) }
+func dt(t time.Time) string { return rollupcheck.Expand("$__fromTime", t, t, 60) }
