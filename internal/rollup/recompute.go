@@ -14,6 +14,27 @@ type Conn interface {
 	QueryRow(ctx context.Context, query string, args ...any) driver.Row
 }
 
+// Syncer is a Conn that can wait until every replica of a table holds what was written to any
+// of them (a cluster's replicated tables behind Distributed ones). Recompute syncs each table
+// before it reads from it what was just written: a read through a Distributed table asks one
+// replica of each shard, which may lag.
+type Syncer interface {
+	SyncReplicas(ctx context.Context, table string) error
+}
+
+func syncReplicas(ctx context.Context, conn Conn, tables ...string) error {
+	s, ok := conn.(Syncer)
+	if !ok {
+		return nil
+	}
+	for _, t := range tables {
+		if err := s.SyncReplicas(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Recompute rolls up again the minutes in spans of source (one of Sources) in every rollup
 // that reads it, then the hours those minutes fall in, and moves source's watermark up to the
 // newest of the minutes. It reads the source through FINAL, so the rows it writes are what the
@@ -33,7 +54,17 @@ func Recompute(ctx context.Context, conn Conn, source string, spans []Span, now 
 		return fmt.Errorf("rollup: no rollup reads %q", source)
 	}
 	hrs := hours(spans)
+	reads := []string{source}
+	if source == DLQEntries {
+		reads = append(reads, DLQFirst)
+	}
+	if err := syncReplicas(ctx, conn, reads...); err != nil {
+		return err
+	}
 	for _, r := range rollups {
+		if err := syncReplicas(ctx, conn, r.MinuteTable()); err != nil {
+			return err
+		}
 		v, err := nextVersion(ctx, conn, r.MinuteTable(), "minute", spans, now)
 		if err != nil {
 			return err
@@ -45,6 +76,9 @@ func Recompute(ctx context.Context, conn Conn, source string, spans []Span, now 
 			if err := conn.Exec(ctx, r.MinuteSQL(p, spans, v)); err != nil {
 				return fmt.Errorf("rollup %s: minutes of %s: %w", r.Name, source, err)
 			}
+		}
+		if err := syncReplicas(ctx, conn, r.MinuteTable(), r.HourTable()); err != nil {
+			return err
 		}
 		v, err = nextVersion(ctx, conn, r.HourTable(), "hour", hrs, now)
 		if err != nil {

@@ -204,8 +204,10 @@ var (
 		Dims:     []Dim{{"stage"}, {"class"}, {"origin_topic"}},
 		Measures: []Measure{{"entries", "UInt64", Sum}, {"bytes", "UInt64", Sum}},
 		Parts: []Part{{Source: DLQEntries, Time: "error_time", Final: true,
-			Where: "(dlq_topic, dlq_partition, dlq_offset) IN (SELECT dlq_topic, dlq_partition, dlq_offset FROM " + DLQFirst + " FINAL" +
-				" WHERE (origin_topic, origin_partition, origin_offset, stage, orphan) IN (SELECT origin_topic, origin_partition, origin_offset, stage, " +
+			// GLOBAL IN: in cluster mode both tables are Distributed, and ClickHouse refuses a
+			// distributed subquery inside a distributed query; on one server it is a plain IN.
+			Where: "(dlq_topic, dlq_partition, dlq_offset) GLOBAL IN (SELECT dlq_topic, dlq_partition, dlq_offset FROM " + DLQFirst + " FINAL" +
+				" WHERE (origin_topic, origin_partition, origin_offset, stage, orphan) GLOBAL IN (SELECT origin_topic, origin_partition, origin_offset, stage, " +
 				DLQOrphan + " FROM " + DLQEntries + " WHERE $rows))",
 			Dims:     []string{"toString(stage)", "toString(class)", "origin_topic"},
 			Measures: []string{"toUInt64(count())", "toUInt64(sum(value_bytes))"}}},

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/backflowhq/backflow/internal/rollup"
 )
 
@@ -78,7 +80,7 @@ func (t *target) backfillSource(ctx context.Context, rt rebuildTarget, source st
 		if done[d] {
 			continue
 		}
-		if err := rollup.Recompute(ctx, t.seed, source, []rollup.Span{{From: day, To: day.Add(24 * time.Hour)}}, time.Now()); err != nil {
+		if err := rollup.Recompute(ctx, syncingConn{t.seed, rt}, source, []rollup.Span{{From: day, To: day.Add(24 * time.Hour)}}, time.Now()); err != nil {
 			return err
 		}
 		if err := InsertRows(ctx, t.seed, RebuildsTable, []rebuildRow{{Version: t.version, Table: source, Kind: "backfill", Chunk: d,
@@ -90,3 +92,12 @@ func (t *target) backfillSource(ctx context.Context, rt rebuildTarget, source st
 	}
 	return nil
 }
+
+// syncingConn is the engine's connection as a rollup.Syncer: in cluster mode a backfill reads
+// the minute rows it has just written, so each read waits for every replica (rebuild.go).
+type syncingConn struct {
+	driver.Conn
+	rt rebuildTarget
+}
+
+func (c syncingConn) SyncReplicas(ctx context.Context, table string) error { return c.rt.syncReplicas(ctx, table) }

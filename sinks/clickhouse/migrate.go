@@ -192,7 +192,8 @@ func (t *target) rebuild() rebuildTarget {
 	if t.c.Cluster == "" {
 		return rebuildTarget{conn: t.seed} // the connection's database
 	}
-	return rebuildTarget{conn: t.seed, cluster: t.c.Cluster, db: t.c.withDefaults().Database, zkPath: t.c.withDefaults().ZooKeeperPath}
+	t.connectHosts(context.Background()) // a host it cannot reach fails the rebuild's first sync (syncReplicas)
+	return rebuildTarget{conn: t.seed, cluster: t.c.Cluster, db: t.c.withDefaults().Database, zkPath: t.c.withDefaults().ZooKeeperPath, hosts: t.conns}
 }
 
 func (t *target) progress(s string) {

@@ -50,10 +50,38 @@ func census(t *testing.T, ctx context.Context, conn driver.Conn) map[string]stri
 	return out
 }
 
+// syncReplicas waits on every host for its replicas of the rebuilt and rollup tables to hold every part
+// (a count through a Distributed table reads one replica of each shard); nothing on one server.
+func syncReplicas(t *testing.T, ctx context.Context, conn driver.Conn, hosts []string, db string) {
+	t.Helper()
+	if localSuffix(conn) == "" {
+		return
+	}
+	for _, h := range hosts {
+		hc, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: h, Database: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables := []string{rollup.DLQFirst, rollup.Watermarks}
+		for table := range keyed {
+			tables = append(tables, table)
+		}
+		for _, r := range rollup.All {
+			tables = append(tables, r.MinuteTable(), r.HourTable())
+		}
+		for _, table := range tables {
+			if err := hc.Exec(ctx, "SYSTEM SYNC REPLICA "+table+clickhouse.LocalSuffix); err != nil {
+				t.Fatalf("%s: %v", h, err)
+			}
+		}
+		hc.Close()
+	}
+}
+
 // moveOver fills a database left at 0015 (the layout of before) with two days of traffic and
 // a replay of its last hours, migrates it with migrate, and checks that every table holds the
 // same rows after, under the new key, and that the rollups built for them equal the views.
-func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, migrate func(clickhouse.MigrateOptions) error) {
+func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, hosts []string, db string, migrate func(clickhouse.MigrateOptions) error) {
 	t.Helper()
 	if err := migrate(clickhouse.MigrateOptions{UpTo: 15}); err != nil {
 		t.Fatal(err)
@@ -67,6 +95,7 @@ func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, migrate func(
 			t.Fatal(err)
 		}
 	}
+	syncReplicas(t, ctx, conn, hosts, db)
 	before := census(t, ctx, conn)
 	// A stage would not rebuild tables this size at start-up: it leaves them to migrate.
 	if err := migrate(clickhouse.MigrateOptions{RebuildLimit: 1000}); !errors.Is(err, clickhouse.ErrRebuildNeeded) {
@@ -76,6 +105,7 @@ func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, migrate func(
 	if err := migrate(clickhouse.MigrateOptions{Progress: func(s string) { lines++ }}); err != nil {
 		t.Fatal(err)
 	}
+	syncReplicas(t, ctx, conn, hosts, db)
 	after := census(t, ctx, conn)
 	for table, b := range before {
 		if after[table] != b {
@@ -90,6 +120,7 @@ func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, migrate func(
 		}
 	}
 	t.Logf("every row kept: %v; %d progress lines", after, lines)
+	syncReplicas(t, ctx, conn, hosts, db) // the rollups too
 	ws := rollupcheck.Windows(end.Add(-48*time.Hour), end)
 	if n := rollupcheck.Equal(t, conn, "migrated", ws); n < len(rollup.All)*len(ws) {
 		t.Errorf("%d of %d comparisons had rows", n, len(rollup.All)*len(ws))
@@ -114,7 +145,7 @@ func TestMigrationMovesAnExistingDatabaseOver(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	moveOver(t, ctx, conn, func(o clickhouse.MigrateOptions) error {
+	moveOver(t, ctx, conn, nil, "", func(o clickhouse.MigrateOptions) error {
 		_, err := clickhouse.MigrateWith(ctx, conn, o)
 		return err
 	})
@@ -123,7 +154,7 @@ func TestMigrationMovesAnExistingDatabaseOver(t *testing.T) {
 // TestMigrationMovesAClusterOver is the same on the 2 x 2 cluster: the rebuilds run ON CLUSTER
 // on the replicated _local tables, the Distributed tables keep their names.
 func TestMigrationMovesAClusterOver(t *testing.T) {
-	cfg, _ := clusterDB(t)
+	cfg, hosts := clusterDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	conn, err := clickhouse.Open(ctx, cfg)
@@ -131,7 +162,7 @@ func TestMigrationMovesAClusterOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	moveOver(t, ctx, conn, func(o clickhouse.MigrateOptions) error {
+	moveOver(t, ctx, conn, hosts, cfg.Database, func(o clickhouse.MigrateOptions) error {
 		_, err := clickhouse.MigrateClusterWith(ctx, cfg, false, o)
 		return err
 	})

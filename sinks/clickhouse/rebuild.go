@@ -113,6 +113,24 @@ type rebuildTarget struct {
 	cluster string // "" on one server
 	db      string
 	zkPath  string
+	// hosts are connections to every host of the cluster: a count through a Distributed table
+	// reads one replica of each shard, which may not have fetched the newest parts yet, so the
+	// counts a rebuild compares are taken after SYSTEM SYNC REPLICA on each (syncReplicas).
+	hosts []driver.Conn
+}
+
+// syncReplicas waits until every replica of the cluster has fetched the parts of table's
+// _local tables that any of them has; nothing on one server.
+func (t rebuildTarget) syncReplicas(ctx context.Context, table string) error {
+	for i, h := range t.hosts {
+		if h == nil {
+			return fmt.Errorf("sync the replicas of %s: host %d of the cluster is not reachable", t.local(table), i+1)
+		}
+		if err := h.Exec(ctx, "SYSTEM SYNC REPLICA "+t.q(t.local(table))); err != nil {
+			return fmt.Errorf("sync the replicas of %s: %w", t.local(table), err)
+		}
+	}
+	return nil
 }
 
 func (t rebuildTarget) on() string {
@@ -316,6 +334,12 @@ func RunRebuild(ctx context.Context, conn driver.Conn, rb Rebuild, limit uint64,
 func (t rebuildTarget) run(ctx context.Context, rb Rebuild, limit uint64, progress func(RebuildState)) error {
 	st, err := t.status(ctx, rb)
 	if err != nil || st.Done {
+		return err
+	}
+	if err := t.syncReplicas(ctx, rb.Table); err != nil {
+		return err
+	}
+	if st, err = t.status(ctx, rb); err != nil {
 		return err
 	}
 	if limit > 0 && st.Rows > limit {
@@ -652,6 +676,11 @@ func (t rebuildTarget) deleteRows(ctx context.Context, rb Rebuild, where string)
 // swap checks that the copy holds every row of a table that did not change, then gives the
 // copy the table's name and the table the name <table>_before_<version>.
 func (t rebuildTarget) swap(ctx context.Context, rb Rebuild, total uint64) error {
+	for _, table := range []string{rb.Table, rb.copyName()} {
+		if err := t.syncReplicas(ctx, table); err != nil {
+			return err
+		}
+	}
 	src, err := t.info(ctx, rb.Table)
 	if err != nil {
 		return err

@@ -104,8 +104,9 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 		p.Statements = c.viewAfter(stmts)
 		// A table made before streams were keyed for time gets its new key (rebuild.go).
 		if rb := spec.RebuildDDL(); rb != "" {
+			// In cluster mode the table is Distributed (no sorting key) over <table>_local.
 			var key string
-			if err := conn.QueryRow(ctx, "SELECT sorting_key FROM system.tables WHERE database = currentDatabase() AND name = ?", c.Table).Scan(&key); err != nil {
+			if err := conn.QueryRow(ctx, "SELECT max(sorting_key) FROM system.tables WHERE database = currentDatabase() AND name IN (?, ?)", c.Table, c.Table+LocalSuffix).Scan(&key); err != nil {
 				return p, fmt.Errorf("stream %s: sorting key of %s: %w", c.Name, c.Table, err)
 			}
 			if !sameKey(key, spec.orderBy()) {

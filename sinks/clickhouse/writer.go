@@ -2,6 +2,8 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -19,6 +21,11 @@ type Writer struct {
 	// sameBlock: a retried attempt sends the very block the failed one sent (cluster mode,
 	// see forCluster).
 	sameBlock bool
+	// cluster is the connection's settings in cluster mode (zero on one server), and hosts a
+	// connection to each of the cluster's hosts once SyncReplicas needed them.
+	cluster Conn
+	mu      sync.Mutex
+	hosts   []driver.Conn
 }
 
 var _ sinks.BatchWriter[Batch] = (*Writer)(nil)
@@ -59,8 +66,16 @@ func (w *Writer) QueryRow(ctx context.Context, query string, args ...any) driver
 // which are dead-lettered; a fatal error (IsFatal) stops the sink uncommitted.
 func (w *Writer) Retryable(err error) bool { return IsRetryable(err) }
 
-// Close implements sinks.BatchWriter: it closes the connection pool.
-func (w *Writer) Close() error { return w.conn.Close() }
+// Close implements sinks.BatchWriter: it closes the connection pool (and the hosts').
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	for _, h := range w.hosts {
+		h.Close()
+	}
+	w.hosts = nil
+	w.mu.Unlock()
+	return w.conn.Close()
+}
 
 // forCluster sets w up for c: in cluster mode a retried insert must be the same block, byte for
 // byte, so that each shard's replicated table drops it if the failed attempt landed there
@@ -69,7 +84,60 @@ func (w *Writer) Close() error { return w.conn.Close() }
 // every attempt; only landed_time_ms would differ, so it keeps the first attempt's stamp.
 func (w *Writer) forCluster(c Conn) *Writer {
 	w.sameBlock = c.Cluster != ""
+	if c.Cluster != "" {
+		w.cluster = c
+	}
 	return w
+}
+
+// SyncReplicas waits until every replica of table's _local tables holds every part any of
+// them has (SYSTEM SYNC REPLICA on each host), in cluster mode; nothing on one server. A read
+// through a Distributed table asks one replica of each shard, which may not have fetched the
+// newest parts yet: the rollup loop (rollup.Syncer) syncs before it re-aggregates from a table
+// what a flush has just landed there. A host that cannot be reached fails it (and the rollup is
+// retried): an answer without that host's parts could be short.
+func (w *Writer) SyncReplicas(ctx context.Context, table string) error {
+	if w.cluster.Cluster == "" {
+		return nil
+	}
+	hosts, err := w.hostConns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if err := h.Exec(ctx, "SYSTEM SYNC REPLICA "+quoteIdent(table+LocalSuffix)); err != nil {
+			return fmt.Errorf("clickhouse: sync the replicas of %s: %w", table+LocalSuffix, err)
+		}
+	}
+	return nil
+}
+
+// hostConns connects to every host of the cluster, once.
+func (w *Writer) hostConns(ctx context.Context) ([]driver.Conn, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.hosts != nil {
+		return w.hosts, nil
+	}
+	hosts, err := ClusterHosts(ctx, w.conn, w.cluster.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	var conns []driver.Conn
+	for _, h := range hosts {
+		c := w.cluster
+		c.Addr = h.Addr
+		hc, err := Open(ctx, c)
+		if err != nil {
+			for _, o := range conns {
+				o.Close()
+			}
+			return nil, fmt.Errorf("clickhouse: host %s: %w", h.Addr, err)
+		}
+		conns = append(conns, hc)
+	}
+	w.hosts = conns
+	return conns, nil
 }
 
 // landedTime is the landed_time_ms for an attempt at s: its start, or, with sameBlock, the

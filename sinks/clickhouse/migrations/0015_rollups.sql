@@ -198,3 +198,16 @@ CREATE TABLE IF NOT EXISTS dlq_first (
     version          UInt64
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (origin_topic, origin_partition, origin_offset, stage, orphan);
+
+-- v_dlq_entries (0011) read dlq_entries FINAL with ORDER BY and LIMIT BY in one query. In cluster
+-- mode, where dlq_entries is Distributed, 18.16 then asks the shards for the columns the outer
+-- query names only, and FINAL finds neither its version nor its key ("Cannot find column ... in
+-- source stream"), so v_dlq_entries and v_dlq_minute failed on a cluster. Reading FINAL in a
+-- subquery of its own keeps every column; the answer is the same on one server.
+DROP TABLE IF EXISTS v_dlq_entries;
+CREATE VIEW IF NOT EXISTS v_dlq_entries AS
+SELECT *
+FROM (SELECT * FROM dlq_entries FINAL)
+ORDER BY dlq_topic, dlq_partition, dlq_offset
+LIMIT 1 BY origin_topic, origin_partition, origin_offset, stage,
+    if(origin_topic = '', concat(dlq_topic, '/', toString(dlq_partition), '/', toString(dlq_offset)), '')

@@ -482,6 +482,15 @@ CREATE TABLE IF NOT EXISTS dlq_first (
     version          UInt64
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (origin_topic, origin_partition, origin_offset, stage, orphan);
+-- 0015_rollups statement 15
+DROP TABLE IF EXISTS v_dlq_entries;
+-- 0015_rollups statement 16
+CREATE VIEW IF NOT EXISTS v_dlq_entries AS
+SELECT *
+FROM (SELECT * FROM dlq_entries FINAL)
+ORDER BY dlq_topic, dlq_partition, dlq_offset
+LIMIT 1 BY origin_topic, origin_partition, origin_offset, stage,
+    if(origin_topic = '', concat(dlq_topic, '/', toString(dlq_partition), '/', toString(dlq_offset)), '');
 -- 0016_time_keys statement 1
 REBUILD TABLE inference_results PARTITION BY toYYYYMMDD(event_time) ORDER BY (toStartOfMinute(event_time), source_topic, request_id);
 -- 0016_time_keys statement 2
