@@ -100,4 +100,6 @@ type syncingConn struct {
 	rt rebuildTarget
 }
 
-func (c syncingConn) SyncReplicas(ctx context.Context, table string) error { return c.rt.syncReplicas(ctx, table) }
+func (c syncingConn) SyncReplicas(ctx context.Context, table string) error {
+	return c.rt.syncReplicas(ctx, table)
+}
