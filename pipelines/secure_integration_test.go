@@ -25,9 +25,9 @@ import (
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/proc"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
-	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // secured is one test's view of the secured stack: its settings, its secrets (to look for

@@ -29,11 +29,11 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/test/chaos"
+	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/proc"
 	"github.com/backflowhq/backflow/test/testenv"
-	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
-	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // startSensitive starts a private sensitive-word service that a test may stop and start

@@ -18,7 +18,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/tools/faultproxy"
+	"github.com/backflowhq/backflow/test/faultproxy"
 )
 
 // Scenario is one row of reliability.md's table, as data: what it injects, and a body that
