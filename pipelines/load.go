@@ -151,11 +151,29 @@ func KeysUnder(section string) []Key {
 // KeyInfo describes the key at path.
 func KeyInfo(path string) (Key, bool) { return schema.Key(path) }
 
-// LocalStackVariables are the variables the local stack's env files (.stack/env,
-// .stack/secure/env, .stack/cluster/env) carry for its tools and tests besides backflow's own:
-// backflow does not read them, and does not warn about them either.
-var LocalStackVariables = []string{"BACKFLOW_CLICKHOUSE_HTTP_ADDR", "BACKFLOW_KAFKA_TOOL", "BACKFLOW_KAFKA_TOOL_CONFIG",
-	"BACKFLOW_CLICKHOUSE_CLUSTER_ADDRS", "BACKFLOW_ZOOKEEPER_ADDR", "BACKFLOW_CLUSTER_SHARED_ENV"}
+// LocalStackVariables are the variables of the local stack (deploy/local/stack, the demos, the
+// Makefile) besides backflow's own: those its env files (.stack/env, .stack/secure/env,
+// .stack/cluster/env) carry for its tools and tests, and the settings its usage documents
+// (ports, folders, timeouts). backflow does not read them, and does not warn about them either;
+// TestStackVariablesRaiseNoWarning keeps the list complete.
+var LocalStackVariables = []string{
+	// written into the env files
+	"BACKFLOW_CLICKHOUSE_HTTP_ADDR", "BACKFLOW_KAFKA_TOOL", "BACKFLOW_KAFKA_TOOL_CONFIG",
+	"BACKFLOW_CLICKHOUSE_CLUSTER_ADDRS", "BACKFLOW_ZOOKEEPER_ADDR", "BACKFLOW_CLUSTER_SHARED_ENV",
+	// the stack's settings
+	"BACKFLOW_STACK_DIR", "BACKFLOW_READY_TIMEOUT", "BACKFLOW_KAFKA_HEAP", "BACKFLOW_CHROMIUM",
+	"BACKFLOW_KAFKA_PORT", "BACKFLOW_KAFKA_CONTROLLER_PORT", "BACKFLOW_REGISTRY_PORT", "BACKFLOW_CLICKHOUSE_PORT",
+	"BACKFLOW_CLICKHOUSE_HTTP_PORT", "BACKFLOW_CLICKHOUSE_INTERSERVER_PORT", "BACKFLOW_REDIS_PORT",
+	"BACKFLOW_SENSITIVE_WORDS_PORT", "BACKFLOW_PROMETHEUS_PORT", "BACKFLOW_PROMETHEUS_BACKFLOW_TARGETS", "BACKFLOW_TARGETS",
+	"BACKFLOW_SECURE_KAFKA_PORT", "BACKFLOW_SECURE_KAFKA_CONTROLLER_PORT", "BACKFLOW_SECURE_REGISTRY_PORT",
+	"BACKFLOW_SECURE_REGISTRY_BACKEND_PORT", "BACKFLOW_SECURE_CLICKHOUSE_PORT", "BACKFLOW_SECURE_REDIS_PORT",
+	"BACKFLOW_SECURE_SENSITIVE_PORT",
+	"BACKFLOW_CLUSTER_NAME", "BACKFLOW_CLUSTER_CONVERGE_TIMEOUT", "BACKFLOW_CLUSTER_ZOOKEEPER_PORT",
+	"BACKFLOW_CLUSTER_CLICKHOUSE_PORT", "BACKFLOW_CLUSTER_CLICKHOUSE_HTTP_PORT", "BACKFLOW_CLUSTER_CLICKHOUSE_INTERSERVER_PORT",
+	"BACKFLOW_CLUSTER_REDIS_PORT", "BACKFLOW_CLUSTER_METRICS_PORT",
+	// the demos' settings
+	"BACKFLOW_DASHBOARD_PORT", "BACKFLOW_METRICS_PORT", "BACKFLOW_FEAST_REPO_DIR",
+}
 
 // UnknownVariables returns the BACKFLOW_* variables of environ (os.Environ()) that no key
 // reads, each with the nearest name that is read: a misspelled variable is otherwise ignored

@@ -300,3 +300,185 @@ SELECT
     countIf(verdict IN ('REVIEW', 'BLOCK')) AS flagged
 FROM v_inference_results
 GROUP BY minute, model;
+-- 0015_rollups statement 1
+CREATE TABLE IF NOT EXISTS rollup_model_minute (
+    minute               DateTime,
+    model                String,
+    requests             UInt64,
+    errors               UInt64,
+    unknown              UInt64,
+    latency_ms_sum       UInt64,
+    latency_ms_quantiles AggregateFunction(quantiles(0.5, 0.95, 0.99), UInt32),
+    tokens_prompt        UInt64,
+    tokens_completion    UInt64,
+    flagged              UInt64,
+    version              UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, model);
+-- 0015_rollups statement 2
+CREATE TABLE IF NOT EXISTS rollup_model_hour (
+    hour                 DateTime,
+    model                String,
+    requests             UInt64,
+    errors               UInt64,
+    unknown              UInt64,
+    latency_ms_sum       UInt64,
+    latency_ms_quantiles AggregateFunction(quantiles(0.5, 0.95, 0.99), UInt32),
+    tokens_prompt        UInt64,
+    tokens_completion    UInt64,
+    flagged              UInt64,
+    version              UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, model);
+-- 0015_rollups statement 3
+CREATE TABLE IF NOT EXISTS rollup_tenant_minute (
+    minute            DateTime,
+    tenant_id         String,
+    model             String,
+    requests          UInt64,
+    errors            UInt64,
+    tokens_prompt     UInt64,
+    tokens_completion UInt64,
+    tokens_total      UInt64,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, tenant_id, model);
+-- 0015_rollups statement 4
+CREATE TABLE IF NOT EXISTS rollup_tenant_hour (
+    hour              DateTime,
+    tenant_id         String,
+    model             String,
+    requests          UInt64,
+    errors            UInt64,
+    tokens_prompt     UInt64,
+    tokens_completion UInt64,
+    tokens_total      UInt64,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, tenant_id, model);
+-- 0015_rollups statement 5
+CREATE TABLE IF NOT EXISTS rollup_moderation_minute (
+    minute            DateTime,
+    record            String,
+    verdict           String,
+    moderation_status String,
+    records           UInt64,
+    with_hits         UInt64,
+    hits              UInt64,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, record, verdict, moderation_status);
+-- 0015_rollups statement 6
+CREATE TABLE IF NOT EXISTS rollup_moderation_hour (
+    hour              DateTime,
+    record            String,
+    verdict           String,
+    moderation_status String,
+    records           UInt64,
+    with_hits         UInt64,
+    hits              UInt64,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, record, verdict, moderation_status);
+-- 0015_rollups statement 7
+CREATE TABLE IF NOT EXISTS rollup_category_minute (
+    minute   DateTime,
+    category String,
+    record   String,
+    hits     UInt64,
+    requests UInt64,
+    version  UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, category, record);
+-- 0015_rollups statement 8
+CREATE TABLE IF NOT EXISTS rollup_category_hour (
+    hour     DateTime,
+    category String,
+    record   String,
+    hits     UInt64,
+    requests UInt64,
+    version  UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, category, record);
+-- 0015_rollups statement 9
+CREATE TABLE IF NOT EXISTS rollup_dlq_minute (
+    minute       DateTime,
+    stage        String,
+    class        String,
+    origin_topic String,
+    entries      UInt64,
+    bytes        UInt64,
+    version      UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, stage, class, origin_topic);
+-- 0015_rollups statement 10
+CREATE TABLE IF NOT EXISTS rollup_dlq_hour (
+    hour         DateTime,
+    stage        String,
+    class        String,
+    origin_topic String,
+    entries      UInt64,
+    bytes        UInt64,
+    version      UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, stage, class, origin_topic);
+-- 0015_rollups statement 11
+CREATE TABLE IF NOT EXISTS rollup_sink_minute (
+    minute          DateTime,
+    group           String,
+    topic           String,
+    flushes         UInt64,
+    records         UInt64,
+    rows_landed     UInt64,
+    hit_rows_landed UInt64,
+    last_event_time DateTime,
+    last_flush      DateTime,
+    version         UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, group, topic);
+-- 0015_rollups statement 12
+CREATE TABLE IF NOT EXISTS rollup_sink_hour (
+    hour            DateTime,
+    group           String,
+    topic           String,
+    flushes         UInt64,
+    records         UInt64,
+    rows_landed     UInt64,
+    hit_rows_landed UInt64,
+    last_event_time DateTime,
+    last_flush      DateTime,
+    version         UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, group, topic);
+-- 0015_rollups statement 13
+CREATE TABLE IF NOT EXISTS rollup_watermarks (
+    source  String,
+    minute  DateTime,
+    version UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY source;
+-- 0015_rollups statement 14
+CREATE TABLE IF NOT EXISTS dlq_first (
+    origin_topic     String,
+    origin_partition Int32,
+    origin_offset    Int64,
+    stage            String,
+    orphan           String,
+    dlq_topic        String,
+    dlq_partition    Int32,
+    dlq_offset       Int64,
+    version          UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (origin_topic, origin_partition, origin_offset, stage, orphan);

@@ -1,0 +1,207 @@
+package rollup
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Span is a run of whole minutes: [From, To), both on a minute boundary.
+type Span struct{ From, To time.Time }
+
+// Spans merges minutes (any order, repeats allowed; each truncated to its minute) into the
+// fewest spans, in time order.
+func Spans(minutes []time.Time) []Span {
+	ms := make([]int64, 0, len(minutes))
+	for _, m := range minutes {
+		ms = append(ms, m.Unix()-m.Unix()%60)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i] < ms[j] })
+	var out []Span
+	for _, m := range ms {
+		if n := len(out); n > 0 && out[n-1].To.Unix() >= m {
+			if end := m + 60; end > out[n-1].To.Unix() {
+				out[n-1].To = time.Unix(end, 0).UTC()
+			}
+			continue
+		}
+		out = append(out, Span{time.Unix(m, 0).UTC(), time.Unix(m+60, 0).UTC()})
+	}
+	return out
+}
+
+// hours returns the spans widened to whole hours (UTC), merged.
+func hours(spans []Span) []Span {
+	var out []Span
+	for _, s := range spans {
+		from := s.From.Unix() - s.From.Unix()%3600
+		to := s.To.Unix()
+		if r := to % 3600; r != 0 {
+			to += 3600 - r
+		}
+		if n := len(out); n > 0 && out[n-1].To.Unix() >= from {
+			if to > out[n-1].To.Unix() {
+				out[n-1].To = time.Unix(to, 0).UTC()
+			}
+			continue
+		}
+		out = append(out, Span{time.Unix(from, 0).UTC(), time.Unix(to, 0).UTC()})
+	}
+	return out
+}
+
+func dt(t time.Time) string { return fmt.Sprintf("toDateTime(%d)", t.Unix()) }
+
+// within is the condition that expr (a DateTime) falls in one of spans.
+func within(expr string, spans []Span) string {
+	if len(spans) == 0 {
+		return "0"
+	}
+	parts := make([]string, len(spans))
+	for i, s := range spans {
+		parts[i] = fmt.Sprintf("(%s >= %s AND %s < %s)", expr, dt(s.From), expr, dt(s.To))
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+// minuteOf is the source's minute expression: the leading key of the time-keyed tables, so a
+// condition on it reads only those minutes' granules.
+func (p Part) minuteOf() string { return "toStartOfMinute(" + p.Time + ")" }
+
+// aggregate is the SELECT of the part's rows whose minute satisfies cond (a condition on the
+// part's minute expression, which it is given as its argument), grouped by minute and the
+// rollup's dimensions: the rows a rollup stores, as they are now.
+func (r Rollup) aggregate(p Part, cond func(minute string) string) string {
+	var b strings.Builder
+	b.WriteString("SELECT toDateTime(" + p.minuteOf() + ") AS minute")
+	for i, d := range r.Dims {
+		b.WriteString(", " + alias(p.Dims[i], d.Name))
+	}
+	for i, m := range r.Measures {
+		b.WriteString(", " + alias(p.Measures[i], m.Name))
+	}
+	b.WriteString(" FROM " + p.Source)
+	if p.Final {
+		b.WriteString(" FINAL")
+	}
+	rows := cond(p.minuteOf())
+	b.WriteString(" WHERE " + rows)
+	if p.Where != "" {
+		b.WriteString(" AND " + strings.ReplaceAll(p.Where, "$rows", rows))
+	}
+	b.WriteString(" GROUP BY minute")
+	for _, d := range r.Dims {
+		b.WriteString(", " + d.Name)
+	}
+	return b.String()
+}
+
+func alias(expr, name string) string {
+	if expr == name {
+		return expr
+	}
+	return expr + " AS " + name
+}
+
+// replace is the INSERT that writes, at version, the rows of table (keyed by timeCol and the
+// dimensions) that fresh holds, and a zero row for every key the table holds in cond's range
+// and scope that fresh no longer has, so that each key's newest row is fresh's value or zero.
+func (r Rollup) replace(table, timeCol, fresh, cond, scope string, version uint64) string {
+	dims := r.dimNames()
+	var b strings.Builder
+	cols := append(append([]string{timeCol}, dims...), r.measureNames()...)
+	b.WriteString(fmt.Sprintf("INSERT INTO %s (%s, version) SELECT %s", table, strings.Join(cols, ", "), strings.Join(append([]string{timeCol}, dims...), ", ")))
+	for _, m := range r.Measures {
+		b.WriteString(", " + m.merge(m.Name))
+	}
+	b.WriteString(fmt.Sprintf(", toUInt64(%d) FROM (%s UNION ALL SELECT %s", version, fresh, strings.Join(append([]string{timeCol}, dims...), ", ")))
+	for _, m := range r.Measures {
+		b.WriteString(", " + m.zero() + " AS " + m.Name)
+	}
+	b.WriteString(" FROM " + table + " FINAL WHERE " + cond)
+	if scope != "" {
+		b.WriteString(" AND " + scope)
+	}
+	b.WriteString(" GROUP BY " + strings.Join(append([]string{timeCol}, dims...), ", "))
+	b.WriteString(") GROUP BY " + strings.Join(append([]string{timeCol}, dims...), ", "))
+	return b.String()
+}
+
+// MinuteSQL is the INSERT that rolls up part's rows of the minutes in spans into the rollup's
+// minute table at version.
+func (r Rollup) MinuteSQL(p Part, spans []Span, version uint64) string {
+	fresh := r.aggregate(p, func(minute string) string { return within(minute, spans) })
+	return r.replace(r.MinuteTable(), "minute", fresh, within("minute", spans), p.Scope, version)
+}
+
+// HourSQL is the INSERT that rolls the minute rows of the hours in spans (whole UTC hours)
+// up into the rollup's hour table at version.
+func (r Rollup) HourSQL(spans []Span, version uint64) string {
+	cols := append(append([]string{"toDateTime(intDiv(toUInt32(minute), 3600) * 3600) AS hour"}, r.dimNames()...), r.measureNames()...)
+	fresh := fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s", strings.Join(cols, ", "), r.MinuteTable(), within("minute", spans))
+	return r.replace(r.HourTable(), "hour", fresh, within("hour", spans), "", version)
+}
+
+// VersionSQL asks for the newest version of table's rows in spans (of its time column).
+func VersionSQL(table, timeCol string, spans []Span) string {
+	return fmt.Sprintf("SELECT toUInt64(max(version)) FROM %s WHERE %s", table, within(timeCol, spans))
+}
+
+// WatermarkSQL records that source's minutes up to minute have been rolled up.
+func WatermarkSQL(source string, minute time.Time) string {
+	return fmt.Sprintf("INSERT INTO %s (source, minute, version) SELECT '%s', %s, toUInt64(%d)", Watermarks, source, dt(minute), minute.Unix())
+}
+
+// watermark is the scalar subquery of the minute from which the rollup is read from raw rows:
+// the oldest of its sources' watermarks (a source without one: the rollup has nothing, and
+// every minute is read from raw rows). Never before 1970-01-02, so that arithmetic on it stays
+// in DateTime's range.
+func (r Rollup) watermark() string {
+	srcs := r.Sources()
+	quoted := make([]string, len(srcs))
+	for i, s := range srcs {
+		quoted[i] = "'" + s + "'"
+	}
+	return fmt.Sprintf("greatest(toDateTime(86400), (SELECT if(count() = %d, min(m), toDateTime(0)) FROM (SELECT source, max(minute) AS m FROM %s WHERE source IN (%s) GROUP BY source)))",
+		len(srcs), Watermarks, strings.Join(quoted, ", "))
+}
+
+// Range is a subquery of the rollup's rows for a panel's time range, with the Grafana macros
+// $__fromTime and $__toTime: one row per bucket and combination of dimensions, with columns
+// minute (the bucket's start), the dimensions and the measures (stored form: merge the
+// quantile states), covering exactly the minutes m with $__fromTime <= m <= $__toTime, as
+// WHERE $__timeFilter(minute) over a per-minute view does. It reads:
+//   - the hour table for the whole hours in the range, when hours (a SQL condition, e.g.
+//     "$__interval_s % 3600 = 0" for a time series) holds;
+//   - the minute table for the rest, below the watermark;
+//   - the source tables, through FINAL, from the watermark on: the minutes not rolled up yet.
+func (r Rollup) Range(hoursOK string) string {
+	w := r.watermark()
+	last := fmt.Sprintf("least($__toTime, %s - 1)", w)                                                                // the last minute read from rollups
+	h1 := fmt.Sprintf("if(%s, toDateTime(intDiv(toUInt32($__fromTime) + 3599, 3600) * 3600), %s + 1)", hoursOK, last) // first whole hour
+	h2 := fmt.Sprintf("greatest(%s, toDateTime(intDiv(toUInt32(%s) + 60, 3600) * 3600))", h1, last)                   // end of the whole hours
+	cols := strings.Join(append(r.dimNames(), r.measureNames()...), ", ")
+	branches := []string{
+		fmt.Sprintf("SELECT hour AS minute, %s FROM %s FINAL WHERE (%s) AND hour >= %s AND hour < %s", cols, r.HourTable(), hoursOK, h1, h2),
+		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= $__fromTime AND minute < least(%s, %s + 1)", cols, r.MinuteTable(), h1, last),
+		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute <= %s", cols, r.MinuteTable(), h2, last),
+	}
+	for _, p := range r.Parts {
+		branches = append(branches, r.aggregate(p, func(minute string) string {
+			return fmt.Sprintf("%s >= greatest($__fromTime, %s) AND %s <= $__toTime", minute, w, minute)
+		}))
+	}
+	return "(" + strings.Join(branches, " UNION ALL ") + ")"
+}
+
+// DLQFirstSQL adds every entry of dlq_entries to dlq_first (FINAL keeps each origin's first):
+// the entries mirrored before dlq_first existed. Running it again changes nothing.
+func DLQFirstSQL() string {
+	return "INSERT INTO " + DLQFirst + " (origin_topic, origin_partition, origin_offset, stage, orphan, dlq_topic, dlq_partition, dlq_offset, version)" +
+		" SELECT origin_topic, origin_partition, origin_offset, toString(stage), " + DLQOrphan + ", dlq_topic, dlq_partition, dlq_offset," +
+		" toUInt64(18446744073709551615) - (bitShiftLeft(toUInt64(dlq_partition), 40) + toUInt64(dlq_offset)) FROM " + DLQEntries
+}

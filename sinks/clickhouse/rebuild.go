@@ -1,0 +1,659 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// A rebuild gives an existing table a new sorting key and partitioning, with its rows: the one
+// change of a table that ALTER cannot make. A migration asks for it with a statement of its
+// own, which is not sent to ClickHouse:
+//
+//	REBUILD TABLE inference_results PARTITION BY toYYYYMMDD(event_time) ORDER BY (toStartOfMinute(event_time), source_topic, request_id)
+//
+// The table's copy under the new key, <table>_rebuild, is created from the table's own
+// definition (its columns as they are now, later ALTERs included); the rows are copied in
+// chunks of about Rebuild.ChunkRows, each a range of the old key inside one old partition, so a
+// chunk reads only its own granules; the plan and each copied chunk are recorded in
+// backflow_rebuilds, so a rebuild stopped part way (a crash, a timeout) goes on from the first
+// chunk not recorded, after deleting what that chunk had copied. Once every row is copied the
+// two tables swap names in one RENAME: the table keeps its name (the views read it by name)
+// and the old rows stay in <table>_before_<version> for the operator to drop.
+//
+// A rebuild needs the table to hold still: rows written while it copies would be lost at the
+// swap. It checks the table's row count against the plan's before it swaps, and if they differ
+// it starts over and says why (ErrRebuildSourceChanged). The sinks apply a rebuild themselves
+// only when the table is small (AutoRebuildRows); a larger one waits for `backflow migrate`
+// with the sinks stopped (ErrRebuildNeeded).
+
+// RebuildsTable records each rebuild's plan and progress, one row per chunk.
+const RebuildsTable = "backflow_rebuilds"
+
+// DefaultRebuildChunkRows is the default size of one chunk of a rebuild.
+const DefaultRebuildChunkRows = 2_000_000
+
+// AutoRebuildRows is the largest table a stage rebuilds at start-up; a larger one is left to
+// `backflow migrate` (ErrRebuildNeeded).
+const AutoRebuildRows = 1_000_000
+
+var (
+	// ErrRebuildNeeded: a migration rebuilds a table too large to rebuild at a stage's
+	// start-up; run `backflow migrate` with the sinks stopped.
+	ErrRebuildNeeded = errors.New("clickhouse: a migration rebuilds a large table; stop the ClickHouse sinks and run backflow migrate")
+	// ErrRebuildSourceChanged: rows were written to a table while it was rebuilt (a sink was
+	// running); the copy was discarded.
+	ErrRebuildSourceChanged = errors.New("clickhouse: the table changed while it was rebuilt")
+)
+
+var rebuildStmt = regexp.MustCompile(`(?is)^REBUILD\s+TABLE\s+([A-Za-z0-9_]+)\s+PARTITION\s+BY\s+(.+?)\s+ORDER\s+BY\s+(.+?)\s*$`)
+
+// Rebuild is one table's rebuild, as a migration's REBUILD TABLE statement asks for it.
+type Rebuild struct {
+	Version     uint32 // the migration's
+	Table       string
+	PartitionBy string
+	OrderBy     string
+	// ChunkRows is the size of one chunk; 0: DefaultRebuildChunkRows.
+	ChunkRows uint64
+}
+
+// parseRebuild reads a REBUILD TABLE statement (ok false: stmt is not one).
+func parseRebuild(version uint32, stmt string) (Rebuild, bool) {
+	m := rebuildStmt.FindStringSubmatch(strings.TrimSpace(stmt))
+	if m == nil {
+		return Rebuild{}, false
+	}
+	return Rebuild{Version: version, Table: m[1], PartitionBy: m[2], OrderBy: m[3]}, true
+}
+
+func (rb Rebuild) chunkRows() uint64 {
+	if rb.ChunkRows == 0 {
+		return DefaultRebuildChunkRows
+	}
+	return rb.ChunkRows
+}
+
+func (rb Rebuild) copyName() string   { return rb.Table + "_rebuild" }
+func (rb Rebuild) beforeName() string { return fmt.Sprintf("%s_before_%04d", rb.Table, rb.Version) }
+
+// RebuildState is where a rebuild stands.
+type RebuildState struct {
+	Table string
+	// Done: the table has the new key (rebuilt, or created with it).
+	Done bool
+	// Rows is the table's row count; Chunks and Copied the planned chunks and those copied,
+	// CopiedRows their rows. Zero before a plan is recorded.
+	Rows, CopiedRows uint64
+	Chunks, Copied   int
+}
+
+func (s RebuildState) String() string {
+	switch {
+	case s.Done:
+		return fmt.Sprintf("%s: rebuilt", s.Table)
+	case s.Chunks == 0:
+		return fmt.Sprintf("%s: %d rows to rebuild, not started", s.Table, s.Rows)
+	default:
+		return fmt.Sprintf("%s: %d of %d chunks copied (%d of %d rows)", s.Table, s.Copied, s.Chunks, s.CopiedRows, s.Rows)
+	}
+}
+
+// rebuildTarget is what a rebuild runs its statements on: one server, or a cluster's seed
+// server with the ON CLUSTER forms (cluster non-empty). Reads go to the table's name, a
+// Distributed table in cluster mode; DDL and deletes go to the local tables there.
+type rebuildTarget struct {
+	conn    driver.Conn
+	cluster string // "" on one server
+	db      string
+	zkPath  string
+}
+
+func (t rebuildTarget) on() string {
+	if t.cluster == "" {
+		return ""
+	}
+	return " ON CLUSTER " + t.cluster
+}
+
+// local is the name of the table that holds name's rows: name itself on one server, its
+// _local table in cluster mode.
+func (t rebuildTarget) local(name string) string {
+	if t.cluster == "" {
+		return name
+	}
+	return name + LocalSuffix
+}
+
+func (t rebuildTarget) q(name string) string {
+	if t.db == "" {
+		return quoteIdent(name)
+	}
+	return quoteIdent(t.db) + "." + quoteIdent(name)
+}
+
+type tableInfo struct {
+	exists                 bool
+	create, partitionKey   string
+	sortingKey, engineFull string
+	rows                   uint64
+}
+
+func (t rebuildTarget) info(ctx context.Context, name string) (tableInfo, error) {
+	var ti tableInfo
+	rows, err := t.conn.Query(ctx, `SELECT create_table_query, partition_key, sorting_key, engine_full FROM system.tables WHERE database = currentDatabase() AND name = ?`, name)
+	if err != nil {
+		return ti, fmt.Errorf("look up table %s: %w", name, err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		ti.exists = true
+		if err := rows.Scan(&ti.create, &ti.partitionKey, &ti.sortingKey, &ti.engineFull); err != nil {
+			return ti, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return ti, err
+	}
+	if ti.exists {
+		if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(name)).Scan(&ti.rows); err != nil {
+			return ti, fmt.Errorf("count %s: %w", name, err)
+		}
+	}
+	return ti, nil
+}
+
+// sameKey reports whether a table's sorting key (as system.tables writes it: "a, b") is the
+// ORDER BY expression key ("(a, b)").
+func sameKey(sortingKey, orderBy string) bool {
+	norm := func(s string) string {
+		s = strings.TrimSpace(s)
+		if strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") {
+			s = s[1 : len(s)-1]
+		}
+		return strings.Join(strings.Fields(strings.ReplaceAll(s, ",", ", ")), " ")
+	}
+	return norm(sortingKey) == norm(orderBy)
+}
+
+// chunk is one planned copy: the rows of one old partition in one range of the old key.
+type chunk struct {
+	N     uint32
+	Where string
+	Rows  uint64
+}
+
+type rebuildRow struct {
+	Version  uint32    `ch:"version"`
+	Table    string    `ch:"table_name"`
+	Kind     string    `ch:"kind"` // "plan" (one row per chunk), "copied" (one per copied chunk), "swapped"
+	Chunk    uint32    `ch:"chunk"`
+	Where    string    `ch:"predicate"`
+	Rows     uint64    `ch:"rows"`
+	Total    uint64    `ch:"source_rows"`
+	RecordAt time.Time `ch:"recorded_at"`
+}
+
+// state reads the rebuild's plan and progress.
+func (t rebuildTarget) state(ctx context.Context, rb Rebuild) (plan []chunk, copied map[uint32]bool, total uint64, err error) {
+	rows, err := t.conn.Query(ctx, "SELECT kind, chunk, predicate, rows, source_rows FROM "+t.q(RebuildsTable)+
+		" WHERE version = ? AND table_name = ? ORDER BY chunk", rb.Version, rb.Table)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read %s: %w", RebuildsTable, err)
+	}
+	defer rows.Close()
+	copied = map[uint32]bool{}
+	seen := map[uint32]bool{}
+	for rows.Next() {
+		var kind, where string
+		var n uint32
+		var r, tot uint64
+		if err := rows.Scan(&kind, &n, &where, &r, &tot); err != nil {
+			return nil, nil, 0, err
+		}
+		switch kind {
+		case "plan":
+			if !seen[n] { // a plan recorded twice (two runs at once) counts once
+				seen[n] = true
+				plan = append(plan, chunk{N: n, Where: where, Rows: r})
+				total = tot
+			}
+		case "copied":
+			copied[n] = true
+		}
+	}
+	return plan, copied, total, rows.Err()
+}
+
+// RebuildStatus says where rb stands on conn without changing anything (migrate --dry-run).
+func RebuildStatus(ctx context.Context, conn driver.Conn, rb Rebuild) (RebuildState, error) {
+	return rebuildTarget{conn: conn}.status(ctx, rb)
+}
+
+func (t rebuildTarget) status(ctx context.Context, rb Rebuild) (RebuildState, error) {
+	st := RebuildState{Table: rb.Table}
+	ti, err := t.info(ctx, t.local(rb.Table))
+	if err != nil {
+		return st, err
+	}
+	if !ti.exists {
+		return st, fmt.Errorf("rebuild %s: no such table", rb.Table)
+	}
+	if sameKey(ti.sortingKey, rb.OrderBy) {
+		st.Done = true
+		return st, nil
+	}
+	if ti, err = t.info(ctx, rb.Table); err != nil {
+		return st, err
+	}
+	st.Rows = ti.rows
+	if err := t.ensureLog(ctx); err != nil {
+		return st, err
+	}
+	plan, copied, _, err := t.state(ctx, rb)
+	if err != nil {
+		return st, err
+	}
+	st.Chunks = len(plan)
+	for _, c := range plan {
+		if copied[c.N] {
+			st.Copied++
+			st.CopiedRows += c.Rows
+		}
+	}
+	return st, nil
+}
+
+func (t rebuildTarget) ensureLog(ctx context.Context) error {
+	stmt := "CREATE TABLE IF NOT EXISTS " + t.q(RebuildsTable) + ` (
+    version     UInt32,
+    table_name  String,
+    kind        String,
+    chunk       UInt32,
+    predicate   String,
+    rows        UInt64,
+    source_rows UInt64,
+    recorded_at DateTime
+) ENGINE = MergeTree
+ORDER BY (version, table_name, kind, chunk)`
+	if err := t.conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("create %s: %w", RebuildsTable, err)
+	}
+	return nil
+}
+
+// RunRebuild applies rb on conn (one server): see the comment at the top of this file. A table
+// of more than limit rows is left alone (ErrRebuildNeeded; 0: no limit): a stage applying
+// migrations at start-up passes AutoRebuildRows. progress, if set, is told after each copied
+// chunk.
+func RunRebuild(ctx context.Context, conn driver.Conn, rb Rebuild, limit uint64, progress func(RebuildState)) error {
+	return rebuildTarget{conn: conn}.run(ctx, rb, limit, progress)
+}
+
+func (t rebuildTarget) run(ctx context.Context, rb Rebuild, limit uint64, progress func(RebuildState)) error {
+	st, err := t.status(ctx, rb)
+	if err != nil || st.Done {
+		return err
+	}
+	if limit > 0 && st.Rows > limit {
+		return fmt.Errorf("%w: migration %04d gives %s (%d rows) a new key", ErrRebuildNeeded, rb.Version, rb.Table, st.Rows)
+	}
+	plan, copied, total, err := t.state(ctx, rb)
+	if err != nil {
+		return err
+	}
+	if len(plan) == 0 {
+		if err := t.createCopy(ctx, rb); err != nil {
+			return err
+		}
+		if plan, err = t.plan(ctx, rb); err != nil {
+			return err
+		}
+		total = st.Rows
+		if err := t.record(ctx, rb, plan, total); err != nil {
+			return err
+		}
+	}
+	st.Chunks = len(plan)
+	for _, c := range plan {
+		if copied[c.N] {
+			st.Copied++
+			st.CopiedRows += c.Rows
+			continue
+		}
+		// A chunk not recorded as copied may have been copied in part by a run that stopped:
+		// its rows go first, so that none is there twice.
+		if err := t.deleteRows(ctx, rb, c.Where); err != nil {
+			return err
+		}
+		if err := t.conn.Exec(ctx, "INSERT INTO "+t.q(rb.copyName())+" SELECT * FROM "+t.q(rb.Table)+" WHERE "+c.Where); err != nil {
+			return fmt.Errorf("rebuild %s: copy chunk %d: %w", rb.Table, c.N, err)
+		}
+		if err := InsertRows(ctx, t.conn, RebuildsTable, []rebuildRow{{Version: rb.Version, Table: rb.Table, Kind: "copied", Chunk: c.N, Where: c.Where, Rows: c.Rows, Total: total, RecordAt: time.Now()}}); err != nil {
+			return fmt.Errorf("rebuild %s: record chunk %d: %w", rb.Table, c.N, err)
+		}
+		st.Copied++
+		st.CopiedRows += c.Rows
+		if progress != nil {
+			progress(st)
+		}
+	}
+	return t.swap(ctx, rb, total)
+}
+
+// createCopy creates <table>_rebuild: the table's definition with the new key.
+func (t rebuildTarget) createCopy(ctx context.Context, rb Rebuild) error {
+	ti, err := t.info(ctx, t.local(rb.Table))
+	if err != nil {
+		return err
+	}
+	create, err := rekey(ti.create, t.q(t.local(rb.copyName())), t.on(), rb.PartitionBy, rb.OrderBy)
+	if err != nil {
+		return fmt.Errorf("rebuild %s: %w", rb.Table, err)
+	}
+	if t.cluster != "" {
+		path := strings.NewReplacer("{database}", t.db, "{table}", t.local(rb.copyName())).Replace(t.zkPath)
+		create = replicatedPath.ReplaceAllString(create, "${1}'"+path+"'")
+	}
+	if err := t.conn.Exec(ctx, create); err != nil {
+		return fmt.Errorf("rebuild %s: create %s: %w", rb.Table, rb.copyName(), err)
+	}
+	if t.cluster != "" {
+		dist, err := t.info(ctx, rb.Table)
+		if err != nil {
+			return err
+		}
+		engine := strings.Replace(dist.engineFull, "'"+t.local(rb.Table)+"'", "'"+t.local(rb.copyName())+"'", 1)
+		if engine == dist.engineFull {
+			engine = strings.Replace(dist.engineFull, t.local(rb.Table), t.local(rb.copyName()), 1)
+		}
+		stmt := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s AS %s ENGINE = %s", t.q(rb.copyName()), t.on(), t.q(t.local(rb.copyName())), engine)
+		if err := t.conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("rebuild %s: create %s: %w", rb.Table, rb.copyName(), err)
+		}
+	}
+	return nil
+}
+
+// replicatedPath finds the ZooKeeper path of a Replicated engine in a CREATE TABLE.
+var replicatedPath = regexp.MustCompile(`(Replicated[A-Za-z]*MergeTree\()'[^']*'`)
+
+var createHead = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+\S+\s*\(`)
+
+// keyClauses matches a CREATE TABLE's PARTITION BY and ORDER BY, up to what follows them.
+var keyClauses = regexp.MustCompile(`(?is)\s(PARTITION\s+BY\s.+?\s)?ORDER\s+BY\s.+?(\s+(?:PRIMARY\s+KEY|SAMPLE\s+BY|TTL|SETTINGS)\s|$)`)
+
+// rekey rewrites create (system.tables' create_table_query) to create name on with the key.
+func rekey(create, name, on, partitionBy, orderBy string) (string, error) {
+	head := createHead.FindString(create)
+	if head == "" {
+		return "", fmt.Errorf("cannot read the table's definition: %.60q", create)
+	}
+	body := create[len(head):]
+	loc := keyClauses.FindStringSubmatchIndex(body)
+	if loc == nil {
+		return "", fmt.Errorf("no ORDER BY in the table's definition: %.80q", create)
+	}
+	rest := ""
+	if loc[4] >= 0 {
+		rest = body[loc[4]:]
+	}
+	return "CREATE TABLE IF NOT EXISTS " + name + on + " (" + body[:loc[0]] + " PARTITION BY " + partitionBy + " ORDER BY " + orderBy + rest, nil
+}
+
+// plan splits the table's rows into chunks: one per old partition, or, for a partition of
+// more than ChunkRows rows, ranges of the first two columns of the old key, found from a
+// sample of about 10,000 keys (one pass over those two columns).
+func (t rebuildTarget) plan(ctx context.Context, rb Rebuild) ([]chunk, error) {
+	ti, err := t.info(ctx, t.local(rb.Table))
+	if err != nil {
+		return nil, err
+	}
+	parts, err := t.partitions(ctx, rb.Table, ti.partitionKey)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := t.keyColumns(ctx, t.local(rb.Table), ti.sortingKey)
+	if err != nil {
+		return nil, err
+	}
+	var out []chunk
+	for _, p := range parts {
+		inPart := "1"
+		if ti.partitionKey != "" {
+			inPart = fmt.Sprintf("%s = %s", ti.partitionKey, p.literal)
+		}
+		if p.rows <= rb.chunkRows() || len(keys) == 0 {
+			out = append(out, chunk{N: uint32(len(out)), Where: inPart, Rows: p.rows})
+			continue
+		}
+		bounds, err := t.bounds(ctx, rb, inPart, keys, p.rows)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i <= len(bounds); i++ {
+			where := inPart
+			if i > 0 {
+				where += " AND NOT " + bounds[i-1]
+			}
+			if i < len(bounds) {
+				where += " AND " + bounds[i]
+			}
+			var n uint64
+			if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(rb.Table)+" WHERE "+where).Scan(&n); err != nil {
+				return nil, fmt.Errorf("rebuild %s: count a chunk: %w", rb.Table, err)
+			}
+			out = append(out, chunk{N: uint32(len(out)), Where: where, Rows: n})
+		}
+	}
+	return out, nil
+}
+
+type partition struct {
+	literal string
+	rows    uint64
+}
+
+// partitions lists the table's partitions (their key values as SQL literals) with their rows:
+// from system.parts on one server; in cluster mode, where one server holds one shard's parts,
+// by counting through the Distributed table.
+func (t rebuildTarget) partitions(ctx context.Context, table, key string) ([]partition, error) {
+	q := "SELECT partition, toUInt64(sum(rows)) FROM system.parts WHERE database = currentDatabase() AND table = '" + table + "' AND active GROUP BY partition ORDER BY partition"
+	if t.cluster != "" {
+		q = "SELECT toString(" + key + ") AS p, count() FROM " + t.q(table) + " GROUP BY p ORDER BY p"
+		if key == "" {
+			q = "SELECT 'tuple()', count() FROM " + t.q(table)
+		}
+	}
+	rows, err := t.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []partition
+	for rows.Next() {
+		var p partition
+		if err := rows.Scan(&p.literal, &p.rows); err != nil {
+			return nil, err
+		}
+		if _, err := strconv.ParseInt(p.literal, 10, 64); err != nil && !strings.HasPrefix(p.literal, "'") && p.literal != "tuple()" {
+			p.literal = sqlString(p.literal)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// keyColumn is a column of the old sorting key, and whether its values are written quoted.
+type keyColumn struct {
+	name   string
+	quoted bool
+}
+
+// keyColumns returns the first two columns of the sorting key sortingKey of table (fewer if
+// the key has fewer plain columns).
+func (t rebuildTarget) keyColumns(ctx context.Context, table, sortingKey string) ([]keyColumn, error) {
+	var out []keyColumn
+	for _, k := range strings.Split(sortingKey, ",") {
+		k = strings.TrimSpace(k)
+		if len(out) == 2 || k == "" {
+			break
+		}
+		var typ string
+		err := t.conn.QueryRow(ctx, "SELECT type FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?", table, k).Scan(&typ)
+		if err != nil {
+			break // an expression, not a column: the key ranges use the columns before it
+		}
+		out = append(out, keyColumn{name: k, quoted: !strings.Contains(typ, "Int") && !strings.Contains(typ, "Float")})
+	}
+	return out, nil
+}
+
+func sqlString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// bounds returns, in key order, the conditions "key < b" at the boundaries between chunks of
+// about ChunkRows rows of a partition of rows rows.
+func (t rebuildTarget) bounds(ctx context.Context, rb Rebuild, inPart string, keys []keyColumn, rows uint64) ([]string, error) {
+	every := max(rows/10_000, 1)
+	names := make([]string, len(keys))
+	strs := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = quoteIdent(k.name)
+		strs[i] = "toString(" + names[i] + ")"
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s AND cityHash64(%s) %% %d = 0 ORDER BY %s",
+		strings.Join(strs, ", "), t.q(rb.Table), inPart, strings.Join(names, ", "), every, strings.Join(names, ", "))
+	rs, err := t.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: sample the key: %w", rb.Table, err)
+	}
+	defer rs.Close()
+	var samples [][]string
+	for rs.Next() {
+		vals := make([]string, len(keys))
+		dest := make([]any, len(keys))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := rs.Scan(dest...); err != nil {
+			return nil, err
+		}
+		for i, k := range keys {
+			if k.quoted {
+				vals[i] = sqlString(vals[i])
+			}
+		}
+		samples = append(samples, vals)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	per := int(max(rb.chunkRows()/every, 1))
+	var out []string
+	for i := per; i < len(samples); i += per {
+		if b := lessThan(names, samples[i]); len(out) == 0 || out[len(out)-1] != b {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// lessThan is the condition that (keys...) sorts before vals (SQL literals), written with
+// plain comparisons so that the primary key can be used.
+func lessThan(keys, vals []string) string {
+	var ors []string
+	for i := range keys {
+		var ands []string
+		for j := 0; j < i; j++ {
+			ands = append(ands, keys[j]+" = "+vals[j])
+		}
+		ands = append(ands, keys[i]+" < "+vals[i])
+		ors = append(ors, "("+strings.Join(ands, " AND ")+")")
+	}
+	return "(" + strings.Join(ors, " OR ") + ")"
+}
+
+func (t rebuildTarget) record(ctx context.Context, rb Rebuild, plan []chunk, total uint64) error {
+	rows := make([]rebuildRow, len(plan))
+	now := time.Now()
+	for i, c := range plan {
+		rows[i] = rebuildRow{Version: rb.Version, Table: rb.Table, Kind: "plan", Chunk: c.N, Where: c.Where, Rows: c.Rows, Total: total, RecordAt: now}
+	}
+	if err := InsertRows(ctx, t.conn, RebuildsTable, rows); err != nil {
+		return fmt.Errorf("rebuild %s: record the plan: %w", rb.Table, err)
+	}
+	return nil
+}
+
+// deleteRows deletes the copy's rows that where selects, and waits for the deletion.
+func (t rebuildTarget) deleteRows(ctx context.Context, rb Rebuild, where string) error {
+	var n uint64
+	if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(rb.copyName())+" WHERE "+where).Scan(&n); err != nil {
+		return fmt.Errorf("rebuild %s: look for a partial chunk: %w", rb.Table, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := t.conn.Exec(ctx, "ALTER TABLE "+t.q(t.local(rb.copyName()))+t.on()+" DELETE WHERE "+where); err != nil {
+		return fmt.Errorf("rebuild %s: delete a partial chunk: %w", rb.Table, err)
+	}
+	for {
+		if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(rb.copyName())+" WHERE "+where).Scan(&n); err != nil {
+			return fmt.Errorf("rebuild %s: wait for the deletion: %w", rb.Table, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// swap checks that the copy holds every row of a table that did not change, then gives the
+// copy the table's name and the table the name <table>_before_<version>.
+func (t rebuildTarget) swap(ctx context.Context, rb Rebuild, total uint64) error {
+	src, err := t.info(ctx, rb.Table)
+	if err != nil {
+		return err
+	}
+	cp, err := t.info(ctx, rb.copyName())
+	if err != nil {
+		return err
+	}
+	if src.rows != total {
+		// Start over next time: the plan and the copy are of rows that are not all there is.
+		_ = t.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.q(rb.copyName())+t.on())
+		if t.cluster != "" {
+			_ = t.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.q(t.local(rb.copyName()))+t.on())
+		}
+		_ = t.conn.Exec(ctx, "ALTER TABLE "+t.q(RebuildsTable)+" DELETE WHERE version = "+strconv.Itoa(int(rb.Version))+" AND table_name = '"+rb.Table+"'")
+		return fmt.Errorf("%w: %s had %d rows when the rebuild began and has %d now; the copy was dropped: stop the ClickHouse sinks and run backflow migrate again", ErrRebuildSourceChanged, rb.Table, total, src.rows)
+	}
+	if cp.rows != total {
+		return fmt.Errorf("rebuild %s: the copy holds %d rows, the table %d; run migrate again to redo the chunks", rb.Table, cp.rows, total)
+	}
+	rename := fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s%s", t.q(t.local(rb.Table)), t.q(t.local(rb.beforeName())),
+		t.q(t.local(rb.copyName())), t.q(t.local(rb.Table)), t.on())
+	if err := t.conn.Exec(ctx, rename); err != nil {
+		return fmt.Errorf("rebuild %s: swap: %w", rb.Table, err)
+	}
+	if t.cluster != "" {
+		// The Distributed table keeps its name and now reads the rebuilt _local tables; the
+		// copy's Distributed table pointed at a name that is gone.
+		if err := t.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.q(rb.copyName())+t.on()); err != nil {
+			return fmt.Errorf("rebuild %s: drop the copy's Distributed table: %w", rb.Table, err)
+		}
+	}
+	return InsertRows(ctx, t.conn, RebuildsTable, []rebuildRow{{Version: rb.Version, Table: rb.Table, Kind: "swapped", Rows: total, Total: total, RecordAt: time.Now()}})
+}
