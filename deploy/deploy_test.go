@@ -1,5 +1,5 @@
 // Package deploy_test checks the deployment files structurally, since no container engine or
-// cluster runs here: every file parses, and the Dockerfile, the compose file and the
+// cluster runs here: every file parses, and the Dockerfiles, the compose file and the
 // Kubernetes manifests agree with each other and with backflow's config reference (the keys,
 // variables, stages and ports of package pipelines).
 package deploy_test
@@ -400,61 +400,85 @@ func TestCompose(t *testing.T) {
 				t.Errorf("backflow-%s sets %s, which backflow does not read", stage, name)
 			}
 		}
-		if str(at(s, "image")) != str(at(svcs, "sensitive-words", "image")) || str(at(s, "build", "dockerfile")) != "deploy/Dockerfile" {
+		if str(at(s, "image")) != "backflow:latest" || str(at(s, "build", "dockerfile")) != "deploy/Dockerfile" {
 			t.Errorf("backflow-%s image %v is not the one deploy/Dockerfile builds", stage, at(s, "image"))
 		}
 	}
+	// What is not the product runs from its own image: the stand-in sensitive-word service
+	// builds it, loadgen uses it.
+	if str(at(svcs, "sensitive-words", "image")) != "backflow-tools:latest" || str(at(svcs, "sensitive-words", "build", "dockerfile")) != "deploy/tools.Dockerfile" ||
+		str(at(svcs, "loadgen", "image")) != "backflow-tools:latest" {
+		t.Errorf("sensitive-words %v (%v) and loadgen %v: want the image deploy/tools.Dockerfile builds", at(svcs, "sensitive-words", "image"),
+			at(svcs, "sensitive-words", "build", "dockerfile"), at(svcs, "loadgen", "image"))
+	}
 }
 
-// TestDockerfile: multi-stage, the builder on go.mod's Go version, no cgo, both binaries, a
-// static final image, the default metrics port exposed, and only files that exist copied.
+// TestDockerfile: two images, each multi-stage, the builder on go.mod's Go version, no cgo, a
+// static final image as a non-root user, and only files that exist copied. deploy/Dockerfile
+// is the product, backflow alone (its entrypoint, the default metrics port exposed);
+// deploy/tools.Dockerfile what is not the product and compose runs beside it: the stand-in
+// sensitive-word service and the load generator.
 func TestDockerfile(t *testing.T) {
-	b, err := os.ReadFile("Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := string(b)
-	var froms []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "FROM" {
-			froms = append(froms, f[1])
-		}
-	}
-	if len(froms) < 2 {
-		t.Fatalf("FROM lines %v: want a multi-stage build", froms)
-	}
 	mod, err := os.ReadFile("../go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}
 	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(mod))[1]
-	if !strings.HasPrefix(froms[0], "golang:"+goVer) {
-		t.Errorf("builder %s, want golang:%s (go.mod)", froms[0], goVer)
-	}
-	if last := froms[len(froms)-1]; !strings.Contains(last, "distroless/static") && last != "scratch" {
-		t.Errorf("final image %s is not a static-only base", last)
-	}
 	_, dport, _ := net.SplitHostPort(ops.DefaultAddr)
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/backflow", "./tools/sensitive-words/cmd/sensitive-words", "EXPOSE " + dport, `ENTRYPOINT ["/usr/local/bin/backflow"]`, "USER nonroot"} {
-		if !strings.Contains(df, want) {
-			t.Errorf("Dockerfile lacks %q", want)
+	for _, tc := range []struct {
+		file          string
+		want, refused []string
+	}{
+		{"Dockerfile", []string{"./cmd/backflow", "EXPOSE " + dport, `ENTRYPOINT ["/usr/local/bin/backflow"]`}, []string{"./tools/", "/src/tools/"}},
+		{"tools.Dockerfile", []string{"./tools/sensitive-words/cmd/sensitive-words", "./tools/loadgen/cmd/loadgen", "sample.tsv"}, []string{"./cmd/backflow"}},
+	} {
+		b, err := os.ReadFile(tc.file)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, m := range regexp.MustCompile(`COPY --from=build[^ ]* /src/(\S+)`).FindAllStringSubmatch(df, -1) {
-		if _, err := os.Stat(filepath.Join("..", m[1])); err != nil {
-			t.Errorf("Dockerfile copies %s, which does not exist", m[1])
+		df := string(b)
+		var froms []string
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) > 1 && f[0] == "FROM" {
+				froms = append(froms, f[1])
+			}
+		}
+		if len(froms) < 2 {
+			t.Fatalf("%s: FROM lines %v: want a multi-stage build", tc.file, froms)
+		}
+		if !strings.HasPrefix(froms[0], "golang:"+goVer) {
+			t.Errorf("%s: builder %s, want golang:%s (go.mod)", tc.file, froms[0], goVer)
+		}
+		if last := froms[len(froms)-1]; !strings.Contains(last, "distroless/static") && last != "scratch" {
+			t.Errorf("%s: final image %s is not a static-only base", tc.file, last)
+		}
+		for _, want := range append([]string{"CGO_ENABLED=0", "USER nonroot"}, tc.want...) {
+			if !strings.Contains(df, want) {
+				t.Errorf("%s lacks %q", tc.file, want)
+			}
+		}
+		for _, refused := range tc.refused {
+			if strings.Contains(df, refused) {
+				t.Errorf("%s builds or copies %q, which belongs in the other image", tc.file, refused)
+			}
+		}
+		for _, m := range regexp.MustCompile(`COPY --from=build[^ ]* /src/(\S+)`).FindAllStringSubmatch(df, -1) {
+			if _, err := os.Stat(filepath.Join("..", m[1])); err != nil {
+				t.Errorf("%s copies %s, which does not exist", tc.file, m[1])
+			}
 		}
 	}
 }
 
-// TestBuildsWithoutCgo: the Dockerfile builds with CGO_ENABLED=0 for a static binary on a
-// distroless image; every package backflow and the sensitive-word service import must then
+// TestBuildsWithoutCgo: the Dockerfiles build with CGO_ENABLED=0 for static binaries on
+// distroless images; every package backflow and the sensitive-word service import must then
 // still have Go files to build (a dependency that needs cgo would leave a package empty).
 // go list resolves the whole graph under those settings without compiling it.
 func TestBuildsWithoutCgo(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Incomplete}}{{.ImportPath}}: {{.Error}}{{end}}{{if .CgoFiles}}{{.ImportPath}} needs cgo{{end}}",
-		"github.com/backflowhq/backflow/cmd/backflow", "github.com/backflowhq/backflow/tools/sensitive-words/cmd/sensitive-words")
+		"github.com/backflowhq/backflow/cmd/backflow", "github.com/backflowhq/backflow/tools/sensitive-words/cmd/sensitive-words",
+		"github.com/backflowhq/backflow/tools/loadgen/cmd/loadgen")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "" {

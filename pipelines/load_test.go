@@ -14,16 +14,8 @@ import (
 
 	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/secure"
+	"github.com/backflowhq/backflow/test/testenv"
 )
-
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
@@ -62,8 +54,8 @@ func withStackAddrs(c Config) Config {
 // TestLoad is the check-config table: each case is a file (and variables), and either the
 // values it must produce or every error it must report, each with its key path.
 func TestLoad(t *testing.T) {
-	secret := writeFile(t, "pw", "s3cret-from-file\n")
-	empty := writeFile(t, "empty", "\n")
+	secret := testenv.WriteFile(t, "pw", "s3cret-from-file\n")
+	empty := testenv.WriteFile(t, "empty", "\n")
 	tests := []struct {
 		name    string
 		yaml    string
@@ -307,7 +299,7 @@ extra: 1
 		t.Run(tt.name, func(t *testing.T) {
 			path := ""
 			if tt.yaml != "" {
-				path = writeFile(t, "backflow.yaml", tt.yaml)
+				path = testenv.WriteFile(t, "backflow.yaml", tt.yaml)
 			}
 			vars := tt.env
 			if !tt.bare {
@@ -345,7 +337,7 @@ extra: 1
 // TestOverridesWinAndNameTheFlag: flag overrides beat variables and the file, and a bad one
 // is reported under the flag's name.
 func TestOverridesWinAndNameTheFlag(t *testing.T) {
-	path := writeFile(t, "c.yaml", "sink_clickhouse: {batch_rows: 5}\n")
+	path := testenv.WriteFile(t, "c.yaml", "sink_clickhouse: {batch_rows: 5}\n")
 	l, err := Load(path, env(withAddrs(map[string]string{"BACKFLOW_SINK_CLICKHOUSE_BATCH_ROWS": "6"}, "")),
 		Override{Path: "sink_clickhouse.batch_rows", Value: "8", Source: "--batch-rows"})
 	if err != nil || l.Config.SinkClickHouse.BatchRows != 8 || l.Sources["sink_clickhouse.batch_rows"] != "--batch-rows" {

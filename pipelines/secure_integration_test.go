@@ -3,7 +3,6 @@ package pipelines_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,9 +25,9 @@ import (
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/proc"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
-	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // secured is one test's view of the secured stack: its settings, its secrets (to look for
@@ -398,7 +397,7 @@ func checkFeatures(t *testing.T, ctx context.Context, rdb goredis.UniversalClien
 		check := func(entity string, view string, want map[string]int) {
 			for name, n := range want {
 				key := feast.RedisKey(project, feast.StringEntity(entity, name))
-				got, err := int64Feature(ctx, rdb, key, view, "request_count")
+				got, _, err := testenv.Int64Feature(ctx, rdb, key, view, "request_count") // absent: 0
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -422,18 +421,6 @@ func checkFeatures(t *testing.T, ctx context.Context, rdb goredis.UniversalClien
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// int64Feature reads an Int64 feast Value from an entity's hash (0 when absent).
-func int64Feature(ctx context.Context, rdb goredis.UniversalClient, key, view, feat string) (int64, error) {
-	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
-	if errors.Is(err, goredis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return feast.DecodeInt64Value(b)
 }
 
 // TestSecuredWrongSecretsFailFast: each stage, started with one wrong secret (or a CA that did

@@ -21,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -207,7 +206,7 @@ func TestStreamsEndToEnd(t *testing.T) {
 	for _, s := range []*streamUnderTest{agent, train} {
 		checkStream(t, ctx, env, conn, s)
 	}
-	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	checkPoisonDeadLettered(t, ctx, env, dlqTopic, agent, train)
 	if hits := queryStrings(t, ctx, conn, "SELECT toString(countIf(length(_sensitive_words) > 0)) FROM v_training_data")[0]; hits == "0" {
 		t.Error("no training row has a sensitive word: the screening was not exercised")
 	} else {
@@ -246,7 +245,7 @@ func TestStreamsEndToEnd(t *testing.T) {
 		return "0" // a v1 record: the column's default
 	}}, valueCheck{"ifNull(reviewer, 'NULL')", func(m map[string]any) string { return str(m["reviewer"]) }})
 	checkStream(t, ctx, env, conn, agent)
-	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	checkPoisonDeadLettered(t, ctx, env, dlqTopic, agent, train)
 	bySchema := queryStrings(t, ctx, conn, "SELECT toString(uniqExact(_schema_id)) FROM v_agent_task_event")
 	if bySchema[0] != "2" {
 		t.Errorf("rows of %s schema ids after v2, want 2 (v1 and v2)", bySchema[0])
@@ -278,7 +277,7 @@ func TestStreamsEndToEnd(t *testing.T) {
 	after := queryStrings(t, ctx, conn, "SELECT toString(count()) FROM agent_task_event")[0]
 	t.Logf("replay re-read %d records of %s: rows stored %s before, %s after", p.Plan.Reread(), agent.group, before, after)
 	checkStream(t, ctx, env, conn, agent)
-	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	checkPoisonDeadLettered(t, ctx, env, dlqTopic, agent, train)
 	history("after the replay") // a replay re-reads records; the table is already at v2
 
 	// v3 changes attempt's type: the run stops naming the field; nothing of v3 lands.
@@ -307,7 +306,7 @@ func TestStreamsEndToEnd(t *testing.T) {
 		t.Errorf("%s v3 rows in the table, want 0", n)
 	}
 	checkStream(t, ctx, env, conn, agent) // unchanged: the v3 records are not in the oracle
-	checkDLQ(t, ctx, env, dlqTopic, agent, train)
+	checkPoisonDeadLettered(t, ctx, env, dlqTopic, agent, train)
 }
 
 // checkStream compares the stream's view with what was sent: every valid key once, from one
@@ -386,10 +385,10 @@ func countValid(es []loadgen.Entry) int {
 	return n
 }
 
-// checkDLQ: each poison record of the streams is in the DLQ once per pass over it (a replay
-// dead-letters it again), with its origin, its stream's stage and the class its kind names, and
-// nothing else is.
-func checkDLQ(t *testing.T, ctx context.Context, env *pipelinetest.Env, topic string, streams ...*streamUnderTest) {
+// checkPoisonDeadLettered: each poison record of the streams is in the DLQ once per pass over
+// it (a replay dead-letters it again), with its origin, its stream's stage and the class its
+// kind names, and nothing else is.
+func checkPoisonDeadLettered(t *testing.T, ctx context.Context, env *pipelinetest.Env, topic string, streams ...*streamUnderTest) {
 	t.Helper()
 	want := map[loadgen.Location]string{}
 	stage := map[string]string{}
@@ -404,26 +403,16 @@ func checkDLQ(t *testing.T, ctx context.Context, env *pipelinetest.Env, topic st
 		}
 	}
 	got := map[loadgen.Location]int{}
-	err := dlq.Scan(ctx, env.Kafka, topic, func(r *kgo.Record) error {
-		h := map[string]string{}
-		for _, x := range r.Headers {
-			h[x.Key] = string(x.Value)
-		}
-		p, _ := strconv.Atoi(h[dlq.HeaderOriginPartition])
-		o, _ := strconv.ParseInt(h[dlq.HeaderOriginOffset], 10, 64)
-		loc := loadgen.Location{Topic: h[dlq.HeaderOriginTopic], Partition: int32(p), Offset: o}
+	for _, e := range testenv.DLQEntries(t, ctx, env.Kafka, topic) {
+		loc := loadgen.Location{Topic: e.Origin.Topic, Partition: e.Origin.Partition, Offset: e.Origin.Offset}
 		got[loc]++
 		class, ok := want[loc]
 		switch {
 		case !ok:
-			t.Errorf("DLQ holds %v (%s: %s), which is no poison", loc, h[dlq.HeaderErrorClass], h[dlq.HeaderErrorMessage])
-		case h[dlq.HeaderErrorClass] != class || h[dlq.HeaderErrorStage] != stage[loc.Topic]:
-			t.Errorf("DLQ entry of %v: class %s stage %s, want %s %s", loc, h[dlq.HeaderErrorClass], h[dlq.HeaderErrorStage], class, stage[loc.Topic])
+			t.Errorf("DLQ holds %v (%s: %s), which is no poison", loc, e.Class, e.Message)
+		case e.Class != class || e.Stage != stage[loc.Topic]:
+			t.Errorf("DLQ entry of %v: class %s stage %s, want %s %s", loc, e.Class, e.Stage, class, stage[loc.Topic])
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for loc := range want {
 		if got[loc] != passes[loc.Topic] {

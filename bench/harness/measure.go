@@ -14,7 +14,7 @@ import (
 	"github.com/backflowhq/backflow/tools/loadgen"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/backflowhq/backflow/tools/procstat"
+	"github.com/backflowhq/backflow/test/procstat"
 )
 
 // backlog is the pre-filled source topics every peer drains.

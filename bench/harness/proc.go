@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	childproc "github.com/backflowhq/backflow/tools/proc"
-	"github.com/backflowhq/backflow/tools/procstat"
+	childproc "github.com/backflowhq/backflow/test/proc"
+	"github.com/backflowhq/backflow/test/procstat"
 )
 
 // child is a stage run as a child process of the harness, so that its /proc entry can be read

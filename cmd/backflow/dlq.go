@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/backflowhq/backflow/internal/dlq"
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/pipelines"
 )
 
 func newDLQCmd() *cobra.Command {
@@ -98,6 +102,17 @@ func (f *dlqFilter) match(e dlq.Entry) bool {
 
 func addTopicFlag(cmd *cobra.Command, topic *string) {
 	cmd.Flags().StringVar(topic, "topic", dlq.DefaultTopic, "the dead-letter topic")
+}
+
+// kafkaFor loads the Kafka settings a dlq subcommand needs and bounds the command by timeout;
+// the caller defers cancel.
+func kafkaFor(cmd *cobra.Command, timeout time.Duration) (_ kafka.Conn, _ context.Context, cancel context.CancelFunc, _ error) {
+	cfg, err := loadConfig(pipelines.SystemKafka)
+	if err != nil {
+		return kafka.Conn{}, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	return cfg.Kafka, ctx, cancel, nil
 }
 
 func checkTopicFlag(topic string) error {

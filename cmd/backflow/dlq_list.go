@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/dlq"
-	"github.com/backflowhq/backflow/pipelines"
 )
 
 // listOptions are list's flags.
@@ -71,16 +69,15 @@ func (o *listOptions) run(cmd *cobra.Command) error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("%w: --timeout must be positive, got %v", errUsage, o.timeout)
 	}
-	cfg, err := loadConfig(pipelines.SystemKafka)
+	k, ctx, cancel, err := kafkaFor(cmd, o.timeout)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	p := newEntryPrinter(out, o.json)
 	p.repeats = !o.all
-	res, err := dlq.List(ctx, cfg.Kafka, o.topic, dlq.ListOptions{Class: o.class, OriginTopic: o.originTopic, Limit: o.limit, All: o.all,
+	res, err := dlq.List(ctx, k, o.topic, dlq.ListOptions{Class: o.class, OriginTopic: o.originTopic, Limit: o.limit, All: o.all,
 		Undecodable: func(r *kgo.Record, err error) {
 			fmt.Fprintf(stderr, "backflow: %s/%d/%d is not a DLQ entry: %v\n", r.Topic, r.Partition, r.Offset, err)
 		}}, p.printListed)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/pipelines"
 )
 
 type redriveOptions struct {
@@ -115,15 +114,14 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(pipelines.SystemKafka)
+	k, ctx, cancel, err := kafkaFor(cmd, o.timeout)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 
-	plan, err := dlq.PlanRedrive(ctx, cfg.Kafka, o.topic, dlq.Selection{Positions: wanted, Class: o.class, All: o.all, OriginTopic: o.originTopic}, time.Now())
+	plan, err := dlq.PlanRedrive(ctx, k, o.topic, dlq.Selection{Positions: wanted, Class: o.class, All: o.all, OriginTopic: o.originTopic}, time.Now())
 	if err != nil {
 		return err
 	}
@@ -138,7 +136,7 @@ func (o *redriveOptions) run(cmd *cobra.Command) error {
 	}
 	if !o.execute {
 		printDryRun(out, plan)
-	} else if err := redrive(ctx, out, stderr, cfg.Kafka, plan); err != nil {
+	} else if err := redrive(ctx, out, stderr, k, plan); err != nil {
 		return err
 	}
 	if len(plan.Problems) > 0 {

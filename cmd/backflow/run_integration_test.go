@@ -29,11 +29,11 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/test/chaos"
+	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/proc"
 	"github.com/backflowhq/backflow/test/testenv"
-	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
-	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // startSensitive starts a private sensitive-word service that a test may stop and start
@@ -252,15 +252,6 @@ func (e *pipelineEnv) count(t *testing.T, ctx context.Context, q string, args ..
 	return n
 }
 
-// int64Feature reads an Int64 feature Value from an entity's Redis hash (Feast's layout).
-func int64Feature(ctx context.Context, rdb goredis.UniversalClient, key, view, feat string) (int64, error) {
-	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
-	if err != nil {
-		return 0, err
-	}
-	return feast.DecodeInt64Value(b)
-}
-
 // TestRunEndToEnd runs `backflow run` with every stage in one process from a config file (with
 // a variable overriding a file key, and the sensitive-word token read from a token_file), on
 // loadgen traffic to private topics. It checks:
@@ -391,9 +382,9 @@ func TestRunEndToEnd(t *testing.T) {
 		if err := rows.Scan(&tenant, &n); err != nil {
 			t.Fatal(err)
 		}
-		got, err := int64Feature(ctx, e.rdb, feast.RedisKey(e.Features.Project, feast.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
-		if err != nil || got != int64(n) {
-			t.Errorf("tenant %s: Redis request_count %d (%v), ClickHouse %d", tenant, got, err, n)
+		got, found, err := testenv.Int64Feature(ctx, e.rdb, feast.RedisKey(e.Features.Project, feast.StringEntity(features.TenantEntity, tenant)), features.TenantView, "request_count")
+		if err != nil || !found || got != int64(n) {
+			t.Errorf("tenant %s: Redis request_count %d (found %v, %v), ClickHouse %d", tenant, got, found, err, n)
 		}
 		tenants++
 		total += n

@@ -86,6 +86,12 @@ func (w *Writer) WriteBatch(ctx context.Context, entries []Entry) error {
 	return nil
 }
 
+// Record is the DLQ record a Writer with cfg produces for e (the layout of the package doc),
+// built without producing it; now stands in for a zero e.Time.
+func (cfg Config) Record(e Entry, now time.Time) (*kgo.Record, error) {
+	return cfg.withDefaults().record(e, now)
+}
+
 // record builds the DLQ record for e (see the package doc for the layout). cfg has its
 // defaults applied; now stands in for a zero e.Time.
 func (cfg Config) record(e Entry, now time.Time) (*kgo.Record, error) {

@@ -17,45 +17,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
-	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
-	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
-// int64Feature reads an Int64 Value of a feature from an entity's hash; ok false when absent.
-func int64Feature(ctx context.Context, rdb goredis.UniversalClient, key, view, feat string) (int64, bool, error) {
-	b, err := rdb.HGet(ctx, key, feast.FieldKey(view, feat)).Bytes()
-	if err == goredis.Nil {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	v, err := feast.DecodeInt64Value(b)
-	return v, err == nil, err
-}
-
-// checkDLQ asserts the sink's DLQ holds exactly the one bad enriched record, classed not_framed.
-func checkDLQ(t *testing.T, ctx context.Context, kcfg kafka.Conn, topic, origin, key string) {
+// checkUndecodableDeadLettered asserts the sink's DLQ holds exactly the one bad enriched
+// record, classed not_framed.
+func checkUndecodableDeadLettered(t *testing.T, ctx context.Context, kcfg kafka.Conn, topic, origin, key string) {
 	t.Helper()
-	var entries []dlq.Entry
-	if err := dlq.Scan(ctx, kcfg, topic, func(r *kgo.Record) error {
-		e, err := dlq.Decode(r)
-		if err != nil {
-			return err
-		}
-		entries = append(entries, e)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	entries := testenv.DLQEntries(t, ctx, kcfg, topic)
 	if len(entries) != 1 {
 		t.Fatalf("sink DLQ holds %d entries, want 1", len(entries))
 	}
@@ -446,7 +423,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 			var diffs []string
 			diff := func(what, key, view string, e expected, checks []check) {
 				for _, c := range checks {
-					got, _, err := int64Feature(ctx, rdb, key, view, c.feat)
+					got, _, err := testenv.Int64Feature(ctx, rdb, key, view, c.feat)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -494,7 +471,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 		if n := p.Pending(); n != 0 {
 			t.Fatalf("%d records still pending after lag 0", n)
 		}
-		checkDLQ(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
+		checkUndecodableDeadLettered(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
 		stopSink()
 		if err := <-sinkDone; err != nil {
 			t.Fatalf("sink-features: %v", err)
@@ -508,7 +485,7 @@ func runE2E(t *testing.T, outage time.Duration) {
 	compare("first pass")
 	testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.EnrichedTopic)
 	testenv.WaitCommitted(t, ctx, admin, fcfg.Group, fcfg.LoopTopic())
-	checkDLQ(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
+	checkUndecodableDeadLettered(t, ctx, kcfg, fcfg.DLQTopic, icfg.EnrichedTopic, "bad-"+id)
 
 	// A sample read through Feast's own SDK (a private Feast project named like the test's).
 	python, repo := testenv.FeastSetup(t, fcfg.Project, t.TempDir())

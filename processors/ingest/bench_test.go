@@ -6,19 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/sr/srfake"
-
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/moderation"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // BenchmarkRecordPath measures ingest's per-record work without I/O: decode a framed v1
 // inference result into the current type (schema cached), apply the dedupe rule, and build
 // the moderation item, in batches of 100.
 func BenchmarkRecordPath(b *testing.B) {
-	fake := srfake.New()
-	defer fake.Close()
-	reg, _ := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
+	reg, _ := testenv.FakeRegistry(b)
 	enc, _ := avro.NewEncoder[avro.InferenceResult](reg, avro.InferenceResultV1, "model-inference-result-value")
 	dec, _ := avro.NewDecoder[avro.InferenceResult](reg, avro.InferenceResultSchema, avro.DecoderConfig{})
 	now := time.Now()

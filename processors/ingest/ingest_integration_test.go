@@ -18,9 +18,9 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/proc"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
-	"github.com/backflowhq/backflow/tools/proc"
 )
 
 // stage is one test's private set of topics and group on the real stack.

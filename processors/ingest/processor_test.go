@@ -23,6 +23,7 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // capture is an in-process Producer: it acknowledges every record at once and keeps them.
@@ -145,18 +146,14 @@ type harness struct {
 // builder (to hold or fail goka's own writes).
 func newHarness(t *testing.T, cfg Config, epoch int32, wrap ...func(goka.ProducerBuilder) goka.ProducerBuilder) *harness {
 	t.Helper()
-	fake := srfake.New()
-	t.Cleanup(fake.Close)
-	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, fake := testenv.FakeRegistry(t)
 	h := &harness{t: t, out: &capture{}, dead: &deadBox{}, check: &script{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), reg: reg,
 		fake: fake, fails: make(chan error, 16), prom: prometheus.NewRegistry()}
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var err error
 	h.p, err = NewProcessor(ctx, cfg, 1, epoch, Deps{Registry: reg, Producer: h.out, DeadLetters: h.dead, SensitiveWords: h.check,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Fail: func(err error) { h.fails <- err },
 		Metrics: NewMetrics(ops.NewMetrics(h.prom).Stage("ingest"), cfg.withDefaults().Group)})

@@ -24,9 +24,9 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
-	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 

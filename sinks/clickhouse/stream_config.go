@@ -158,9 +158,20 @@ func (c StreamConfig) Columns(schema hamba.Schema, caps Capabilities) ([]Column,
 	if err != nil {
 		return nil, err
 	}
-	under := func(field, path string) bool { return field == path || strings.HasPrefix(field, path+".") }
+	cols, errs := c.pick(all)
+	errs = append(errs, c.checkFields(all, cols)...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cols, nil
+}
+
+// pick is the columns of all the table keeps: those Include names (all without it) and
+// Exclude does not, renamed by Rename. Each error is a conf.FieldError naming the key.
+func (c StreamConfig) pick(all []Column) ([]Column, []error) {
 	var errs []error
 	bad := func(key, format string, a ...any) { errs = append(errs, conf.Errorf(key, format, a...)) }
+	under := func(field, path string) bool { return field == path || strings.HasPrefix(field, path+".") }
 	matches := func(paths []string, key string) map[string]bool {
 		out := map[string]bool{}
 		for _, p := range paths {
@@ -201,6 +212,15 @@ func (c StreamConfig) Columns(schema hamba.Schema, caps Capabilities) ([]Column,
 		}
 		names[col.Name] = true
 	}
+	return cols, errs
+}
+
+// checkFields checks the fields the stream gives a role against the columns it keeps: the
+// dedupe key a single non-null value, the event time a time or date, the screened fields
+// strings. Each error is a conf.FieldError naming the key.
+func (c StreamConfig) checkFields(all, cols []Column) []error {
+	var errs []error
+	bad := func(key, format string, a ...any) { errs = append(errs, conf.Errorf(key, format, a...)) }
 	if c.DedupeKey != "" {
 		switch col, ok := columnOf(cols, c.DedupeKey); {
 		case !ok:
@@ -225,10 +245,7 @@ func (c StreamConfig) Columns(schema hamba.Schema, caps Capabilities) ([]Column,
 			bad("Screen", "field %s is %s: only a string (or an optional string) is screened", f, col.Type)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return cols, nil
+	return errs
 }
 
 func columnOf(cols []Column, field string) (Column, bool) {

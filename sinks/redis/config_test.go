@@ -67,7 +67,7 @@ func TestOptionsReadPasswordFile(t *testing.T) {
 	if u, p := opts.CredentialsProvider(); u != "backflow" || p != "first" {
 		t.Fatalf("credentials = %q, %q", u, p)
 	}
-	if err := writeFile(path, "second\n"); err != nil {
+	if err := os.WriteFile(path, []byte("second\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, p := opts.CredentialsProvider(); p != "second" {
@@ -93,5 +93,3 @@ func TestIsAuthError(t *testing.T) {
 		}
 	}
 }
-
-func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }

@@ -11,8 +11,8 @@ import (
 	"github.com/backflowhq/backflow/internal/feast"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/testenv"
-	"github.com/backflowhq/backflow/tools/faultproxy"
 )
 
 // TestWriterRetriesWhileRedisDown: the writer's Redis is unreachable until it has retried three

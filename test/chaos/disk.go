@@ -12,7 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/tools/proc"
+	"github.com/backflowhq/backflow/test/proc"
 )
 
 // Disk is a small tmpfs mounted for one scenario, so that a store can run out of space and get

@@ -23,8 +23,8 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/redis"
+	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/stackclean"
-	"github.com/backflowhq/backflow/tools/faultproxy"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/backflowhq/backflow/tools/proc"
-	"github.com/backflowhq/backflow/tools/procstat"
+	"github.com/backflowhq/backflow/test/proc"
+	"github.com/backflowhq/backflow/test/procstat"
 )
 
 // Bins are the binaries the children run: backflow and sensitive-words, built as shipped

@@ -18,7 +18,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
-	"github.com/backflowhq/backflow/tools/faultproxy"
+	"github.com/backflowhq/backflow/test/faultproxy"
 )
 
 // Scenario is one row of reliability.md's table, as data: what it injects, and a body that
@@ -958,7 +958,7 @@ func secured(ctx context.Context, r *Run) error {
 		{"redis", "BACKFLOW_REDIS_PASSWORD_FILE", "sink-features"},
 	} {
 		bad := r.Dir + "/wrong-secret-" + w.system
-		if err := writeFile(bad, "wrong-"+r.ID+"\n"); err != nil {
+		if err := os.WriteFile(bad, []byte("wrong-"+r.ID+"\n"), 0o600); err != nil {
 			return err
 		}
 		cfg, err := r.Config("wrong-"+w.system, w.stages, nil)
@@ -1118,8 +1118,6 @@ func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
-
-func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
 
 func removeAll(dir string) error {
 	if dir == "" || dir == "/" {

@@ -80,7 +80,7 @@ func TestCheckNamesTheOffendingImport(t *testing.T) {
 			"pipelines":        {"pipelines/replay", "processors/features", "sinks/redis"},
 			"cmd/backflow":     {"pipelines", "internal/dlq"},
 			"tools/loadgen":    {"avro", "internal/kafka"},
-			"test/chaos":       {"pipelines", "tools/faultproxy"},
+			"test/chaos":       {"pipelines", "test/faultproxy"},
 			"bench/harness":    {"tools/loadgen"},
 		}, nil},
 	} {

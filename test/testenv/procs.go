@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/tools/proc"
+	"github.com/backflowhq/backflow/test/proc"
 )
 
 // RepoRoot is the module's root folder, found from the working directory (a test runs in its

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/alerts"
-	"github.com/backflowhq/backflow/tools/proc"
+	"github.com/backflowhq/backflow/test/proc"
 )
 
 var (

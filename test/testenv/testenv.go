@@ -11,7 +11,7 @@
 // removal when the test ends (Topics, RemoveTopics, Groups, Subjects, RedisKeys, Database;
 // pipelinetest.Env does it all for a private pipeline). `make test` ends with test/leftovers,
 // which fails when anything with a test's ID is still there. Child processes run through
-// Start and StartSensitive (tools/proc), binaries from Build.
+// Start and StartSensitive (test/proc), binaries from Build.
 package testenv
 
 import (

@@ -10,20 +10,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/conf/conftest"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func fakeRegistry(t *testing.T) *sr.Client {
 	t.Helper()
-	fake := srfake.New()
-	t.Cleanup(fake.Close)
-	cl, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _ := testenv.FakeRegistry(t)
 	return cl
 }
 

@@ -7,9 +7,9 @@ import (
 
 	hamba "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestStreamTrafficDecodes: every original and duplicate a stream generator plans for the
@@ -73,11 +73,6 @@ func TestStreamTrafficDecodes(t *testing.T) {
 
 func newFakeRegistry(t *testing.T) *sr.Client {
 	t.Helper()
-	fake := srfake.New()
-	t.Cleanup(fake.Close)
-	cl, err := sr.NewClient(sr.URLs(fake.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _ := testenv.FakeRegistry(t)
 	return cl
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 const (
@@ -44,18 +46,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// writeFile replaces path atomically (rename), as an operator should.
-func writeFile(t testing.TB, path, content string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 type testServer struct {
 	*Server
 	URL  string
@@ -68,7 +58,7 @@ type testServer struct {
 func newTestServer(t testing.TB, dict string, cfg Config) *testServer {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "dict.tsv")
-	writeFile(t, path, dict)
+	testenv.WriteFile(t, path, dict)
 	logs := &syncBuffer{}
 	cfg.DictionaryPath = path
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -380,11 +370,11 @@ func TestMetrics(t *testing.T) {
 	do(t, ts.URL, request{contentType: "text/plain", body: "{}"})
 	do(t, ts.URL, request{contentType: js, body: "{"})
 
-	writeFile(t, ts.Dict, dictB)
+	testenv.WriteFile(t, ts.Dict, dictB)
 	if err := ts.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, ts.Dict, "broken line\n")
+	testenv.WriteFile(t, ts.Dict, "broken line\n")
 	if err := ts.Reload(); err == nil {
 		t.Fatal("reload of a broken file succeeded")
 	}
@@ -537,7 +527,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("nightjar matched before the reload: %+v", before.Items[0])
 	}
 
-	writeFile(t, ts.Dict, dictB)
+	testenv.WriteFile(t, ts.Dict, dictB)
 	if err := ts.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +536,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("after reload: %+v (dictionary %s, before %s)", after.Items[0], after.Dictionary, before.Dictionary)
 	}
 
-	writeFile(t, ts.Dict, dictB+"broken\tline\n")
+	testenv.WriteFile(t, ts.Dict, dictB+"broken\tline\n")
 	err := ts.Reload()
 	if !errors.Is(err, ErrDictionary) || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("reload of a broken file: %v, want ErrDictionary naming line 5", err)
@@ -588,14 +578,14 @@ func TestWatch(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	writeFile(t, ts.Dict, dictB)
+	testenv.WriteFile(t, ts.Dict, dictB)
 	waitFor("the new dictionary", func() bool { return ts.Matcher().Dictionary().Version != v0 })
 	if len(ts.Matcher().Find("nightjar")) != 1 {
 		t.Fatal("nightjar not found after the watched reload")
 	}
 	v1 := ts.Matcher().Dictionary().Version
 
-	writeFile(t, ts.Dict, "not a dictionary\n")
+	testenv.WriteFile(t, ts.Dict, "not a dictionary\n")
 	waitFor("a failed reload", func() bool {
 		return metricValue(t, ts.URL, `sensitive_words_dictionary_reloads_total{result="failed"}`) == 1
 	})
@@ -607,7 +597,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal("the broken file replaced the dictionary")
 	}
 
-	writeFile(t, ts.Dict, dictA)
+	testenv.WriteFile(t, ts.Dict, dictA)
 	waitFor("the fixed dictionary", func() bool { return ts.Matcher().Dictionary().Version == v0 })
 }
 
@@ -621,7 +611,7 @@ func TestReloadInFlight(t *testing.T) {
 		done <- decodeCheck(t, do(t, ts.URL, request{contentType: "application/json", body: checkBody("n", "nightjar")}))
 	}()
 	time.Sleep(150 * time.Millisecond) // the request is waiting out its latency
-	writeFile(t, ts.Dict, dictB)
+	testenv.WriteFile(t, ts.Dict, dictB)
 	if err := ts.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -684,17 +674,17 @@ func TestReloadUnderLoad(t *testing.T) {
 	for i := range 60 {
 		switch i % 3 {
 		case 0:
-			writeFile(t, ts.Dict, dictB)
+			testenv.WriteFile(t, ts.Dict, dictB)
 			if err := ts.Reload(); err != nil {
 				t.Error(err)
 			}
 		case 1:
-			writeFile(t, ts.Dict, "broken\n")
+			testenv.WriteFile(t, ts.Dict, "broken\n")
 			if err := ts.Reload(); err == nil {
 				t.Error("broken file reloaded")
 			}
 		case 2:
-			writeFile(t, ts.Dict, dictA)
+			testenv.WriteFile(t, ts.Dict, dictA)
 			if err := ts.Reload(); err != nil {
 				t.Error(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // lockedBuffer collects the service's log output.
@@ -49,16 +50,6 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path+".tmp", []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 type health struct {
@@ -113,9 +104,9 @@ func post(t *testing.T, url, token, body string) (int, string) {
 func TestRunServesReloadsOnSIGHUPAndStops(t *testing.T) {
 	dir := t.TempDir()
 	dict := filepath.Join(dir, "dict.tsv")
-	writeFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
+	testenv.WriteFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
 	tokenFile := filepath.Join(dir, "token")
-	writeFile(t, tokenFile, "  tok-123\n")
+	testenv.WriteFile(t, tokenFile, "  tok-123\n")
 	addr := freeAddr(t)
 	base := "http://" + addr
 	logs := &lockedBuffer{}
@@ -145,7 +136,7 @@ func TestRunServesReloadsOnSIGHUPAndStops(t *testing.T) {
 		t.Fatalf("with token: %d %s", code, b)
 	}
 
-	writeFile(t, dict, "bluefin\tdemo-fraud\t0.5\nnightjar\tdemo-violence\t0.45\n")
+	testenv.WriteFile(t, dict, "bluefin\tdemo-fraud\t0.5\nnightjar\tdemo-violence\t0.45\n")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +185,7 @@ func TestRunServesReloadsOnSIGHUPAndStops(t *testing.T) {
 // TestRunFaultsEndpointOnlyWithFlag: /debug/faults exists only with --test-faults.
 func TestRunFaultsEndpointOnlyWithFlag(t *testing.T) {
 	dict := filepath.Join(t.TempDir(), "dict.tsv")
-	writeFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
+	testenv.WriteFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
 	for _, tt := range []struct {
 		flags []string
 		want  int
@@ -223,11 +214,11 @@ func TestRunFaultsEndpointOnlyWithFlag(t *testing.T) {
 func TestRunRefusesBadStarts(t *testing.T) {
 	dir := t.TempDir()
 	dict := filepath.Join(dir, "dict.tsv")
-	writeFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
+	testenv.WriteFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
 	broken := filepath.Join(dir, "broken.tsv")
-	writeFile(t, broken, "bluefin\tdemo-fraud\n")
+	testenv.WriteFile(t, broken, "bluefin\tdemo-fraud\n")
 	empty := filepath.Join(dir, "empty-token")
-	writeFile(t, empty, "\n")
+	testenv.WriteFile(t, empty, "\n")
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -275,9 +266,9 @@ func TestRunServesTLS(t *testing.T) {
 	pki := securetest.New(t)
 	dir := t.TempDir()
 	dict := filepath.Join(dir, "dict.tsv")
-	writeFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
+	testenv.WriteFile(t, dict, "bluefin\tdemo-fraud\t0.5\n")
 	tokenFile := filepath.Join(dir, "token")
-	writeFile(t, tokenFile, "tok-tls\n")
+	testenv.WriteFile(t, tokenFile, "tok-tls\n")
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
