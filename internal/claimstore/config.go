@@ -26,6 +26,9 @@ type Config struct {
 	// BloomFalsePositive is the false-positive rate of each sealed segment's Bloom filter
 	// (about 10 bits a key at 1 %). Default 0.01.
 	BloomFalsePositive float64
+	// Clock is the store's time: a value written is as of Clock(), and a segment expires by it.
+	// Default time.Now.
+	Clock func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -46,6 +49,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BloomFalsePositive == 0 {
 		c.BloomFalsePositive = 0.01
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return c
 }

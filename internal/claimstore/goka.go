@@ -131,7 +131,7 @@ func (it *iter) Next() bool {
 		if e == 0 {
 			continue
 		}
-		r, err := g.record(uint32(e)-1, &s.scratch)
+		r, err := g.record(uint32(e)-1, &s.rb)
 		if err != nil {
 			it.err = err
 			return false

@@ -182,9 +182,20 @@ func (g *segment) keyCount() int {
 	return g.keys
 }
 
-// readAt returns n bytes at file offset off: from the buffer, the previous buffer, or the
-// file (into *scratch).
-func (g *segment) readAt(off int64, n int, scratch *[]byte) ([]byte, error) {
+// readBuf holds the bytes last read from a segment's file, so that a key check and the read of
+// its record cost one pread.
+type readBuf struct {
+	b   []byte
+	g   *segment
+	off int64
+}
+
+// readAhead is how much a read from a file takes at least: most records fit.
+const readAhead = 512
+
+// readAt returns n bytes at file offset off: from the buffer, the previous buffer, rb, or the
+// file (into rb). The bytes are valid until the next read.
+func (g *segment) readAt(off int64, n int, rb *readBuf) ([]byte, error) {
 	if off >= g.size {
 		i := int(off - g.size)
 		if i+n > len(g.buf) {
@@ -196,38 +207,39 @@ func (g *segment) readAt(off int64, n int, scratch *[]byte) ([]byte, error) {
 		i := int(off - g.prevOff)
 		return g.prev[i : i+n], nil
 	}
-	if cap(*scratch) < n {
-		*scratch = make([]byte, max(n, 512))
+	if rb.g == g && off >= rb.off && off+int64(n) <= rb.off+int64(len(rb.b)) {
+		i := int(off - rb.off)
+		return rb.b[i : i+n], nil
 	}
-	b := (*scratch)[:n]
-	if _, err := g.f.ReadAt(b, off); err != nil {
+	want := int64(max(n, readAhead))
+	if off+want > g.size {
+		want = g.size - off
+	}
+	if want < int64(n) {
+		return nil, fmt.Errorf("claimstore: read past the end of segment %d", g.id)
+	}
+	if int64(cap(rb.b)) < want {
+		rb.b = make([]byte, want)
+	}
+	rb.b = rb.b[:want]
+	rb.g = nil
+	if _, err := g.f.ReadAt(rb.b, off); err != nil {
 		return nil, fmt.Errorf("claimstore: read segment %d: %w", g.id, err)
 	}
-	return b, nil
+	rb.g, rb.off = g, off
+	return rb.b[:n], nil
 }
 
 // record reads the record at pos.
-func (g *segment) record(pos uint32, scratch *[]byte) (record, error) {
+func (g *segment) record(pos uint32, rb *readBuf) (record, error) {
 	off := int64(pos) * 8
-	want := 256
-	if end := g.size + int64(len(g.buf)); off+int64(want) > end {
-		want = int(end - off)
-	}
-	if off < g.size && off+int64(want) > g.size {
-		want = int(g.size - off)
-	}
-	if want < recHeader {
-		want = recHeader
-	}
-	b, err := g.readAt(off, want, scratch)
+	b, err := g.readAt(off, recHeader, rb)
 	if err != nil {
 		return record{}, err
 	}
 	_, klen, vlen := parseHeader(b)
-	if n := recHeader + klen + vlen; n > len(b) {
-		if b, err = g.readAt(off, n, scratch); err != nil {
-			return record{}, err
-		}
+	if b, err = g.readAt(off, recHeader+klen+vlen, rb); err != nil {
+		return record{}, err
 	}
 	r, err := parseRecord(b)
 	if err != nil {
@@ -237,18 +249,22 @@ func (g *segment) record(pos uint32, scratch *[]byte) (record, error) {
 }
 
 // keyAt reports whether the record at pos has key.
-func (g *segment) keyAt(pos uint32, key string, scratch *[]byte) bool {
+func (g *segment) keyAt(pos uint32, key string, rb *readBuf) bool {
 	off := int64(pos) * 8
-	b, err := g.readAt(off, recHeader+len(key), scratch)
+	b, err := g.readAt(off, recHeader, rb)
 	if err != nil {
 		return false
 	}
 	_, klen, _ := parseHeader(b)
-	return klen == len(key) && string(b[recHeader:recHeader+klen]) == key
+	if klen != len(key) {
+		return false
+	}
+	b, err = g.readAt(off, recHeader+klen, rb)
+	return err == nil && string(b[recHeader:]) == key
 }
 
 // lookupSealed finds key (hash h) in a sealed segment's index file.
-func (g *segment) lookupSealed(key string, h uint32, scratch *[]byte) (uint32, bool, error) {
+func (g *segment) lookupSealed(key string, h uint32, rb *readBuf) (uint32, bool, error) {
 	var chunk [64]byte
 	i := uint64(h) & g.mask
 	for probed := uint64(0); probed <= g.mask; {
@@ -263,7 +279,7 @@ func (g *segment) lookupSealed(key string, h uint32, scratch *[]byte) (uint32, b
 			if e == 0 {
 				return 0, false, nil
 			}
-			if uint32(e>>32) == h && g.keyAt(uint32(e)-1, key, scratch) {
+			if uint32(e>>32) == h && g.keyAt(uint32(e)-1, key, rb) {
 				return uint32(e) - 1, true, nil
 			}
 		}

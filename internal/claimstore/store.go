@@ -41,7 +41,7 @@ type Store struct {
 	flushed   time.Time
 	nextDrop  time.Time
 	closed    bool
-	scratch   []byte
+	rb        readBuf
 	locs      []uint64
 	// last is the active index slot of the last key looked up, for the Set that follows
 	// (valid while gen is unchanged).
@@ -62,9 +62,7 @@ var _ storage.Storage = (*Store)(nil)
 // read into memory), an unsealed one is scanned to rebuild its index (a torn tail, what a
 // crash can leave, is cut off) and sealed unless it is the newest, and expired segments are
 // dropped.
-func Open(dir string, cfg Config) (*Store, error) { return open(dir, cfg, time.Now) }
-
-func open(dir string, cfg Config, now func() time.Time) (*Store, error) {
+func Open(dir string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,7 +70,7 @@ func open(dir string, cfg Config, now func() time.Time) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("claimstore: %w", err)
 	}
-	s := &Store{cfg: cfg, dir: dir, now: now}
+	s := &Store{cfg: cfg, dir: dir, now: cfg.Clock}
 	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
 		return nil, err
@@ -176,7 +174,7 @@ func (s *Store) replay(g *segment, pos uint32, r record) {
 	}
 	key := string(r.key)
 	h := uint32(xxhash.Sum64String(key))
-	slot, found := g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.scratch) })
+	slot, found := g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.rb) })
 	g.idx.set(slot, h, pos, found)
 	g.note(r.ts)
 }
@@ -224,7 +222,7 @@ func (s *Store) Get(key string) ([]byte, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	r, err := g.record(pos, &s.scratch)
+	r, err := g.record(pos, &s.rb)
 	if err != nil || r.kind != kindPut {
 		return nil, err
 	}
@@ -239,7 +237,7 @@ func (s *Store) lookup(key string, segs []*segment, remember bool) (*segment, ui
 	for i := len(segs) - 1; i >= 0; i-- {
 		g := segs[i]
 		if !g.sealed() {
-			slot, found := g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.scratch) })
+			slot, found := g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.rb) })
 			if remember {
 				s.last.key, s.last.seg, s.last.slot, s.last.found, s.last.gen = key, g, slot, found, s.gen
 			}
@@ -254,7 +252,7 @@ func (s *Store) lookup(key string, segs []*segment, remember bool) (*segment, ui
 		if !g.bloom.TestLocations(locs[:g.bloom.K()]) {
 			continue
 		}
-		pos, ok, err := g.lookupSealed(key, h, &s.scratch)
+		pos, ok, err := g.lookupSealed(key, h, &s.rb)
 		if err != nil {
 			return nil, 0, false, err
 		}
@@ -324,7 +322,7 @@ func (s *Store) put(kind byte, key string, value []byte, ts int64) error {
 	if s.last.seg == g && s.last.gen == s.gen && s.last.key == key {
 		slot, found = s.last.slot, s.last.found
 	} else {
-		slot, found = g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.scratch) })
+		slot, found = g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.rb) })
 	}
 	g.idx.set(slot, h, pos, found)
 	s.gen++

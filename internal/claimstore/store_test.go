@@ -17,7 +17,8 @@ func (c *clock) now() time.Time { return c.t }
 
 func openAt(t *testing.T, dir string, cfg Config, c *clock) *Store {
 	t.Helper()
-	s, err := open(dir, cfg, c.now)
+	cfg.Clock = c.now
+	s, err := Open(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
