@@ -14,6 +14,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
@@ -69,7 +70,8 @@ type Processor struct {
 	Metrics *ops.Stage
 	m       *metrics
 
-	fold  *folder // sends the aggregates' deltas (fold.go); set by Run
+	fold  *folder  // sends the aggregates' deltas (fold.go); set by Run
+	ents  *entries // decoded table entries (entries.go)
 	seqMu sync.Mutex
 	seqs  map[int32]*sequencer // per enriched partition: records complete in order
 }
@@ -84,7 +86,14 @@ func NewProcessor(runCtx context.Context, cfg Config, reg avro.Registry, dead De
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Processor{cfg: cfg, dead: dead, dec: dec, w: w, log: log, runCtx: runCtx}, nil
+	return &Processor{cfg: cfg, dead: dead, dec: dec, w: w, log: log, runCtx: runCtx, ents: newEntries()}, nil
+}
+
+// StorageBuilder wraps the group table's storage builder (goka.WithStorageBuilder) so that
+// the processor decodes each table entry once and then keeps it (entries.go). Without it, the
+// processor reads entries through goka's ctx.Value.
+func (p *Processor) StorageBuilder(inner storage.Builder) storage.Builder {
+	return p.ents.Storage(inner)
 }
 
 // RedisRetries is how many Redis pipelines failed and were retried so far.
@@ -123,13 +132,6 @@ func (p *Processor) sweep(gctx goka.Context, _ any) {
 		gctx.Delete()
 		p.Stats.Swept.Add(1)
 	}
-}
-
-func (p *Processor) entry(gctx goka.Context) *Entry {
-	if v, ok := gctx.Value().(*Entry); ok && v != nil {
-		return v
-	}
-	return &Entry{}
 }
 
 // submit hands ops to the writer and commits the record once they are written. Every record
@@ -205,10 +207,14 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		gctx.Fail(p.runCtx.Err())
 		return
 	}
-	e := p.entry(gctx)
+	e, err := p.ents.load(gctx)
+	if err != nil {
+		gctx.Fail(err)
+		return
+	}
 	st, deltas := ApplyRecord(e.Request, &rec, Pos{Partition: gctx.Partition(), Offset: gctx.Offset()})
 	st.Seen = time.Now().UTC()
-	gctx.SetValue(&Entry{Request: st})
+	p.ents.save(gctx, &Entry{Request: st})
 	keys := make([]string, 0, len(deltas))
 	for k := range deltas {
 		keys = append(keys, k)
@@ -255,7 +261,11 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.submit(gctx, nil)
 		return
 	}
-	e := p.entry(gctx)
+	e, err := p.ents.load(gctx)
+	if err != nil {
+		gctx.Fail(err)
+		return
+	}
 	kind, id := splitKey(gctx.Key())
 	var tenant, user string
 	switch kind {
@@ -292,7 +302,9 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.m.delta(changed)
 	}
 	if applied > 0 {
-		gctx.SetValue(e)
+		p.ents.save(gctx, e)
+	} else {
+		p.ents.keep(gctx, e)
 	}
 	var op feast.Op
 	switch kind {
@@ -424,7 +436,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	}
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
-		goka.WithStorageBuilder(kafka.GokaStorage(dir)),
+		goka.WithStorageBuilder(p.StorageBuilder(kafka.GokaStorage(dir))),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
 	proc, err := kafka.NewGokaProcessor(runCtx, rc.Kafka.Brokers, p.Graph(), opts...)
