@@ -218,4 +218,3 @@ func TestUndecodableRecordDeadLettered(t *testing.T) {
 		t.Fatalf("stats: undecoded %d, records %d", h.p.Stats.Undecoded.Load(), h.p.Stats.Records.Load())
 	}
 }
-
