@@ -17,22 +17,22 @@ import (
 // Results as written to <out>/<stamp>.json (default .bench/results, ignored by git); every
 // figure of a peer's Median is the median over its runs.
 type results struct {
-	Partial    bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
-	Commit     string                  `json:"commit,omitempty"`  // git rev-parse --short HEAD at the start; absent in files from before it was recorded
-	Machine    machine                 `json:"machine"`
-	Started    time.Time               `json:"started"`
-	Finished   time.Time               `json:"finished"`
-	LoadAfter  string                  `json:"load_average_after"`
-	Options    map[string]string       `json:"options"`
-	Backlog    map[string]any          `json:"backlog"`
-	Peers      map[string]*peerResults `json:"peers"`
-	Ratios     map[string]float64      `json:"ratios"`
+	Partial   bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
+	Commit    string                  `json:"commit,omitempty"`  // git rev-parse --short HEAD at the start; absent in files from before it was recorded
+	Machine   machine                 `json:"machine"`
+	Started   time.Time               `json:"started"`
+	Finished  time.Time               `json:"finished"`
+	LoadAfter string                  `json:"load_average_after"`
+	Options   map[string]string       `json:"options"`
+	Backlog   map[string]any          `json:"backlog"`
+	Peers     map[string]*peerResults `json:"peers"`
+	Ratios    map[string]float64      `json:"ratios"`
 	// PairRatios compares backflow with each other peer pair by pair (run r with run r,
 	// drained back to back): "backflow/ceiling" → records_per_sec, cpu_seconds_per_million.
 	PairRatios map[string]map[string]pairRatio `json:"pair_ratios,omitempty"`
-	Latency    *latencyResults         `json:"latency,omitempty"`
-	ProfileDir string                  `json:"profile_dir,omitempty"`
-	Profiles   map[string]string       `json:"profiles,omitempty"` // stage/kind → top of the profile
+	Latency    *latencyResults                 `json:"latency,omitempty"`
+	ProfileDir string                          `json:"profile_dir,omitempty"`
+	Profiles   map[string]string               `json:"profiles,omitempty"` // stage/kind → top of the profile
 	// Scale holds every backlog size of a scale run (--scale); Backlog and Peers are then
 	// those of one of them (see pickScalePoint).
 	Scale []scalePoint `json:"scale,omitempty"`
