@@ -221,7 +221,12 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 	}
 	sort.Strings(keys)
 	p.Stats.Records.Add(1)
-	p.record(gctx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, keys, deltas, func() { p.Metrics.Out(1) })
+	// The row is built when the writer sends it, from the state given here, which the next
+	// record of the request changes (the entry stays cached): it gets a copy. A copy of the
+	// struct is enough, as ApplyRecord replaces the state's slices and positions, never
+	// changes them in place.
+	row := *st
+	p.record(gctx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), &row, p.cfg.RequestTTL)}, keys, deltas, func() { p.Metrics.Out(1) })
 }
 
 // deadLetter writes an undecodable enriched record to the DLQ, retrying until the brokers
@@ -316,7 +321,15 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		op = ModelOp(p.cfg.Project, id, e.Model)
 	}
 	// Written even when unchanged: a crash may have come between the table update and Redis.
-	p.submit(gctx, []feast.Op{op})
+	// The row is built now: the state stays cached and the next batch changes it in place.
+	p.submit(gctx, []feast.Op{built(op)})
+}
+
+// built is op with its row built now, so it no longer reads the state it was made from.
+func built(op feast.Op) feast.Op {
+	args := op.Build(nil)
+	op.Build = func(dst []any) []any { return append(dst, args...) }
+	return op
 }
 
 // RunConfig is what Run needs besides Config.

@@ -2,6 +2,7 @@ package features
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,26 @@ type memStore struct {
 	mu   sync.Mutex
 	keys map[string]int // ops per Redis key
 	jobs int
+	ops  []submitted
+}
+
+// submitted is an op and the row it would have written had it been sent at once.
+type submitted struct {
+	op  feast.Op
+	row map[string]any
+}
+
+// unchanged fails t for each op whose row differs now from when it was submitted: a writer
+// builds a row when it sends it, later than the submission, and must get the same row.
+func (m *memStore) unchanged(t *testing.T) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, s := range m.ops {
+		if now := s.op.Row(); !reflect.DeepEqual(now, s.row) {
+			t.Errorf("op %d on %s: its row changed after it was submitted", i, s.op.Key)
+		}
+	}
 }
 
 func (m *memStore) Run(ctx context.Context) error { <-ctx.Done(); return nil }
@@ -29,6 +50,7 @@ func (m *memStore) Submit(_ context.Context, ops []feast.Op, done func(error)) e
 	m.jobs++
 	for _, op := range ops {
 		m.keys[op.Key]++
+		m.ops = append(m.ops, submitted{op, op.Row()})
 	}
 	m.mu.Unlock()
 	done(nil)
@@ -198,6 +220,8 @@ func TestEntriesDecodedOnce(t *testing.T) {
 	if n := h.p.ents.decoded.Load(); n != 1 {
 		t.Fatalf("%d entries decoded, want 1 (the tenant entry changed behind the processor)", n)
 	}
+	// The entries stay in memory and change in place: the rows handed to the writer must not.
+	h.store.unchanged(t)
 }
 
 // TestUndecodableRecordDeadLettered: an enriched record that does not decode goes to the DLQ
