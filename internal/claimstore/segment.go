@@ -8,8 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-
-	"github.com/bits-and-blooms/bloom/v3"
 )
 
 // A segment is an append-only log of records, each 8-byte aligned:
@@ -23,7 +21,7 @@ import (
 //
 // The newest segment is active: its index lives in memory. A sealed segment has its index in
 // <id>.idx (a 64-byte header, then the slots, read with pread) and a Bloom filter of its keys
-// in <id>.bloom, held in memory; its log is only read.
+// in <id>.bloom (filter.go), held in memory; its log is only read.
 const (
 	recHeader = 20
 
@@ -169,7 +167,7 @@ type segment struct {
 	idxFile *os.File
 	mask    uint64
 	keys    int
-	bloom   *bloom.BloomFilter
+	filter  *filter
 }
 
 func (g *segment) sealed() bool { return g.idx == nil }
@@ -382,42 +380,4 @@ func (g *segment) readIndexHeader() error {
 	g.hasOffset = h[48] == 1
 	g.records = int(binary.LittleEndian.Uint64(h[52:]))
 	return nil
-}
-
-// writeBloomFile writes f to path, through a temporary file.
-func writeBloomFile(path string, f *bloom.BloomFilter) error {
-	tmp := path + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(out, 1<<20)
-	_, err = f.WriteTo(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func readBloomFile(path string) (*bloom.BloomFilter, error) {
-	in, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	var f bloom.BloomFilter
-	if _, err := f.ReadFrom(bufio.NewReaderSize(in, 1<<20)); err != nil {
-		return nil, err
-	}
-	return &f, nil
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cespare/xxhash/v2"
 	"github.com/lovoo/goka/storage"
 )
@@ -127,7 +126,7 @@ func (s *Store) openSegment(id uint64, newest bool) (*segment, error) {
 		g.idxFile = idx
 		err = g.readIndexHeader()
 		if err == nil {
-			g.bloom, err = readBloomFile(g.path + ".bloom")
+			g.filter, err = readFilterFile(g.path + ".bloom")
 		}
 		if err == nil {
 			return g, nil
@@ -232,8 +231,8 @@ func (s *Store) Get(key string) ([]byte, error) {
 // lookup finds key's newest record in segs, newest first. remember keeps the active index
 // slot for the next put.
 func (s *Store) lookup(key string, segs []*segment, remember bool) (*segment, uint32, bool, error) {
-	h := uint32(xxhash.Sum64String(key))
-	var locs []uint64
+	h64 := xxhash.Sum64String(key)
+	h := uint32(h64)
 	for i := len(segs) - 1; i >= 0; i-- {
 		g := segs[i]
 		if !g.sealed() {
@@ -246,10 +245,7 @@ func (s *Store) lookup(key string, segs []*segment, remember bool) (*segment, ui
 			}
 			continue
 		}
-		if locs == nil {
-			locs = s.locations(key)
-		}
-		if !g.bloom.TestLocations(locs[:g.bloom.K()]) {
+		if !g.filter.has(h64) {
 			continue
 		}
 		pos, ok, err := g.lookupSealed(key, h, &s.rb)
@@ -261,24 +257,6 @@ func (s *Store) lookup(key string, segs []*segment, remember bool) (*segment, ui
 		}
 	}
 	return nil, 0, false, nil
-}
-
-// bloomK is the number of hash functions the filters use at most: every filter is built for
-// the same false-positive rate, so they share it.
-func (s *Store) bloomK() uint {
-	_, k := bloom.EstimateParameters(1<<20, s.cfg.BloomFalsePositive)
-	return k
-}
-
-// locations are key's Bloom locations, computed once per lookup for every segment's filter.
-func (s *Store) locations(key string) []uint64 {
-	k := s.bloomK()
-	for _, g := range s.segs {
-		if g.bloom != nil && g.bloom.K() > k {
-			k = g.bloom.K()
-		}
-	}
-	return bloom.Locations([]byte(key), k)
 }
 
 // Set stores value as key's newest value, as of now.
@@ -403,12 +381,10 @@ func (s *Store) seal(g *segment) error {
 	if err := s.writeLocked(g); err != nil {
 		return err
 	}
-	n := max(g.idx.n, 1)
-	m, k := bloom.EstimateParameters(uint(n), s.cfg.BloomFalsePositive)
-	f := bloom.New(m, k)
+	f := newFilter(g.idx.n, s.cfg.BloomFalsePositive)
 	if _, err := g.scan(func(_ uint32, r record) {
 		if r.kind != kindOffset {
-			f.Add(r.key)
+			f.add(xxhash.Sum64(r.key))
 		}
 	}); err != nil {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
@@ -416,7 +392,7 @@ func (s *Store) seal(g *segment) error {
 	if err := g.f.Sync(); err != nil {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
 	}
-	if err := writeBloomFile(g.path+".bloom", f); err != nil {
+	if err := writeFilterFile(g.path+".bloom", f); err != nil {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
 	}
 	if err := writeIndexFile(g.path+".idx", g); err != nil {
@@ -426,7 +402,7 @@ func (s *Store) seal(g *segment) error {
 	if err != nil {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
 	}
-	g.idxFile, g.mask, g.keys, g.bloom = idx, uint64(len(g.idx.slots)-1), g.idx.n, f
+	g.idxFile, g.mask, g.keys, g.filter = idx, uint64(len(g.idx.slots)-1), g.idx.n, f
 	g.idx, g.buf, g.prev = nil, nil, nil
 	s.gen++
 	return nil
@@ -567,8 +543,8 @@ func (s *Store) Stats() Stats {
 		if g.idx != nil {
 			st.MemoryBytes += int64(len(g.idx.slots)) * 8
 		} else {
-			st.DiskBytes += idxHeader + int64(g.mask+1)*8 + int64(g.bloom.Cap()/8)
-			st.MemoryBytes += int64(g.bloom.Cap() / 8)
+			st.DiskBytes += idxHeader + int64(g.mask+1)*8 + g.filter.bytes()
+			st.MemoryBytes += g.filter.bytes()
 		}
 	}
 	return st
