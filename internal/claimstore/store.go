@@ -1,8 +1,11 @@
 package claimstore
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,6 +56,16 @@ type Store struct {
 	}
 	gen     uint64
 	skipped int64 // expired changelog records skipped by SetAt
+
+	// union is a filter of every sealed segment's keys (by their index hash): a key it does
+	// not hold is in no sealed segment, which a first sighting learns from one cache line
+	// instead of one per segment. It may still hold the keys of dropped segments (unionDead of
+	// its unionKeys), which only costs false positives; it is rebuilt once a quarter of it is
+	// dead or it is full (unionCap).
+	union     *filter
+	unionKeys int
+	unionDead int
+	unionCap  int
 }
 
 var _ storage.Storage = (*Store)(nil)
@@ -99,6 +112,10 @@ func Open(dir string, cfg Config) (*Store, error) {
 		}
 	}
 	if err := s.dropExpiredLocked(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err := s.rebuildUnion(); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -233,8 +250,15 @@ func (s *Store) Get(key string) ([]byte, error) {
 func (s *Store) lookup(key string, segs []*segment, remember bool) (*segment, uint32, bool, error) {
 	h64 := xxhash.Sum64String(key)
 	h := uint32(h64)
+	unionChecked := false
 	for i := len(segs) - 1; i >= 0; i-- {
 		g := segs[i]
+		if g.sealed() && !unionChecked {
+			unionChecked = true
+			if s.union != nil && !s.union.has(unionHash(h)) {
+				return nil, 0, false, nil // in no sealed segment
+			}
+		}
 		if !g.sealed() {
 			slot, found := g.idx.find(h, func(p uint32) bool { return g.keyAt(p, key, &s.rb) })
 			if remember {
@@ -403,8 +427,61 @@ func (s *Store) seal(g *segment) error {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
 	}
 	g.idxFile, g.mask, g.keys, g.filter = idx, uint64(len(g.idx.slots)-1), g.idx.n, f
+	slots := g.idx.slots
 	g.idx, g.buf, g.prev = nil, nil, nil
 	s.gen++
+	if s.union == nil || s.unionKeys+g.keys > s.unionCap {
+		return s.rebuildUnion()
+	}
+	for _, e := range slots {
+		if e != 0 {
+			s.union.add(unionHash(uint32(e >> 32)))
+		}
+	}
+	s.unionKeys += g.keys
+	return nil
+}
+
+// unionHash spreads an index hash (32 bits, all the index files keep) over 64 for the union
+// filter (splitmix64's finalizer).
+func unionHash(h uint32) uint64 {
+	x := uint64(h) * 0x9E3779B97F4A7C15
+	x ^= x >> 29
+	x *= 0xBF58476D1CE4E5B9
+	return x ^ x>>32
+}
+
+// rebuildUnion makes the union anew from the sealed segments' index files, sized for twice
+// their keys.
+func (s *Store) rebuildUnion() error {
+	total := 0
+	for _, g := range s.segs {
+		if g.sealed() {
+			total += g.keys
+		}
+	}
+	if total == 0 {
+		s.union, s.unionKeys, s.unionDead, s.unionCap = nil, 0, 0, 0
+		return nil
+	}
+	capacity := max(2*total, 1<<16)
+	u := newFilter(capacity, s.cfg.BloomFalsePositive)
+	for _, g := range s.segs {
+		if !g.sealed() {
+			continue
+		}
+		r := bufio.NewReaderSize(io.NewSectionReader(g.idxFile, idxHeader, int64(g.mask+1)*8), 1<<20)
+		var b [8]byte
+		for range g.mask + 1 {
+			if _, err := io.ReadFull(r, b[:]); err != nil {
+				return fmt.Errorf("claimstore: read index of segment %d: %w", g.id, err)
+			}
+			if e := binary.LittleEndian.Uint64(b[:]); e != 0 {
+				u.add(unionHash(uint32(e >> 32)))
+			}
+		}
+	}
+	s.union, s.unionKeys, s.unionDead, s.unionCap = u, total, 0, capacity
 	return nil
 }
 
@@ -416,6 +493,9 @@ func (s *Store) dropExpiredLocked() error {
 	var errs []error
 	for _, g := range s.segs {
 		if g.records > 0 && g.maxTS < limit && g != act {
+			if g.sealed() {
+				s.unionDead += g.keys
+			}
 			errs = append(errs, g.remove())
 			continue
 		}
@@ -424,6 +504,9 @@ func (s *Store) dropExpiredLocked() error {
 	clear(s.segs[len(keep):])
 	s.segs = keep
 	s.gen++
+	if s.union != nil && s.unionDead*4 > s.unionKeys {
+		errs = append(errs, s.rebuildUnion())
+	}
 	return errors.Join(errs...)
 }
 
@@ -546,6 +629,9 @@ func (s *Store) Stats() Stats {
 			st.DiskBytes += idxHeader + int64(g.mask+1)*8 + g.filter.bytes()
 			st.MemoryBytes += g.filter.bytes()
 		}
+	}
+	if s.union != nil {
+		st.MemoryBytes += s.union.bytes()
 	}
 	return st
 }

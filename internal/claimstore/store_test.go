@@ -210,6 +210,16 @@ func TestStoreSegmentsSealAndExpire(t *testing.T) {
 	if fp > 4*10_000*3/100 { // 4 filters at 1 %: well under 3 %
 		t.Fatalf("%d false positives in 40,000 probes", fp)
 	}
+	// The union of the sealed segments' keys turns most of those away with one test.
+	passed := 0
+	for i := range 10_000 {
+		if s.union.has(unionHash(uint32(xxhash.Sum64String(fmt.Sprintf("absent-%d", i))))) {
+			passed++
+		}
+	}
+	if s.union == nil || passed > 300 {
+		t.Fatalf("the union filter passed %d of 10,000 absent keys", passed)
+	}
 }
 
 // TestStoreSealsAFullIndex: the newest segment is sealed once its index holds MaxActiveKeys,
