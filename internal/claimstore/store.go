@@ -485,20 +485,24 @@ func (s *Store) rebuildUnion() error {
 	return nil
 }
 
-// dropExpiredLocked removes every segment whose newest record is older than the window.
+// dropExpiredLocked removes the oldest segments whose newest record is older than the window.
 func (s *Store) dropExpiredLocked() error {
 	limit := s.now().Add(-s.cfg.Window).UnixMilli()
 	act := s.active()
 	keep := s.segs[:0]
 	var errs []error
+	// Only the oldest segments go, up to the first that stays: a newer segment holds newer
+	// versions, and dropping it before an older one could bring an older version back.
+	dropping := true
 	for _, g := range s.segs {
-		if g.records > 0 && g.maxTS < limit && g != act {
+		if dropping && g.records > 0 && g.maxTS < limit && g != act {
 			if g.sealed() {
 				s.unionDead += g.keys
 			}
 			errs = append(errs, g.remove())
 			continue
 		}
+		dropping = false
 		keep = append(keep, g)
 	}
 	clear(s.segs[len(keep):])
