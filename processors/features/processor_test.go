@@ -193,8 +193,8 @@ func TestConsumeCountsARequestOnceThroughItsDeltas(t *testing.T) {
 	}
 }
 
-// TestEntriesDecodedOnce: an entry this processor wrote is taken from memory on its next
-// record or delta batch, not decoded again; an entry whose stored bytes changed behind its back
+// TestEntriesDecodedOnce: an aggregate entry this processor wrote is taken from memory on its
+// next delta batch, not decoded again; an entry whose stored bytes changed behind its back
 // (here the tester's SetTableValue, as a restore after a rebalance would) is decoded afresh and
 // updated on top of what is stored.
 func TestEntriesDecodedOnce(t *testing.T) {
@@ -207,7 +207,7 @@ func TestEntriesDecodedOnce(t *testing.T) {
 		t.Fatalf("tenant counted %d requests, want 4", n)
 	}
 	if n := h.p.ents.decoded.Load(); n != 0 {
-		t.Fatalf("%d entries decoded: every one was written by the processor and should come from memory", n)
+		t.Fatalf("%d aggregate entries decoded: every one was written by the processor and should come from memory", n)
 	}
 	stored := h.entry(TenantKeyPrefix + "t1")
 	stored.Tenant.RequestCount = 100
