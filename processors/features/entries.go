@@ -48,7 +48,17 @@ type entryCache struct {
 
 type cachedEntry struct {
 	raw []byte
-	e   *Entry
+	h   *held
+}
+
+// held is an aggregate entry the processor holds decoded. The rows made from it are built
+// when the writer sends them, while the processor may be applying the next batch to it, so mu
+// guards e: the processor holds it while it changes and stores e, the row builder while it
+// reads it (guarded). A row built later than its batch may show a later state, which is one
+// the table already holds: rows are whole, so the last write wins either way.
+type held struct {
+	mu sync.Mutex
+	e  *Entry
 }
 
 func newEntries() *entries {
@@ -76,23 +86,22 @@ func (x *entries) partition(p int32) (storage.Storage, *entryCache) {
 	return x.stores[p], x.parts[p]
 }
 
-// load returns the key's entry (an empty one when it has none), decoding only what the cache
-// does not hold as stored.
-func (x *entries) load(gctx goka.Context) (*Entry, error) {
+// entry is a request's entry, read through goka (an empty one when it has none).
+func entry(gctx goka.Context) *Entry {
+	if v, ok := gctx.Value().(*Entry); ok && v != nil {
+		return v
+	}
+	return &Entry{}
+}
+
+// load returns the aggregate key's entry (an empty one when it has none), decoding only what
+// the cache does not hold as stored.
+func (x *entries) load(gctx goka.Context) (*held, error) {
 	st, c := x.partition(gctx.Partition())
 	if st == nil {
-		if v, ok := gctx.Value().(*Entry); ok && v != nil {
-			return v, nil
-		}
-		return &Entry{}, nil
+		return &held{e: entry(gctx)}, nil
 	}
 	key := gctx.Key()
-	if kind, _ := splitKey(key); kind == "" { // a request entry: not kept
-		if v, ok := gctx.Value().(*Entry); ok && v != nil {
-			return v, nil
-		}
-		return &Entry{}, nil
-	}
 	raw, err := st.Get(key)
 	if err != nil {
 		return nil, fmt.Errorf("features: read entry %q: %w", key, err)
@@ -101,30 +110,24 @@ func (x *entries) load(gctx goka.Context) (*Entry, error) {
 		delete(c.m, key)
 		c.size -= len(ce.raw)
 		if bytes.Equal(ce.raw, raw) && raw != nil {
-			return ce.e, nil
+			return ce.h, nil
 		}
 	}
 	if raw == nil {
-		return &Entry{}, nil
+		return &held{e: &Entry{}}, nil
 	}
 	x.decoded.Add(1)
 	v, err := (EntryCodec{}).Decode(raw)
 	if err != nil {
 		return nil, err
 	}
-	return v.(*Entry), nil
+	return &held{e: v.(*Entry)}, nil
 }
 
-// save writes e as the key's entry (one encode, in goka's SetValue) and keeps it decoded.
-func (x *entries) save(gctx goka.Context, e *Entry) {
-	gctx.SetValue(e)
-	x.keep(gctx, e)
-}
-
-// keep caches e as the key's entry as stored now (e unchanged since load, or just saved).
-func (x *entries) keep(gctx goka.Context, e *Entry) {
+// keep caches h as the key's entry as stored now (unchanged since load, or just stored).
+func (x *entries) keep(gctx goka.Context, h *held) {
 	st, c := x.partition(gctx.Partition())
-	if kind, _ := splitKey(gctx.Key()); st == nil || kind == "" {
+	if st == nil {
 		return
 	}
 	raw, err := st.Get(gctx.Key())
@@ -141,6 +144,6 @@ func (x *entries) keep(gctx goka.Context, e *Entry) {
 			}
 		}
 	}
-	c.m[gctx.Key()] = cachedEntry{raw: raw, e: e}
+	c.m[gctx.Key()] = cachedEntry{raw: raw, h: h}
 	c.size += len(raw)
 }

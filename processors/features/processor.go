@@ -207,26 +207,17 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		gctx.Fail(p.runCtx.Err())
 		return
 	}
-	e, err := p.ents.load(gctx)
-	if err != nil {
-		gctx.Fail(err)
-		return
-	}
+	e := entry(gctx)
 	st, deltas := ApplyRecord(e.Request, &rec, Pos{Partition: gctx.Partition(), Offset: gctx.Offset()})
 	st.Seen = time.Now().UTC()
-	p.ents.save(gctx, &Entry{Request: st})
+	gctx.SetValue(&Entry{Request: st})
 	keys := make([]string, 0, len(deltas))
 	for k := range deltas {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	p.Stats.Records.Add(1)
-	// The row is built when the writer sends it, from the state given here, which the next
-	// record of the request changes (the entry stays cached): it gets a copy. A copy of the
-	// struct is enough, as ApplyRecord replaces the state's slices and positions, never
-	// changes them in place.
-	row := *st
-	p.record(gctx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), &row, p.cfg.RequestTTL)}, keys, deltas, func() { p.Metrics.Out(1) })
+	p.record(gctx, []feast.Op{RequestOp(p.cfg.Project, gctx.Key(), st, p.cfg.RequestTTL)}, keys, deltas, func() { p.Metrics.Out(1) })
 }
 
 // deadLetter writes an undecodable enriched record to the DLQ, retrying until the brokers
@@ -266,7 +257,7 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.submit(gctx, nil)
 		return
 	}
-	e, err := p.ents.load(gctx)
+	h, err := p.ents.load(gctx)
 	if err != nil {
 		gctx.Fail(err)
 		return
@@ -287,6 +278,29 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.submit(gctx, nil)
 		return
 	}
+	p.applyDeltas(gctx, h, kind, ds)
+	p.ents.keep(gctx, h)
+	e := h.e
+	var op feast.Op
+	switch kind {
+	case "tenant":
+		op = TenantOp(p.cfg.Project, id, e.Tenant)
+	case "user":
+		op = UserOp(p.cfg.Project, tenant, user, e.User)
+	case "model":
+		op = ModelOp(p.cfg.Project, id, e.Model)
+	}
+	// Written even when unchanged: a crash may have come between the table update and Redis.
+	// The entry stays in memory and the next batch changes it: the row is built under its lock.
+	p.submit(gctx, []feast.Op{guarded(op, &h.mu)})
+}
+
+// applyDeltas applies a batch to the held entry and stores it once if it changed, holding the
+// entry's lock (released even when goka's SetValue fails the callback).
+func (p *Processor) applyDeltas(gctx goka.Context, h *held, kind string, ds DeltaBatch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.e
 	applied := 0
 	for _, d := range ds {
 		var changed bool
@@ -307,28 +321,18 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.m.delta(changed)
 	}
 	if applied > 0 {
-		p.ents.save(gctx, e)
-	} else {
-		p.ents.keep(gctx, e)
+		gctx.SetValue(e)
 	}
-	var op feast.Op
-	switch kind {
-	case "tenant":
-		op = TenantOp(p.cfg.Project, id, e.Tenant)
-	case "user":
-		op = UserOp(p.cfg.Project, tenant, user, e.User)
-	case "model":
-		op = ModelOp(p.cfg.Project, id, e.Model)
-	}
-	// Written even when unchanged: a crash may have come between the table update and Redis.
-	// The row is built now: the state stays cached and the next batch changes it in place.
-	p.submit(gctx, []feast.Op{built(op)})
 }
 
-// built is op with its row built now, so it no longer reads the state it was made from.
-func built(op feast.Op) feast.Op {
-	args := op.Build(nil)
-	op.Build = func(dst []any) []any { return append(dst, args...) }
+// guarded is op with its row built under mu, the lock of the entry it reads (held).
+func guarded(op feast.Op, mu *sync.Mutex) feast.Op {
+	build := op.Build
+	op.Build = func(dst []any) []any {
+		mu.Lock()
+		defer mu.Unlock()
+		return build(dst)
+	}
 	return op
 }
 
