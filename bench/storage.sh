@@ -15,6 +15,7 @@ STORE=${BENCH_STORAGE_STORE:-claimstore}
 mkdir -p .bench/results
 stamp=$(date -u +%Y%m%dT%H%M%S)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
+commit=$(git rev-parse --short HEAD 2>/dev/null || true) # at the start: the code measured
 if [ -n "${BENCH_STORAGE_FROM:-}" ]; then
   out=$BENCH_STORAGE_FROM
   load="(not recorded: summarized from $out)"
@@ -27,7 +28,6 @@ else
   } | tee "$out"
 fi
 [ "$STORE" = claimstore ] || exit 0
-commit=$(git rev-parse --short HEAD 2>/dev/null || true)
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 awk -v commit="$commit" -v started="$stamp" -v load="$load" -v cpu="$cpu" -v cores="$(nproc)" '
   /^BenchmarkClaimStoreGrowth\// {
