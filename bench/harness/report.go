@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -397,12 +398,7 @@ func (r *results) markdown() string {
 	if len(r.PairRatios) > 0 {
 		w("\n**Pairs.** Run *r* of backflow against run *r* of the other peer, drained back to back; the median of the pairs' ratios and their spread:\n\n")
 		w("| pair | records/s ratio: median (min–max) | CPU per record ratio: median (min–max) | pairs |\n|---|---|---|---:|\n")
-		keys := make([]string, 0, len(r.PairRatios))
-		for k := range r.PairRatios {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(r.PairRatios)) {
 			rate, cpu := r.PairRatios[k]["records_per_sec"], r.PairRatios[k]["cpu_seconds_per_million"]
 			w("| %s | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | %d |\n", k, rate.Median, rate.Min, rate.Max, cpu.Median, cpu.Min, cpu.Max, len(rate.Pairs))
 		}

@@ -1,7 +1,6 @@
 package claimstore
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -108,26 +107,41 @@ var benchValues = func() [3][]byte {
 	return v
 }()
 
-// later is a request's record still to come: at the op count it falls due.
-type later struct{ at, req, slot int }
-
-type laterHeap []later
-
-func (h laterHeap) Len() int           { return len(h) }
-func (h laterHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h laterHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *laterHeap) Push(x any)        { *h = append(*h, x.(later)) }
-func (h *laterHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// traffic yields the records of requests in the order ingest sees them: a request's first
+// record, its second within 1,500 records and its third 1,500 to 3,000 records later, as
+// loadgen's backlog interleaves them. The records still to come wait in a wheel of slots by the
+// record count they fall due at.
+type traffic struct {
+	rnd   *rand.Rand
+	wheel [3001][]laterRecord
+	count int // records yielded
+	next  int // the first slot not yet emptied
 }
 
-// changelogRecord is one write of the fill, as its changelog record would carry it.
-type changelogRecord struct {
-	req, slot int
-	ts        time.Time
+type laterRecord struct{ req, slot int }
+
+func newTraffic() *traffic { return &traffic{rnd: rand.New(rand.NewPCG(7, 11))} }
+
+// run yields the records of requests from to to-1, stepping clock once a request.
+func (t *traffic) run(from, to int, clock *time.Time, step time.Duration, yield func(req, slot int)) {
+	for req := from; req < to; req++ {
+		*clock = clock.Add(step)
+		yield(req, 0)
+		t.count++
+		for slot, d := range [2]int{1 + t.rnd.IntN(1500), 1500 + t.rnd.IntN(1500)} {
+			w := &t.wheel[(t.count+d)%len(t.wheel)]
+			*w = append(*w, laterRecord{req, slot + 1})
+		}
+		for ; t.next <= t.count; t.next++ {
+			w := &t.wheel[t.next%len(t.wheel)]
+			for len(*w) > 0 {
+				r := (*w)[0]
+				*w = (*w)[1:]
+				yield(r.req, r.slot)
+				t.count++
+			}
+		}
+	}
 }
 
 func growth(b *testing.B, kind string, n int) {
@@ -160,7 +174,7 @@ func growth(b *testing.B, kind string, n int) {
 	if err := st.MarkRecovered(); err != nil {
 		b.Fatal(err)
 	}
-	rnd := rand.New(rand.NewPCG(7, 11))
+	rnd := rand.New(rand.NewPCG(13, 17)) // the lookups' keys
 	var kb []byte
 	val := make([]byte, 160)
 	ops := 0
@@ -179,19 +193,8 @@ func growth(b *testing.B, kind string, n int) {
 			b.Fatal(err)
 		}
 	}
-	pending := &laterHeap{}
-	run := func(from, to int) {
-		for req := from; req < to; req++ {
-			clock = clock.Add(step)
-			op(req, 0)
-			heap.Push(pending, later{ops + rnd.IntN(1500), req, 1})
-			heap.Push(pending, later{ops + 1500 + rnd.IntN(1500), req, 2})
-			for pending.Len() > 0 && (*pending)[0].at <= ops {
-				p := heap.Pop(pending).(later)
-				op(p.req, p.slot)
-			}
-		}
-	}
+	tr := newTraffic()
+	run := func(from, to int) { tr.run(from, to, &clock, step, op) }
 	fill0 := cpuNow(b)
 	run(0, n)
 	fillCPU, fillOps := cpuNow(b)-fill0, ops
@@ -254,34 +257,19 @@ func growth(b *testing.B, kind string, n int) {
 	}
 	defer r.Close()
 	up := Update(window, now)
-	rnd = rand.New(rand.NewPCG(7, 11))
-	*pending = (*pending)[:0]
-	ops = 0
-	restoreClock := start
-	records := 0
-	one := func(req, slot int) {
+	restoreClock, records := start, 0
+	c3, w3 := cpuNow(b), time.Now()
+	newTraffic().run(0, n+more, &restoreClock, step, func(req, slot int) {
 		v := append(val[:0], benchValues[slot]...)
 		binary.LittleEndian.PutUint64(v, uint64(req))
 		if err := up(restoreCtx{restoreClock}, r, benchKey(kb, req), v); err != nil {
 			b.Fatal(err)
 		}
-		ops++
 		records++
-		if err := r.SetOffset(int64(ops)); err != nil {
+		if err := r.SetOffset(int64(records)); err != nil {
 			b.Fatal(err)
 		}
-	}
-	c3, w3 := cpuNow(b), time.Now()
-	for req := 0; req < n+more; req++ {
-		restoreClock = restoreClock.Add(step)
-		one(req, 0)
-		heap.Push(pending, later{ops + rnd.IntN(1500), req, 1})
-		heap.Push(pending, later{ops + 1500 + rnd.IntN(1500), req, 2})
-		for pending.Len() > 0 && (*pending)[0].at <= ops {
-			p := heap.Pop(pending).(later)
-			one(p.req, p.slot)
-		}
-	}
+	})
 	if err := r.MarkRecovered(); err != nil {
 		b.Fatal(err)
 	}

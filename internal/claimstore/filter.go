@@ -64,36 +64,16 @@ func (f *filter) bytes() int64 { return int64(len(f.words)) * 8 }
 
 const filterMagic = "BFBLOOM1"
 
-// writeFilterFile writes f to path, through a temporary file.
+// writeFilterFile writes f to path (writeFile): a header, then the words.
 func writeFilterFile(path string, f *filter) error {
-	tmp := path + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(out, 1<<20)
-	var h [24]byte
-	copy(h[:], filterMagic)
-	binary.LittleEndian.PutUint64(h[8:], uint64(len(f.words)))
-	binary.LittleEndian.PutUint64(h[16:], uint64(f.k))
-	w.Write(h[:])
-	var b [8]byte
-	for _, x := range f.words {
-		binary.LittleEndian.PutUint64(b[:], x)
-		w.Write(b[:])
-	}
-	err = w.Flush()
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeFile(path, func(w *bufio.Writer) {
+		var h [24]byte
+		copy(h[:], filterMagic)
+		binary.LittleEndian.PutUint64(h[8:], uint64(len(f.words)))
+		binary.LittleEndian.PutUint64(h[16:], uint64(f.k))
+		w.Write(h[:])
+		writeWords(w, f.words)
+	})
 }
 
 func readFilterFile(path string) (*filter, error) {

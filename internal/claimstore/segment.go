@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // A segment is an append-only log of records, each 8-byte aligned:
@@ -67,6 +69,24 @@ type record struct {
 
 // errTorn is a record cut short or failing its checksum: the end of what a crash left.
 var errTorn = errors.New("claimstore: torn record")
+
+// segmentIDs lists the segments in dir, oldest first: their names are zero-padded ids, and
+// os.ReadDir sorts by name.
+func segmentIDs(dir string) ([]uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: %w", err)
+	}
+	var ids []uint64
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".log"); ok {
+			if id, err := strconv.ParseUint(name, 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
+}
 
 // parseHeader reads the lengths of the record starting at b (at least recHeader bytes).
 func parseHeader(b []byte) (kind byte, klen, vlen int) {
@@ -322,36 +342,43 @@ func (g *segment) scan(fn func(pos uint32, r record)) (int64, error) {
 
 // writeIndexFile writes the sealed index: a header, then the slots.
 func writeIndexFile(path string, g *segment) error {
+	return writeFile(path, func(w *bufio.Writer) {
+		var h [idxHeader]byte
+		copy(h[:], idxMagic)
+		binary.LittleEndian.PutUint64(h[8:], uint64(len(g.idx.slots)))
+		binary.LittleEndian.PutUint64(h[16:], uint64(g.idx.n))
+		binary.LittleEndian.PutUint64(h[24:], uint64(g.minTS))
+		binary.LittleEndian.PutUint64(h[32:], uint64(g.maxTS))
+		binary.LittleEndian.PutUint64(h[40:], uint64(g.offset))
+		if g.hasOffset {
+			h[48] = 1
+		}
+		binary.LittleEndian.PutUint64(h[52:], uint64(g.records))
+		w.Write(h[:])
+		writeWords(w, g.idx.slots)
+	})
+}
+
+// writeWords writes xs little-endian.
+func writeWords(w *bufio.Writer, xs []uint64) {
+	var b [8]byte
+	for _, x := range xs {
+		binary.LittleEndian.PutUint64(b[:], x)
+		w.Write(b[:])
+	}
+}
+
+// writeFile writes a file whole, through a temporary file renamed into place once synced, so
+// a crash leaves the old file or the new one, never half of it.
+func writeFile(path string, write func(w *bufio.Writer)) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	var h [idxHeader]byte
-	copy(h[:], idxMagic)
-	binary.LittleEndian.PutUint64(h[8:], uint64(len(g.idx.slots)))
-	binary.LittleEndian.PutUint64(h[16:], uint64(g.idx.n))
-	binary.LittleEndian.PutUint64(h[24:], uint64(g.minTS))
-	binary.LittleEndian.PutUint64(h[32:], uint64(g.maxTS))
-	binary.LittleEndian.PutUint64(h[40:], uint64(g.offset))
-	if g.hasOffset {
-		h[48] = 1
-	}
-	binary.LittleEndian.PutUint64(h[52:], uint64(g.records))
-	w.Write(h[:])
-	var s [8]byte
-	for _, e := range g.idx.slots {
-		binary.LittleEndian.PutUint64(s[:], e)
-		w.Write(s[:])
-	}
-	err = w.Flush()
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	write(w)
+	err = errors.Join(w.Flush(), f.Sync(), f.Close())
 	if err != nil {
 		os.Remove(tmp)
 		return err

@@ -8,9 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -83,18 +80,10 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("claimstore: %w", err)
 	}
 	s := &Store{cfg: cfg, dir: dir, now: cfg.Clock}
-	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	ids, err := segmentIDs(dir)
 	if err != nil {
 		return nil, err
 	}
-	var ids []uint64
-	for _, n := range names {
-		id, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(n), ".log"), 10, 64)
-		if err == nil {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
 	for i, id := range ids {
 		g, err := s.openSegment(id, i == len(ids)-1)
 		if err != nil {
@@ -550,16 +539,18 @@ func (s *Store) GetOffset(def int64) (int64, error) {
 func (s *Store) SetOffset(offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	switch {
+	case s.closed:
 		return ErrClosed
-	}
-	if !s.hasOffset || offset > s.offset {
+	case !s.hasOffset:
 		s.offset, s.hasOffset = offset, true
+	default:
+		s.offset = max(s.offset, offset)
 	}
-	if s.recovered && s.now().Sub(s.flushed) >= s.cfg.FlushEvery {
-		return s.flushLocked()
+	if !s.recovered || s.now().Sub(s.flushed) < s.cfg.FlushEvery {
+		return nil
 	}
-	return nil
+	return s.flushLocked()
 }
 
 // flushLocked writes the active segment's buffer and the offset.

@@ -81,18 +81,17 @@ func newFeatHarness(t *testing.T) *featHarness {
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
-	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &featHarness{t: t, store: &memStore{keys: map[string]int{}, last: map[string]feast.Op{}}, dead: &deadLetters{}, cfg: Config{FoldRecords: 1}.withDefaults()}
 	ctx, cancel := context.WithCancel(context.Background())
-	h.p, err = NewProcessor(ctx, h.cfg, reg, h.dead, h.store, nil)
-	if err != nil {
-		t.Fatal(err)
+	reg, err := avro.NewRegistryClient(avro.RegistryConn{URL: fake.URL()})
+	if err == nil {
+		h.p, err = NewProcessor(ctx, h.cfg, reg, h.dead, h.store, nil)
 	}
-	h.enc, err = avro.NewEncoder[avro.EnrichedRecord](reg, avro.EnrichedSchema, avro.TopicName.Subject(h.cfg.EnrichedTopic, avro.EnrichedSchema))
+	if err == nil {
+		h.enc, err = avro.NewEncoder[avro.EnrichedRecord](reg, avro.EnrichedSchema, avro.TopicName.Subject(h.cfg.EnrichedTopic, avro.EnrichedSchema))
+	}
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	h.tt = tester.New(t)
@@ -106,15 +105,9 @@ func newFeatHarness(t *testing.T) *featHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		proc.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	var running sync.WaitGroup
+	running.Go(func() { proc.Run(ctx) })
+	t.Cleanup(func() { cancel(); running.Wait() })
 	return h
 }
 
