@@ -212,7 +212,10 @@ func (s *Store) active() *segment {
 // Has reports whether key holds a value.
 func (s *Store) Has(key string) (bool, error) {
 	v, err := s.Get(key)
-	return v != nil, err
+	if err != nil {
+		return false, err
+	}
+	return v != nil, nil
 }
 
 // Get returns key's newest value, or nil when it has none (never written, deleted, or
@@ -527,11 +530,12 @@ func (g *segment) remove() error {
 // GetOffset returns the newest changelog offset the store holds, or def.
 func (s *Store) GetOffset(def int64) (int64, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hasOffset {
-		return s.offset, nil
+	off, ok := s.offset, s.hasOffset
+	s.mu.Unlock()
+	if !ok {
+		off = def
 	}
-	return def, nil
+	return off, nil
 }
 
 // SetOffset keeps the changelog offset the table has applied up to (it never goes back);
