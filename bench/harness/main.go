@@ -58,6 +58,7 @@ type options struct {
 	out           string
 	summaryPath   string
 	backflow      string
+	base          string // --base: the binary of the peer backflow-base
 	ceiling       string
 	benthos       string
 	benthosConfig string
@@ -86,6 +87,7 @@ func main() {
 	summarizeOnly := flag.Bool("summarize", false, "print the summary of the results files given as arguments (a run, then any drains) and exit, running nothing")
 	commit := flag.String("commit", "", "with --summarize: the commit measured, for results files from before the harness recorded it")
 	flag.StringVar(&o.backflow, "backflow", "bin/backflow", "the backflow binary")
+	flag.StringVar(&o.base, "base", "", "a second backflow binary (say, main's build), measured as the peer backflow-base exactly as backflow is: for an A/B of two builds in one sitting, --peers backflow,backflow-base")
 	flag.StringVar(&o.ceiling, "ceiling", "bin/bench-ceiling", "the ceiling binary (go build ./bench/ceiling)")
 	flag.StringVar(&o.benthos, "benthos", ".stack/benthos/benthos", "the Benthos binary (bench/benthos/build.sh)")
 	flag.StringVar(&o.benthosConfig, "benthos-config", "bench/benthos/config.yaml", "the Benthos config doing backflow's job")
@@ -201,9 +203,12 @@ func (o options) validate() error {
 			errs = append(errs, fmt.Errorf("--peers: %q is unknown (known: %s, and backflow-x2 to backflow-x%d)", p, strings.Join(allPeers, ", "), maxCopies))
 		}
 	}
-	bins := map[string]string{peerBackflow: o.backflow, peerCeiling: o.ceiling, peerBenthos: o.benthos}
+	bins := map[string]string{peerBackflow: o.backflow, peerCeiling: o.ceiling, peerBenthos: o.benthos, peerBase: o.base}
+	if slices.Contains(peers, peerBase) && o.base == "" {
+		errs = append(errs, errors.New("--peers: backflow-base needs --base BIN"))
+	}
 	for _, p := range peers {
-		if _, ok := backflowCopies(p); ok {
+		if _, ok := backflowCopies(p); ok && p != peerBase {
 			p = peerBackflow
 		}
 		if b := bins[p]; b != "" {
@@ -393,7 +398,9 @@ func (h *harness) drain(ctx context.Context, res *results, bl backlog, peers map
 				return fmt.Errorf("%s run %d: %w", p, r, err)
 			}
 			peers[p].Runs = append(peers[p].Runs, m)
+			classify(peers[p].Runs)
 			say("%s run %d/%d: %s", p, r, o.runs, m.line())
+			say("  conditions: %s", peers[p].Runs[len(peers[p].Runs)-1].Cond.line())
 			peers[p].Median = median(peers[p].Runs)
 			res.ratios()
 			h.checkpoint(res) // what was measured survives a later failure

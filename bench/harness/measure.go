@@ -130,6 +130,8 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 		return m, err
 	}
 	say("%s run %d: starting %d process(es); ClickHouse database %s", pr.peer, pr.run, len(pr.procs), pr.db)
+	m.Cond.LoadStart = load1()
+	cpu0 := readCPUTimes()
 	start := time.Now()
 	var children []*child
 	stopAll := func() []procstat.Sample {
@@ -229,10 +231,13 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	}
 	m.Seconds = time.Since(start).Seconds()
 	m.RecordsPerSec = float64(bl.records) / m.Seconds
+	cpu1 := readCPUTimes()
+	m.Cond.LoadEnd = load1()
 	finals := stopAll()
 	names := make([]string, len(children))
+	logs := make([]string, len(children))
 	for i, c := range children {
-		names[i] = c.name
+		names[i], logs[i] = c.name, c.log
 	}
 	children = nil
 	for _, t := range trackers {
@@ -259,6 +264,21 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 			Cores: (a.CPU - b.CPU) / m.Seconds})
 	}
 	sort.Slice(m.Services, func(i, j int) bool { return m.Services[i].Name < m.Services[j].Name })
+	var peerCPU, svcCPU, gcCPUMs float64
+	for _, f := range finals {
+		peerCPU += f.CPU
+	}
+	for _, s := range m.Services {
+		svcCPU += s.CPUSeconds
+	}
+	m.Cond.machineDuring(cpu0, cpu1, peerCPU, svcCPU, m.Seconds)
+	for _, l := range logs {
+		n, pause, cpu := gcTrace(l)
+		m.Cond.GCCycles += n
+		m.Cond.GCPauseMs += pause
+		gcCPUMs += cpu
+	}
+	m.Cond.GCCPUPerMilli = gcCPUMs / 1000 / (float64(bl.records) / 1e6)
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
 	raw, final, err := h.st.rowCounts(cctx, pr.db)

@@ -50,6 +50,9 @@ const (
 	peerBackflow = "backflow"
 	peerCeiling  = "ceiling"
 	peerBenthos  = "benthos"
+	// peerBase is backflow built from another commit (--base), run exactly as backflow is:
+	// an A/B of two builds in one sitting, interleaved run by run.
+	peerBase = "backflow-base"
 )
 
 var allPeers = []string{peerBackflow, peerCeiling, peerBenthos}
@@ -59,7 +62,7 @@ var allPeers = []string{peerBackflow, peerCeiling, peerBenthos}
 // Deployment would (each with its own local storage). The copies measure how backflow scales
 // out (docs/scaling.md).
 func backflowCopies(peer string) (int, bool) {
-	if peer == peerBackflow {
+	if peer == peerBackflow || peer == peerBase {
 		return 1, true
 	}
 	n, err := strconv.Atoi(strings.TrimPrefix(peer, peerBackflow+"-x"))
@@ -79,6 +82,9 @@ const (
 	layoutStages = "stages"
 )
 
+// gcTraceEnv makes a Go process log a line per GC cycle (gcTrace reads them).
+const gcTraceEnv = "GODEBUG=gctrace=1"
+
 // newPeerRun lays out peer's run number run (1-based) over the source topics of bl. tag names
 // the run's topics, groups and database uniquely; prof, when not empty, is the folder backflow's
 // stages write their CPU and allocation profiles into.
@@ -89,6 +95,12 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 	chEnv := []string{"BACKFLOW_CLICKHOUSE_DATABASE=" + pr.db, fmt.Sprintf("BACKFLOW_REDIS_DB=%d", h.opt.redisDB)}
 	sources := []string{bl.inference, bl.gateway}
 	copies, isBackflow := backflowCopies(peer)
+	bin := h.opt.backflow
+	if peer == peerBase {
+		bin = h.opt.base
+	}
+	// Every peer is a Go program: its GC cycles go to its log, for the run's conditions.
+	chEnv = append(chEnv, gcTraceEnv)
 	switch {
 	case isBackflow:
 		enriched, dlqT, control := name+".enriched", name+".dlq", name+".control"
@@ -118,13 +130,13 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 			pr.dirs = append(pr.dirs, ingestDir, featDir)
 			if h.opt.layout == layoutStages {
 				pr.procs = append(pr.procs,
-					proc{name: "ingest" + suffix, bin: h.opt.backflow, ready: []string{"ingest ready"},
+					proc{name: "ingest" + suffix, bin: bin, env: []string{gcTraceEnv}, ready: []string{"ingest ready"},
 						args: append(profArgs("ingest"+suffix), "ingest", "--metrics-addr", metrics, "--group", gIngest, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway,
 							"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
-					proc{name: "sink-clickhouse" + suffix, bin: h.opt.backflow, env: chEnv,
+					proc{name: "sink-clickhouse" + suffix, bin: bin, env: chEnv,
 						args: append(profArgs("sink-clickhouse"+suffix), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
 							"--mirror-dlq-group", gMirror, "--rollup-topic", enriched+"-rollups", "--rollup-group", gSink+"-rollups")},
-					proc{name: "sink-features" + suffix, bin: h.opt.backflow, env: chEnv, ready: []string{"sink-features ready"},
+					proc{name: "sink-features" + suffix, bin: bin, env: chEnv, ready: []string{"sink-features ready"},
 						args: append(profArgs("sink-features"+suffix), "sink-features", "--metrics-addr", metrics, "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
 							"--project", "bench", "--storage-dir", featDir)})
 				continue
@@ -138,12 +150,12 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 				"sink_features.group": gFeat, "sink_features.enriched_topic": enriched, "sink_features.dlq_topic": dlqT,
 				"sink_features.project": "bench", "sink_features.storage_dir": featDir,
 			})
-			pr.procs = append(pr.procs, proc{name: "backflow-run" + suffix, bin: h.opt.backflow, env: chEnv, ready: []string{"ingest ready", "sink-features ready"},
+			pr.procs = append(pr.procs, proc{name: "backflow-run" + suffix, bin: bin, env: chEnv, ready: []string{"ingest ready", "sink-features ready"},
 				args: append(profArgs("backflow-run"+suffix), "run", "--config", cfg)})
 		}
 		// ingest creates its internal topics; listed here to be deleted afterwards.
-		pr.topics = []string{enriched, dlqT, control, gIngest + "-loop", gIngest + "-table", gFeat + "-table", gFeat + "-loop"}
-		pr.groups = []string{gIngest, gSink, gFeat, gMirror}
+		pr.topics = []string{enriched, dlqT, control, gIngest + "-loop", gIngest + "-table", gFeat + "-table", gFeat + "-loop", enriched + "-rollups"}
+		pr.groups = []string{gIngest, gSink, gFeat, gMirror, gSink + "-rollups"}
 		pr.features = true
 		// sink-features refuses to start before its input exists (ingest would create it), and
 		// goka's own create of the loop topic can fail with "already exists" when the broker's

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,19 +18,22 @@ import (
 // Results as written to <out>/<stamp>.json (default .bench/results, ignored by git); every
 // figure of a peer's Median is the median over its runs.
 type results struct {
-	Partial    bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
-	Commit     string                  `json:"commit,omitempty"`  // git rev-parse --short HEAD at the start; absent in files from before it was recorded
-	Machine    machine                 `json:"machine"`
-	Started    time.Time               `json:"started"`
-	Finished   time.Time               `json:"finished"`
-	LoadAfter  string                  `json:"load_average_after"`
-	Options    map[string]string       `json:"options"`
-	Backlog    map[string]any          `json:"backlog"`
-	Peers      map[string]*peerResults `json:"peers"`
-	Ratios     map[string]float64      `json:"ratios"`
-	Latency    *latencyResults         `json:"latency,omitempty"`
-	ProfileDir string                  `json:"profile_dir,omitempty"`
-	Profiles   map[string]string       `json:"profiles,omitempty"` // stage/kind → top of the profile
+	Partial   bool                    `json:"partial,omitempty"` // written while the benchmark still ran (or after it failed)
+	Commit    string                  `json:"commit,omitempty"`  // git rev-parse --short HEAD at the start; absent in files from before it was recorded
+	Machine   machine                 `json:"machine"`
+	Started   time.Time               `json:"started"`
+	Finished  time.Time               `json:"finished"`
+	LoadAfter string                  `json:"load_average_after"`
+	Options   map[string]string       `json:"options"`
+	Backlog   map[string]any          `json:"backlog"`
+	Peers     map[string]*peerResults `json:"peers"`
+	Ratios    map[string]float64      `json:"ratios"`
+	// PairRatios compares backflow with each other peer pair by pair (run r with run r,
+	// drained back to back): "backflow/ceiling" → records_per_sec, cpu_seconds_per_million.
+	PairRatios map[string]map[string]pairRatio `json:"pair_ratios,omitempty"`
+	Latency    *latencyResults                 `json:"latency,omitempty"`
+	ProfileDir string                          `json:"profile_dir,omitempty"`
+	Profiles   map[string]string               `json:"profiles,omitempty"` // stage/kind → top of the profile
 	// Scale holds every backlog size of a scale run (--scale); Backlog and Peers are then
 	// those of one of them (see pickScalePoint).
 	Scale []scalePoint `json:"scale,omitempty"`
@@ -73,6 +77,8 @@ type peerMeasure struct {
 	// KafkaConsumed those its consumer groups read (their commits), both per source record.
 	KafkaWritten  float64 `json:"kafka_written_per_record"`
 	KafkaConsumed float64 `json:"kafka_consumed_per_record"`
+	// Cond is what could have made the run slow (conditions.go), and which mode it was in.
+	Cond conditions `json:"conditions"`
 }
 
 type stageMeasure struct {
@@ -200,9 +206,15 @@ func medianLatency(runs []latencyResult) latencyResult {
 // ratios compares backflow's median drain rate with each peer's (> 1: backflow is faster).
 func (r *results) ratios() {
 	r.Ratios = map[string]float64{}
+	r.PairRatios = map[string]map[string]pairRatio{}
 	b := r.Peers[peerBackflow]
 	if b == nil || b.Median.RecordsPerSec == 0 {
 		return
+	}
+	for p, o := range r.Peers {
+		if p != peerBackflow {
+			r.PairRatios["backflow/"+p] = pairRatios(b, o)
+		}
 	}
 	for _, p := range []string{peerCeiling, peerBenthos} {
 		if o := r.Peers[p]; o != nil && o.Median.RecordsPerSec > 0 {
@@ -337,6 +349,9 @@ func (r *results) markdown() string {
 	}
 	w("Machine: %s. Load average at the end: %s. Every figure is the median of %s run(s); the machine may be shared, so absolute numbers are noisy and the ratios (same backlog, same run) are what to compare.\n\n",
 		r.Machine, r.LoadAfter, r.Options["runs"])
+	if r.Peers[peerBase] != nil {
+		w("backflow-base is backflow built from another commit (`--base`), run the same way, one run of each after the other.\n\n")
+	}
 	w("Backlog: %v source records (%v requests: %v originals, %v duplicates, %v poison) over 2 topics × %d partitions.\n\n",
 		r.Backlog["records"], r.Backlog["requests"], r.Backlog["originals"], r.Backlog["duplicates"], r.Backlog["poison"], partitions)
 	switch r.Options["backflow_layout"] {
@@ -345,7 +360,7 @@ func (r *results) markdown() string {
 	case layoutRun:
 		w("backflow ran as `make demo` runs it: one `backflow run` process with every stage.\n\n")
 	}
-	if names := r.peerNames(); len(names) > 0 && !slices.Contains(allPeers, names[len(names)-1]) {
+	if names := r.peerNames(); len(names) > 0 && strings.Contains(names[len(names)-1], "-x") {
 		w("backflow-x*N* is *N* copies of backflow's processes sharing its consumer groups; its CPU and peak RSS are the sums over the copies.\n\n")
 	}
 	if len(r.Scale) > 0 {
@@ -378,6 +393,14 @@ func (r *results) markdown() string {
 		sort.Strings(keys)
 		for _, k := range keys {
 			w("| %s | %.2f |\n", k, r.Ratios[k])
+		}
+	}
+	if len(r.PairRatios) > 0 {
+		w("\n**Pairs.** Run *r* of backflow against run *r* of the other peer, drained back to back; the median of the pairs' ratios and their spread:\n\n")
+		w("| pair | records/s ratio: median (min–max) | CPU per record ratio: median (min–max) | pairs |\n|---|---|---|---:|\n")
+		for _, k := range slices.Sorted(maps.Keys(r.PairRatios)) {
+			rate, cpu := r.PairRatios[k]["records_per_sec"], r.PairRatios[k]["cpu_seconds_per_million"]
+			w("| %s | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) | %d |\n", k, rate.Median, rate.Min, rate.Max, cpu.Median, cpu.Min, cpu.Max, len(rate.Pairs))
 		}
 	}
 	w("\n## Per stage\n\n| peer | stage | input records | records/s (from start) | steady records/s (10–90 %%) |\n|---|---|---:|---:|---:|\n")
@@ -444,6 +467,17 @@ func (r *results) markdown() string {
 		if pr := r.Peers[p]; pr != nil {
 			for _, m := range pr.Runs {
 				w("| %s | %d | %.0f | %.1f | %.1f | %.0f | %d | %d |\n", p, m.Run, m.RecordsPerSec, m.Seconds, m.CPUPerMillion, m.PeakRSSMB, m.Rows, m.RowsFinal)
+			}
+		}
+	}
+	w("\n## Each run's conditions, and its mode\n\nA run is slow when its CPU per record is %.2f times its peer's fastest run in this sitting or more; the reasons compare it with that run.\n\n", slowFactor)
+	w("| peer | run | load (start→end) | steal %% | iowait %% | rest of the machine, cores | GC cycles | GC pause ms | GC CPU s per million | mode | why |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, p := range r.peerNames() {
+		if pr := r.Peers[p]; pr != nil {
+			for _, m := range pr.Runs {
+				c := m.Cond
+				w("| %s | %d | %.1f→%.1f | %.1f | %.1f | %.2f | %d | %.0f | %.1f | %s | %s |\n", p, m.Run, c.LoadStart, c.LoadEnd, c.StealPct, c.IOWaitPct, c.OthersCores,
+					c.GCCycles, c.GCPauseMs, c.GCCPUPerMilli, c.Mode, c.Why)
 			}
 		}
 	}

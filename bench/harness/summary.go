@@ -48,6 +48,12 @@ import (
 //	ratios                   backflow's median over the other peer's; omitted when not measured
 //	  backflow_ceiling_records_per_sec, backflow_benthos_records_per_sec   > 1: backflow faster
 //	  backflow_ceiling_cpu_per_record,  backflow_benthos_cpu_per_record    < 1: backflow cheaper
+//	pairs.<backflow/peer>    run r of backflow against run r of the peer, drained back to back:
+//	  records_per_sec, cpu_per_record   {median, min, max} of the pairs' ratios
+//	runs                     every drain in the order run: peer, run, records_per_sec,
+//	                         cpu_us_per_record, mode (fast or slow against the peer's fastest
+//	                         run) and why, from the conditions recorded for it (load,
+//	                         steal, the rest of the machine's CPU, GC cycles)
 //	scale                    only from a scale run (--scale): one entry per backlog size, in
 //	                         increasing order: records (source records in that backlog) and
 //	                         peers.<peer> with the medians records_per_sec, seconds,
@@ -71,6 +77,8 @@ type summary struct {
 	RowsExpected   uint64                 `json:"clickhouse_rows_expected"`
 	Peers          map[string]summaryPeer `json:"peers"`
 	Ratios         *summaryRatios         `json:"ratios,omitempty"`
+	Pairs          map[string]summaryPair `json:"pairs,omitempty"`
+	Runs           []summaryRun           `json:"runs,omitempty"`
 	Drains         []summaryDrain         `json:"drains,omitempty"`
 	Scale          []summaryScale         `json:"scale,omitempty"`
 }
@@ -113,6 +121,27 @@ type summaryRatios struct {
 	CeilingCPU           float64 `json:"backflow_ceiling_cpu_per_record,omitempty"`
 	BenthosRecordsPerSec float64 `json:"backflow_benthos_records_per_sec,omitempty"`
 	BenthosCPU           float64 `json:"backflow_benthos_cpu_per_record,omitempty"`
+}
+
+type summarySpread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+type summaryPair struct {
+	RecordsPerSec summarySpread `json:"records_per_sec"`
+	CPUPerRecord  summarySpread `json:"cpu_per_record"`
+	Pairs         int           `json:"pairs"`
+}
+
+type summaryRun struct {
+	Peer          string  `json:"peer"`
+	Run           int     `json:"run"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	CPUPerRecord  float64 `json:"cpu_us_per_record"`
+	Mode          string  `json:"mode,omitempty"`
+	Why           string  `json:"why,omitempty"`
 }
 
 type summaryDrain struct {
@@ -210,6 +239,35 @@ func summarize(r *results) (*summary, error) {
 	}
 	if rs != (summaryRatios{}) {
 		s.Ratios = &rs
+	}
+	spread := func(p pairRatio) summarySpread {
+		return summarySpread{Median: round(p.Median, 3), Min: round(p.Min, 3), Max: round(p.Max, 3)}
+	}
+	for k, pr := range r.PairRatios {
+		if len(pr["records_per_sec"].Pairs) == 0 {
+			continue
+		}
+		if s.Pairs == nil {
+			s.Pairs = map[string]summaryPair{}
+		}
+		s.Pairs[k] = summaryPair{RecordsPerSec: spread(pr["records_per_sec"]), CPUPerRecord: spread(pr["cpu_seconds_per_million"]),
+			Pairs: len(pr["records_per_sec"].Pairs)}
+	}
+	if len(r.Scale) == 0 {
+		for run := 1; ; run++ {
+			found := false
+			for _, name := range r.peerNames() {
+				if pr := r.Peers[name]; pr != nil && run <= len(pr.Runs) {
+					m := pr.Runs[run-1]
+					s.Runs = append(s.Runs, summaryRun{Peer: name, Run: m.Run, RecordsPerSec: round(m.RecordsPerSec, 0),
+						CPUPerRecord: round(m.CPUPerMillion, 1), Mode: m.Cond.Mode, Why: m.Cond.Why})
+					found = true
+				}
+			}
+			if !found {
+				break
+			}
+		}
 	}
 	s.Scale = summarizeScale(r)
 	return s, nil

@@ -9,7 +9,8 @@ import (
 //
 // A row op leaves Fields nil and appends its key's whole row in Build when the writer sends
 // it (the feature processor's request, tenant, user and model rows do), from the state it was
-// made with: that state must not change afterwards. As each writes the whole row, a writer
+// made with: that state must not change afterwards, or Build must take the lock its changes
+// are made under (the feature processor's aggregate rows do, and may then write a later state). As each writes the whole row, a writer
 // may send only the last row op of a pipeline on a key (sinks/redis coalesces so).
 type Op struct {
 	Key    string

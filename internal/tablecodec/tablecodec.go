@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -189,6 +190,47 @@ func (r *Reader) String() string {
 	}
 	s := string(r.b[:n])
 	r.b = r.b[n:]
+	return s
+}
+
+// StringIn reads a length-prefixed string as String does, returning in's copy of it, so a
+// value read over and over (a topic or slot name) is allocated once.
+func (r *Reader) StringIn(in *Interner) string {
+	n := r.Len(1)
+	if r.err != nil {
+		return ""
+	}
+	s := in.intern(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// Interner keeps one copy of each string it was given, up to a bound (past it, strings are
+// copied each time). Safe for concurrent use; the zero value is ready.
+type Interner struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+// maxInterned bounds an Interner: it is meant for a few names, not for keys.
+const maxInterned = 1024
+
+func (in *Interner) intern(b []byte) string {
+	in.mu.RLock()
+	s, ok := in.m[string(b)] // no allocation: a map index by string(bytes)
+	in.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = string(b)
+	in.mu.Lock()
+	if in.m == nil {
+		in.m = map[string]string{}
+	}
+	if len(in.m) < maxInterned {
+		in.m[s] = s
+	}
+	in.mu.Unlock()
 	return s
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
@@ -69,7 +70,8 @@ type Processor struct {
 	Metrics *ops.Stage
 	m       *metrics
 
-	fold  *folder // sends the aggregates' deltas (fold.go); set by Run
+	fold  *folder  // sends the aggregates' deltas (fold.go); set by Run
+	ents  *entries // decoded table entries (entries.go)
 	seqMu sync.Mutex
 	seqs  map[int32]*sequencer // per enriched partition: records complete in order
 }
@@ -84,7 +86,14 @@ func NewProcessor(runCtx context.Context, cfg Config, reg avro.Registry, dead De
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Processor{cfg: cfg, dead: dead, dec: dec, w: w, log: log, runCtx: runCtx}, nil
+	return &Processor{cfg: cfg, dead: dead, dec: dec, w: w, log: log, runCtx: runCtx, ents: newEntries()}, nil
+}
+
+// StorageBuilder wraps the group table's storage builder (goka.WithStorageBuilder) so that
+// the processor decodes each table entry once and then keeps it (entries.go). Without it, the
+// processor reads entries through goka's ctx.Value.
+func (p *Processor) StorageBuilder(inner storage.Builder) storage.Builder {
+	return p.ents.Storage(inner)
 }
 
 // RedisRetries is how many Redis pipelines failed and were retried so far.
@@ -123,13 +132,6 @@ func (p *Processor) sweep(gctx goka.Context, _ any) {
 		gctx.Delete()
 		p.Stats.Swept.Add(1)
 	}
-}
-
-func (p *Processor) entry(gctx goka.Context) *Entry {
-	if v, ok := gctx.Value().(*Entry); ok && v != nil {
-		return v
-	}
-	return &Entry{}
 }
 
 // submit hands ops to the writer and commits the record once they are written. Every record
@@ -205,7 +207,7 @@ func (p *Processor) consume(gctx goka.Context, msg any) {
 		gctx.Fail(p.runCtx.Err())
 		return
 	}
-	e := p.entry(gctx)
+	e := entry(gctx)
 	st, deltas := ApplyRecord(e.Request, &rec, Pos{Partition: gctx.Partition(), Offset: gctx.Offset()})
 	st.Seen = time.Now().UTC()
 	gctx.SetValue(&Entry{Request: st})
@@ -255,7 +257,11 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.submit(gctx, nil)
 		return
 	}
-	e := p.entry(gctx)
+	h, err := p.ents.load(gctx)
+	if err != nil {
+		gctx.Fail(err)
+		return
+	}
 	kind, id := splitKey(gctx.Key())
 	var tenant, user string
 	switch kind {
@@ -272,6 +278,29 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 		p.submit(gctx, nil)
 		return
 	}
+	p.applyDeltas(gctx, h, kind, ds)
+	p.ents.keep(gctx, h)
+	e := h.e
+	var op feast.Op
+	switch kind {
+	case "tenant":
+		op = TenantOp(p.cfg.Project, id, e.Tenant)
+	case "user":
+		op = UserOp(p.cfg.Project, tenant, user, e.User)
+	case "model":
+		op = ModelOp(p.cfg.Project, id, e.Model)
+	}
+	// Written even when unchanged: a crash may have come between the table update and Redis.
+	// The entry stays in memory and the next batch changes it: the row is built under its lock.
+	p.submit(gctx, []feast.Op{guarded(op, &h.mu)})
+}
+
+// applyDeltas applies a batch to the held entry and stores it once if it changed, holding the
+// entry's lock (released even when goka's SetValue fails the callback).
+func (p *Processor) applyDeltas(gctx goka.Context, h *held, kind string, ds DeltaBatch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.e
 	applied := 0
 	for _, d := range ds {
 		var changed bool
@@ -294,17 +323,17 @@ func (p *Processor) consumeDelta(gctx goka.Context, msg any) {
 	if applied > 0 {
 		gctx.SetValue(e)
 	}
-	var op feast.Op
-	switch kind {
-	case "tenant":
-		op = TenantOp(p.cfg.Project, id, e.Tenant)
-	case "user":
-		op = UserOp(p.cfg.Project, tenant, user, e.User)
-	case "model":
-		op = ModelOp(p.cfg.Project, id, e.Model)
+}
+
+// guarded is op with its row built under mu, the lock of the entry it reads (held).
+func guarded(op feast.Op, mu *sync.Mutex) feast.Op {
+	build := op.Build
+	op.Build = func(dst []any) []any {
+		mu.Lock()
+		defer mu.Unlock()
+		return build(dst)
 	}
-	// Written even when unchanged: a crash may have come between the table update and Redis.
-	p.submit(gctx, []feast.Op{op})
+	return op
 }
 
 // RunConfig is what Run needs besides Config.
@@ -424,7 +453,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	}
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
-		goka.WithStorageBuilder(kafka.GokaStorage(dir)),
+		goka.WithStorageBuilder(p.StorageBuilder(kafka.GokaStorage(dir))),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
 	proc, err := kafka.NewGokaProcessor(runCtx, rc.Kafka.Brokers, p.Graph(), opts...)

@@ -40,8 +40,9 @@ type Config struct {
 	// DedupeWindow is how long a claimed requestId keeps later records with it out: 7 days
 	// (the source topics' retention) by default.
 	DedupeWindow time.Duration `key:"dedupe_window" default:"168h" doc:"how long a requestId keeps later records with it out"`
-	// ExpireEvery is how often the table is swept for claims older than DedupeWindow.
-	ExpireEvery time.Duration `key:"expire_every" default:"1h" doc:"how often claims older than the dedupe window are swept"`
+	// ExpireEvery is how often the table's storage drops its time segments whose claims are all
+	// older than DedupeWindow.
+	ExpireEvery time.Duration `key:"expire_every" default:"1h" doc:"how often claims older than the dedupe window are dropped (a time segment at a time)"`
 	// BatchSize and BatchLinger bound a moderation batch: it is sent when it holds BatchSize
 	// texts or its oldest text waited BatchLinger.
 	BatchSize   int           `key:"batch_size" default:"100" doc:"texts per moderation batch"`

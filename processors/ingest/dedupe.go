@@ -108,6 +108,9 @@ type StateCodec struct{}
 
 const stateKind = 's'
 
+// names interns the slot and topic names the codec reads: a handful, read for every record.
+var names tablecodec.Interner
+
 // Encode accepts *State.
 func (StateCodec) Encode(v any) ([]byte, error) {
 	st, ok := v.(*State)
@@ -158,9 +161,9 @@ func (StateCodec) Decode(b []byte) (any, error) {
 	n := r.Len(6)
 	st.Slots = make(map[string]Claim, n)
 	for range n {
-		s := r.String()
+		s := r.StringIn(&names)
 		var c Claim
-		c.Origin.Topic = r.String()
+		c.Origin.Topic = r.StringIn(&names)
 		c.Origin.Partition = r.Int32()
 		c.Origin.Offset = r.Int()
 		c.Epoch = r.Int32()

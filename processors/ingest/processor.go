@@ -40,8 +40,6 @@ const (
 	headerFwdOffset    = "backflow.forwarded.offset"
 )
 
-const visitExpire = "expire"
-
 // Stats counts what the processor did; read with Snapshot.
 type Stats struct {
 	Read, Forwarded, Claimed, Redelivered, Duplicates, DeadLettered, Emitted, Unmoderated atomic.Int64
@@ -154,7 +152,8 @@ func NewProcessor(ctx context.Context, cfg Config, partitions int, epoch int32, 
 }
 
 // Graph is the group's topology: both source topics and the loopback in, the dedupe table
-// persisted, and the expiry visitor. Enriched records and DLQ entries are produced by the
+// persisted. Expired claims are dropped by the table's storage (Run: claimstore), a time
+// segment at a time, not visited key by key. Enriched records and DLQ entries are produced by the
 // processor's own producer (goka's Emit cannot be called after a callback returns, and
 // batching needs that), so they do not appear as goka outputs.
 func (p *Processor) Graph() *goka.GroupGraph {
@@ -163,7 +162,6 @@ func (p *Processor) Graph() *goka.GroupGraph {
 		goka.Input(goka.Stream(p.cfg.GatewayTopic), new(codec.Bytes), p.consume),
 		goka.Loop(new(codec.Bytes), p.consume),
 		goka.Persist(StateCodec{}),
-		goka.Visitor(visitExpire, p.expire),
 	)
 }
 
@@ -306,22 +304,6 @@ func (p *Processor) process(gctx goka.Context, o dlq.Origin, pc *pendingCommit) 
 		return
 	}
 	p.batcherFor(gctx.Partition()).add(j)
-}
-
-// expire is the visitor that drops claims older than the dedupe window.
-func (p *Processor) expire(gctx goka.Context, _ any) {
-	v := gctx.Value()
-	if v == nil {
-		return
-	}
-	next := Expire(v.(*State), p.now(), p.cfg.DedupeWindow)
-	switch {
-	case next == nil:
-		gctx.Delete()
-	case len(next.Slots) != len(v.(*State).Slots):
-		gctx.SetValue(next)
-	}
-	p.claims.take(gctx.Key()) // no record waits for this write; forget its promise
 }
 
 // emit encodes and produces the enriched record once its claim is durable; the record's commit

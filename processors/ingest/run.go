@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/internal/claimstore"
 	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
@@ -107,14 +109,15 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		dir = filepath.Join(os.TempDir(), "backflow-goka")
 	}
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
-	opts = append(opts, goka.WithStorageBuilder(kafka.GokaStorage(dir)), goka.WithLogger(kafka.GokaLogger(log)),
-		p.ProducerOption(rc.Kafka.GokaProducerBuilder()))
+	opts = append(opts, goka.WithStorageBuilder(claimstore.Builder(dir, StoreConfig(cfg))),
+		goka.WithUpdateCallback(claimstore.Update(cfg.DedupeWindow, time.Now)),
+		goka.WithLogger(kafka.GokaLogger(log)), p.ProducerOption(rc.Kafka.GokaProducerBuilder()))
 	proc, err := kafka.NewGokaProcessor(life.Ctx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)
 	}
 	log.Info("ingest starting", "group", cfg.Group, "partitions", partitions, "epoch", epoch, "policy", cfg.Policy)
-	err = life.Run(proc, kafka.GokaRun{Name: "ingest", Log: log, Visitor: visitExpire, Every: cfg.ExpireEvery,
+	err = life.Run(proc, kafka.GokaRun{Name: "ingest", Log: log,
 		OnReady: func() {
 			if rc.OnReady != nil {
 				rc.OnReady(p)
@@ -131,6 +134,25 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		return nil
 	}
 	return err
+}
+
+// StoreConfig is the dedupe table's storage: claims kept for the dedupe window, in time
+// segments dropped whole, checked every ExpireEvery.
+func StoreConfig(cfg Config) claimstore.Config {
+	cfg = cfg.withDefaults()
+	return claimstore.Config{Window: cfg.DedupeWindow, DropEvery: cfg.ExpireEvery}
+}
+
+// TableTopicConfigs are the dedupe table changelog's topic configs: compacted (a key's newest
+// claim is kept) and deleted by time a day past the dedupe window, in log segments of a
+// seventh of it, so the changelog, like the store, holds only the window and a restore reads
+// no more than that. Kafka deletes a log segment whole once its newest record is past
+// retention.ms, as the store drops its time segments.
+func TableTopicConfigs(cfg Config) map[string]string {
+	cfg = cfg.withDefaults()
+	return map[string]string{"cleanup.policy": "compact,delete",
+		"retention.ms": strconv.FormatInt((cfg.DedupeWindow + 24*time.Hour).Milliseconds(), 10),
+		"segment.ms":   strconv.FormatInt(max(cfg.DedupeWindow/7, time.Hour).Milliseconds(), 10)}
 }
 
 // Prepare waits until both source topics exist (kafka.AwaitSources: for as long as ctx
@@ -170,7 +192,7 @@ func prepare(ctx context.Context, cl *kgo.Client, cfg Config, replication int, w
 		// leader for offsets; on a cluster of several brokers that leader may not be known
 		// yet (NOT_LEADER_FOR_PARTITION), and the stage stopped at start-up. Created here,
 		// EnsureTopics waits until every partition has a leader.
-		kafka.TopicSpec{Name: cfg.TableTopic(), Partitions: int32(n), Replication: rf, Configs: map[string]string{"cleanup.policy": "compact"}},
+		kafka.TopicSpec{Name: cfg.TableTopic(), Partitions: int32(n), Replication: rf, Configs: TableTopicConfigs(cfg)},
 	); err != nil {
 		return 0, fmt.Errorf("ingest: %w", err)
 	}

@@ -111,7 +111,8 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("co-partitioned: %d, %v", n, err)
 	}
-	// The table's changelog is created here too, compacted, and by the time Prepare returns
+	// The table's changelog is created here too, compacted and deleted a day past the dedupe
+	// window (the store keeps no more), and by the time Prepare returns
 	// every partition has a leader: goka asks those leaders for offsets at once, and on three
 	// brokers a changelog goka created itself was not led yet (fault suite #17).
 	td, err := adm.ListTopics(ctx, cfg.TableTopic())
@@ -131,14 +132,14 @@ func TestPrepareChecksSourceTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := ""
+	got := map[string]string{}
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" {
-			policy = c.MaybeValue()
-		}
+		got[c.Key] = c.MaybeValue()
 	}
-	if policy != "compact" {
-		t.Fatalf("table changelog cleanup.policy %q, want compact", policy)
+	// The default window, 168 h: retention 192 h, log segments of a day.
+	if got["cleanup.policy"] != "compact,delete" || got["retention.ms"] != "691200000" || got["segment.ms"] != "86400000" {
+		t.Fatalf("table changelog cleanup.policy %q, retention.ms %q, segment.ms %q; want compact,delete, 691200000, 86400000",
+			got["cleanup.policy"], got["retention.ms"], got["segment.ms"])
 	}
 	waitPartitions(map[string]int{cfg.EnrichedTopic: 3, cfg.DLQTopic: 3, cfg.LoopTopic(): 3, cfg.ControlTopic: 1})
 	// A second Prepare leaves the existing topics alone.
