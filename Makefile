@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-dashboard
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -66,6 +66,10 @@ bench-cluster: check-go build stack-cluster-up ## how backflow scales out: 1, 2 
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bin/bench-harness --env-file .stack/cluster/env --peers backflow,backflow-x2,backflow-x3 --backflow-layout run \
 		--records 300000 --latency=false --profile=false --plot "" --summary bench/scaling.json $(BENCH_FLAGS)
+
+BENCH_DASHBOARD_FLAGS ?=
+bench-dashboard: check-go stack-plain-up ## every dashboard panel over 30 min to 30 days at 10M and 100M inference results, the old layout (views) against the new (rollups) on the same rows; summary in bench/dashboard.json (commit it), the table for docs/benchmarks.md on stdout (BENCH_DASHBOARD_FLAGS="--sizes 1M --runs 1": a quick look)
+	$(GO) run ./bench/dashboard $(BENCH_DASHBOARD_FLAGS)
 
 bench-micro: check-go ## Go micro-benchmarks of the hot paths into .bench/results/micro-*.txt (not committed), for benchstat (BENCH_COUNT, BENCH_RUN)
 	bench/micro.sh
