@@ -34,7 +34,10 @@ type bench struct {
 	base    clickhouse.Conn
 	lock    *lock
 	started time.Time
-	sum     summary
+	// from and to bound the traffic: the last --days days, ending inside a minute, as "now"
+	// does; every range ends at to.
+	from, to time.Time
+	sum      summary
 }
 
 // db is one scratch database: its name and a connection open on it.
@@ -47,78 +50,130 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-// size builds both layouts with n requests, times every panel on both, and drops them.
-func (b *bench) size(ctx context.Context, n uint64) (sizeResult, error) {
-	res := sizeResult{Requests: n, Size: sizeName(n)}
-	if err := b.lock.shared(); err != nil {
-		return res, err
+// build makes both layouts of a size with n requests (under the shared lock): the two
+// databases, filled with the same rows, and the new one's rollups.
+func (b *bench) build(ctx context.Context, res *sizeResult) ([]db, error) {
+	n := res.Requests
+	if err := b.lock.shared(ctx); err != nil {
+		return nil, err
 	}
+	defer b.lock.release()
 	dbs, err := b.create(ctx, n)
-	defer b.drop(dbs)
 	if err != nil {
-		return res, err
+		return dbs, err
 	}
-	// Traffic over the last --days days, ending at a moment inside a minute (as "now" is).
-	to := b.started.Truncate(time.Minute).Add(-time.Minute).Add(23 * time.Second)
-	from := to.Add(-time.Duration(b.opt.days) * 24 * time.Hour)
 	start := time.Now()
 	for _, d := range dbs {
-		spec := dashdata.Spec{Requests: n, From: from, To: to, Progress: func(done uint64) {
+		spec := dashdata.Spec{Requests: n, From: b.from, To: b.to, Progress: func(done uint64) {
 			b.logf("%s %s: %s of %s requests written", sizeName(n), d.layout, sizeName(done), sizeName(n))
 		}}
 		if err := dashdata.Fill(ctx, d.conn, spec); err != nil {
-			return res, fmt.Errorf("fill %s: %w", d.name, err)
+			return dbs, fmt.Errorf("fill %s: %w", d.name, err)
 		}
 	}
 	res.FillS = time.Since(start).Seconds()
 	b.logf("%s: both layouts filled in %.0f s; waiting for merges", sizeName(n), res.FillS)
 	if err := b.settle(ctx, dbs); err != nil {
-		return res, err
+		return dbs, err
 	}
 	// The new layout's rollups, as an existing deployment's backfill makes them: every source,
 	// every minute up to the newest request's.
 	start = time.Now()
 	for _, src := range rollup.Sources() {
-		if err := rollup.Backfill(ctx, dbs[1].conn, src, from.Add(-time.Hour), to); err != nil {
-			return res, err
+		if err := rollup.Backfill(ctx, dbs[1].conn, src, b.from.Add(-time.Hour), b.to); err != nil {
+			return dbs, err
 		}
 		b.logf("%s new: %s rolled up (%.0f s so far)", sizeName(n), src, time.Since(start).Seconds())
 	}
 	res.BackfillS = time.Since(start).Seconds()
 	if err := b.settle(ctx, dbs); err != nil {
-		return res, err
+		return dbs, err
 	}
 	if res.Rows, err = rowCounts(ctx, dbs[1].conn); err != nil {
-		return res, err
+		return dbs, err
 	}
 	res.DiskMB = map[string]float64{}
 	for _, d := range dbs {
 		if res.DiskMB[d.layout], err = diskMB(ctx, d.conn, d.name); err != nil {
-			return res, err
+			return dbs, err
 		}
 	}
-	if res.Layout, err = layoutOf(ctx, dbs[1].conn, dbs[1].name); err != nil {
-		return res, err
-	}
-	if err := b.lock.release(); err != nil {
-		return res, err
-	}
+	res.Layout, err = layoutOf(ctx, dbs[1].conn, dbs[1].name)
+	return dbs, err
+}
+
+// timeOld times every panel's SQL over the views on the old layout, at --old-ranges, each
+// query alone under the exclusive lock, best of --runs (once when slower than --old-once).
+func (b *bench) timeOld(ctx context.Context, old db, res *sizeResult) error {
 	for _, d := range b.opt.ranges {
-		rg, err := dashboard.LastRange(to, d)
+		if !b.opt.oldRanges[d] {
+			continue
+		}
+		rg, err := dashboard.LastRange(b.to, d)
 		if err != nil {
-			return res, err
+			return err
 		}
 		for _, p := range dashboard.Panels {
-			pr, err := b.timePanel(ctx, dbs, p, rg, b.opt.oldRanges[d])
-			if err != nil {
-				return res, err
+			q := p
+			if q.SQL = dashdata.ViewSQL[p.ID]; q.SQL == "" {
+				q.SQL = p.SQL // a panel that reads no rollup reads the same in both layouts
 			}
-			pr.Range = rangeName(d)
-			res.Panels = append(res.Panels, pr)
-			b.logf("%s %-24s last %-4s old %s  new %s, %d rows read", sizeName(n), p.ID, pr.Range, ms(pr.Old), ms(&pr.New), pr.New.RowsRead)
+			t := &timing{}
+			for t.Runs < b.opt.runs && (t.Runs == 0 || t.BestMs <= float64(b.opt.oldOnce.Milliseconds())) {
+				if err := b.once(ctx, old, q, rg, t); err != nil {
+					return err
+				}
+			}
+			res.panel(p.ID, rangeName(d)).Old = t
+			b.logf("%s old %-24s last %-4s %s, %d rows read", res.Size, p.ID, rangeName(d), ms(t), t.RowsRead)
 		}
 	}
-	return res, b.lock.shared() // for the drop
+	return nil
+}
+
+// timeNew times every panel on the new layout of every size, interleaved: per panel and
+// range, one exclusive hold in which the panel runs --runs times on each size in turn, so that
+// the sizes' figures are pairs measured in one sitting.
+func (b *bench) timeNew(ctx context.Context, news []db, results []sizeResult) error {
+	for _, d := range b.opt.ranges {
+		rg, err := dashboard.LastRange(b.to, d)
+		if err != nil {
+			return err
+		}
+		for _, p := range dashboard.Panels {
+			if err := b.lock.exclusive(ctx); err != nil {
+				return err
+			}
+			for range b.opt.runs {
+				for i, nd := range news {
+					if err := b.once(ctx, nd, p, rg, &results[i].panel(p.ID, rangeName(d)).New); err != nil {
+						b.lock.release()
+						return err
+					}
+				}
+			}
+			b.lock.release()
+			for i := range news {
+				t := results[i].panel(p.ID, rangeName(d)).New
+				b.logf("%s new %-24s last %-4s %s, %d rows read", results[i].Size, p.ID, rangeName(d), ms(&t), t.RowsRead)
+			}
+		}
+	}
+	return nil
+}
+
+// once runs p over rg on d once and adds the run to t.
+func (b *bench) once(ctx context.Context, d db, p dashboard.Panel, rg dashboard.Range, t *timing) error {
+	ms, read, err := b.timeQuery(ctx, d.conn, p, rg)
+	if err != nil {
+		return fmt.Errorf("%s on %s: %w", p.ID, d.name, err)
+	}
+	if t.Runs == 0 || ms < t.BestMs {
+		t.BestMs, t.RowsRead = ms, read
+	}
+	t.WorstMs = max(t.WorstMs, ms)
+	t.Runs++
+	return nil
 }
 
 // create makes the size's two databases: the old layout (migrations up to 0014) and the new
@@ -178,6 +233,9 @@ func (b *bench) create(ctx context.Context, n uint64) ([]db, error) {
 func (b *bench) drop(dbs []db) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	if err := b.lock.shared(ctx); err == nil {
+		defer b.lock.release()
+	}
 	for _, d := range dbs {
 		d.conn.Close()
 		if b.opt.keep {
@@ -221,45 +279,6 @@ func (b *bench) settle(ctx context.Context, dbs []db) error {
 		}
 	}
 	return nil
-}
-
-// timePanel runs p over rg on the new layout, and on the old one too when withOld, interleaved,
-// --runs times each (an old query slower than --old-once only once).
-func (b *bench) timePanel(ctx context.Context, dbs []db, p dashboard.Panel, rg dashboard.Range, withOld bool) (panelResult, error) {
-	pr := panelResult{Panel: p.ID}
-	if withOld {
-		pr.Old = &timing{}
-	}
-	old := p
-	old.SQL = dashdata.ViewSQL[p.ID]
-	if old.SQL == "" {
-		old.SQL = p.SQL // a panel that reads no rollup reads the same in both layouts
-	}
-	if err := b.lock.exclusive(); err != nil {
-		return pr, err
-	}
-	defer b.lock.release()
-	for range b.opt.runs {
-		for _, d := range dbs {
-			q, t := p, &pr.New
-			if d.layout == layoutOld {
-				if pr.Old == nil || pr.Old.BestMs > float64(b.opt.oldOnce.Milliseconds()) {
-					continue
-				}
-				q, t = old, pr.Old
-			}
-			ms, read, err := b.timeQuery(ctx, d.conn, q, rg)
-			if err != nil {
-				return pr, fmt.Errorf("%s on the %s layout: %w", p.ID, d.layout, err)
-			}
-			if t.Runs == 0 || ms < t.BestMs {
-				t.BestMs, t.RowsRead = ms, read
-			}
-			t.WorstMs = max(t.WorstMs, ms)
-			t.Runs++
-		}
-	}
-	return pr, nil
 }
 
 // timeQuery runs one panel query to its last row: the wall time in milliseconds, and the rows

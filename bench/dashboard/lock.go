@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"syscall"
@@ -21,24 +22,39 @@ func openLock(path string) (*lock, error) {
 	return &lock{f: f}, nil
 }
 
-func (l *lock) take(how int) error {
+// take waits for the lock until ctx ends. It blocks in flock, which wakes it as soon as the
+// lock is free (a retry loop could miss a short gap between two shared holders); when ctx ends
+// first it returns, and the process is ending anyway.
+func (l *lock) take(ctx context.Context, how int) error {
 	if l.f == nil {
 		return nil
 	}
-	if err := syscall.Flock(int(l.f.Fd()), how); err != nil {
-		return fmt.Errorf("flock %s: %w", l.f.Name(), err)
+	done := make(chan error, 1)
+	go func() { done <- syscall.Flock(int(l.f.Fd()), how) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("flock %s: %w", l.f.Name(), err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
 }
 
 // shared and exclusive wait for the lock; release lets it go.
-func (l *lock) shared() error    { return l.take(syscall.LOCK_SH) }
-func (l *lock) exclusive() error { return l.take(syscall.LOCK_EX) }
-func (l *lock) release() error   { return l.take(syscall.LOCK_UN) }
+func (l *lock) shared(ctx context.Context) error    { return l.take(ctx, syscall.LOCK_SH) }
+func (l *lock) exclusive(ctx context.Context) error { return l.take(ctx, syscall.LOCK_EX) }
+
+func (l *lock) release() {
+	if l.f != nil {
+		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	}
+}
 
 func (l *lock) close() {
 	if l.f != nil {
-		_ = l.release()
+		l.release()
 		l.f.Close()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/backflowhq/backflow/internal/dashboard"
 )
 
 // summary is bench/dashboard.json: the run's figures, small enough to commit.
@@ -38,6 +40,35 @@ type sizeResult struct {
 	FillS     float64       `json:"fill_s"`
 	BackfillS float64       `json:"backfill_s"`
 	Panels    []panelResult `json:"panels"`
+}
+
+// panel is the result of panel id over rng, added in --ranges order when it is new.
+func (z *sizeResult) panel(id, rng string) *panelResult {
+	for i := range z.Panels {
+		if z.Panels[i].Panel == id && z.Panels[i].Range == rng {
+			return &z.Panels[i]
+		}
+	}
+	z.Panels = append(z.Panels, panelResult{Panel: id, Range: rng})
+	return &z.Panels[len(z.Panels)-1]
+}
+
+// sortPanels puts the results in the order of ranges, then of dashboard.Panels.
+func (z *sizeResult) sortPanels(ranges []string) {
+	rank := map[string]int{}
+	for i, r := range ranges {
+		rank["r"+r] = i
+	}
+	for i, p := range dashboard.Panels {
+		rank["p"+p.ID] = i
+	}
+	sort.SliceStable(z.Panels, func(i, j int) bool {
+		a, b := z.Panels[i], z.Panels[j]
+		if a.Range != b.Range {
+			return rank["r"+a.Range] < rank["r"+b.Range]
+		}
+		return rank["p"+a.Panel] < rank["p"+b.Panel]
+	})
 }
 
 type tableLayout struct {
