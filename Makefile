@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-dashboard
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -69,6 +69,10 @@ bench-cluster: check-go build stack-cluster-up ## how backflow scales out: 1, 2 
 
 bench-storage: check-go ## the dedupe claims' store at 1M, 10M and 30M live claims (BENCH_STORAGE_SIZES): CPU per claim and lookup, restore records/s, disk per claim; summary in bench/storage.json (commit it); about 15 min, 30 GB of TMPDIR
 	bench/storage.sh
+
+BENCH_DASHBOARD_FLAGS ?=
+bench-dashboard: check-go stack-plain-up ## every dashboard panel over 30 min to 30 days at 10M and 100M inference results, the old layout (views) against the new (rollups) on the same rows; summary in bench/dashboard.json (commit it), the table for docs/benchmarks.md on stdout (BENCH_DASHBOARD_FLAGS="--sizes 1M --runs 1": a quick look)
+	$(GO) run ./bench/dashboard $(BENCH_DASHBOARD_FLAGS)
 
 bench-micro: check-go ## Go micro-benchmarks of the hot paths into .bench/results/micro-*.txt (not committed), for benchstat (BENCH_COUNT, BENCH_RUN)
 	bench/micro.sh

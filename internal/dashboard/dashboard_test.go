@@ -215,3 +215,23 @@ func TestJSONValue(t *testing.T) {
 		}
 	}
 }
+
+// TestCoverageOf: a panel reads raw rows from the oldest watermark of its rollup's sources, and
+// only raw rows while one of them has none.
+func TestCoverageOf(t *testing.T) {
+	at := func(m int) time.Time { return time.Unix(1796515200+int64(m)*60, 0) }
+	wm := map[string]time.Time{rollup.InferenceResults: at(10), rollup.GatewayLogs: at(7), rollup.SinkLedger: at(12)}
+	for _, c := range []struct {
+		r    rollup.Rollup
+		want int64
+	}{
+		{rollup.Model, at(10).Unix()},     // inference_results only
+		{rollup.Moderation, at(7).Unix()}, // inference_results and gateway_logs: the older
+		{rollup.Sink, at(12).Unix()},      // the ledger
+		{rollup.Category, 0},              // moderation_hits has no watermark: raw rows only
+	} {
+		if got := CoverageOf(c.r, wm); got != (Coverage{Rollup: c.r.Name, RawFrom: c.want}) {
+			t.Errorf("%s: %+v, want raw rows from %d", c.r.Name, got, c.want)
+		}
+	}
+}

@@ -11,10 +11,8 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dashboard"
 	"github.com/backflowhq/backflow/internal/rollup"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/test/dashdata"
 	"github.com/backflowhq/backflow/test/pipelinetest"
-	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // The ranges the panels are compared over, as the page and Grafana ask for them.
@@ -24,17 +22,12 @@ var compared = []time.Duration{30 * time.Minute, 6 * time.Hour, 7 * 24 * time.Ho
 // before gave over the per-minute views (dashdata.ViewSQL), for the last 30 minutes, 6 hours, 7
 // days and 30 days, on 31 days of synthetic traffic whose last 12 minutes are not rolled up
 // yet: each range reads hours, minutes and raw rows, its edges inside a minute; and again after
-// a replay rewrote the last 6 hours with other values. Each range's
-// buckets are the page's (1 minute to 6 hours), so the time series read the hour table only
-// from 7 days up.
+// a replay rewrote the last 6 hours with other values. Each range's buckets are the page's (1
+// minute to 6 hours), so the time series read the hour table only from 7 days up.
 func TestPanelsOverRollupsEqualTheViews(t *testing.T) {
-	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	_, conn := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_panels_"))
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	conn := pipelinetest.Migrated(t, ctx, "it_panels_")
 	end := time.Now().UTC().Truncate(time.Minute).Add(37 * time.Second)
 	// 10,000 requests over 31 days and 5,000 more in the last 6 hours: no model has more than
 	// 8,192 latencies in any answer, so the quantiles merge without sampling and are exact.

@@ -19,29 +19,6 @@ type Coverage struct {
 	RawFrom int64 `json:"raw_from"`
 }
 
-// ReadWatermarks reads the watermark of each source table: the newest minute the rollup loop
-// (or a backfill) rolled up, by table name. A table the rollups have not reached is missing.
-func ReadWatermarks(ctx context.Context, conn driver.Conn) (map[string]time.Time, error) {
-	rows, err := conn.Query(ctx, "SELECT source, max(minute) FROM "+rollup.Watermarks+" GROUP BY source")
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: read %s: %w", rollup.Watermarks, err)
-	}
-	defer rows.Close()
-	out := map[string]time.Time{}
-	for rows.Next() {
-		var src string
-		var m time.Time
-		if err := rows.Scan(&src, &m); err != nil {
-			return nil, fmt.Errorf("dashboard: read %s: %w", rollup.Watermarks, err)
-		}
-		out[src] = m.UTC()
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("dashboard: read %s: %w", rollup.Watermarks, err)
-	}
-	return out, nil
-}
-
 // CoverageOf is what a panel reading r reads from raw rows, given the watermarks.
 func CoverageOf(r rollup.Rollup, watermarks map[string]time.Time) Coverage {
 	c := Coverage{Rollup: r.Name}
@@ -84,7 +61,7 @@ type SourceWatermark struct {
 // is in Error, with what could be read.
 func ReadRollupLag(ctx context.Context, conn driver.Conn) RollupLag {
 	l := RollupLag{Sources: []SourceWatermark{}}
-	wm, err := ReadWatermarks(ctx, conn)
+	wm, err := rollup.ReadWatermarks(ctx, conn)
 	if err != nil {
 		l.Error = err.Error()
 		return l

@@ -224,7 +224,7 @@ func (s *Server) run(ctx context.Context, p Panel, rg Range) (Result, error) {
 	defer cancel()
 	var cov *Coverage
 	if r, ok := rollup.ByName(p.Rollup); ok {
-		if wm, err := ReadWatermarks(ctx, s.deps.ClickHouse); err != nil {
+		if wm, err := rollup.ReadWatermarks(ctx, s.deps.ClickHouse); err != nil {
 			s.deps.Logger.Warn("dashboard: no rollup note", "panel", p.ID, "err", err)
 		} else {
 			c := CoverageOf(r, wm)

@@ -8,10 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/test/dashdata"
 	"github.com/backflowhq/backflow/test/pipelinetest"
-	"github.com/backflowhq/backflow/test/testenv"
 )
 
 func scalar(t *testing.T, conn driver.Conn, q string) float64 {
@@ -28,13 +26,9 @@ func scalar(t *testing.T, conn driver.Conn, q string) float64 {
 // with a REVIEW or BLOCK verdict; the same Spec writes the same rows again, and in a new epoch
 // other values that win.
 func TestFill(t *testing.T) {
-	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, conn := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_dashdata_"))
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	conn := pipelinetest.Migrated(t, ctx, "it_dashdata_")
 	to := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	spec := dashdata.Spec{Requests: 60000, First: 1000, From: to.Add(-30 * 24 * time.Hour), To: to, Chunk: 25000}
 	var progress []uint64

@@ -149,6 +149,18 @@ func Database(t testing.TB, ctx context.Context, base clickhouse.Conn, db string
 	return cfg, conn
 }
 
+// Migrated is Database on the plain stack's ClickHouse, named tag followed by a test ID, with
+// backflow's migrations applied; it skips under -short. It returns the connection.
+func Migrated(t testing.TB, ctx context.Context, tag string) driver.Conn {
+	t.Helper()
+	testenv.Integration(t)
+	_, conn := Database(t, ctx, Plain().ClickHouse, testenv.ID(tag))
+	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return conn
+}
+
 // Redis opens a client on the stack's Redis, closed when the test ends (the project's keys
 // are deleted then, too).
 func (e *Env) Redis(t testing.TB, ctx context.Context) goredis.UniversalClient {
