@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -121,6 +123,13 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 		// collide on the default port.
 		const metrics = "127.0.0.1:0"
 		pr.files = map[string]string{}
+		// The rollup loop's topic and group, named for the run; a build from before the rollups
+		// (a --base of an older commit) has neither the keys nor the loop.
+		rollupArgs, rollupKeys := []string{"--rollup-topic", enriched + "-rollups", "--rollup-group", gSink + "-rollups"},
+			map[string]string{"sink_clickhouse.rollup_topic": enriched + "-rollups", "sink_clickhouse.rollup_group": gSink + "-rollups"}
+		if !hasRollups(bin) {
+			rollupArgs, rollupKeys = nil, nil
+		}
 		for c := 1; c <= copies; c++ {
 			suffix := "" // the copy's processes and storage: ingest, ingest-2, ...
 			if c > 1 {
@@ -134,22 +143,23 @@ func (h *harness) newPeerRun(peer string, run int, bl backlog, tag, prof string)
 						args: append(profArgs("ingest"+suffix), "ingest", "--metrics-addr", metrics, "--group", gIngest, "--inference-topic", bl.inference, "--gateway-topic", bl.gateway,
 							"--enriched-topic", enriched, "--dlq-topic", dlqT, "--control-topic", control, "--storage-dir", ingestDir)},
 					proc{name: "sink-clickhouse" + suffix, bin: bin, env: chEnv,
-						args: append(profArgs("sink-clickhouse"+suffix), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
-							"--mirror-dlq-group", gMirror, "--rollup-topic", enriched+"-rollups", "--rollup-group", gSink+"-rollups")},
+						args: append(append(profArgs("sink-clickhouse"+suffix), "sink-clickhouse", "--metrics-addr", metrics, "--group", gSink, "--topic", enriched, "--dlq-topic", dlqT,
+							"--mirror-dlq-group", gMirror), rollupArgs...)},
 					proc{name: "sink-features" + suffix, bin: bin, env: chEnv, ready: []string{"sink-features ready"},
 						args: append(profArgs("sink-features"+suffix), "sink-features", "--metrics-addr", metrics, "--group", gFeat, "--enriched-topic", enriched, "--dlq-topic", dlqT,
 							"--project", "bench", "--storage-dir", featDir)})
 				continue
 			}
 			cfg := filepath.Join(h.tmp, name+suffix+".yaml")
-			pr.files[cfg] = runConfig(metrics, map[string]string{
+			keys := map[string]string{
 				"ingest.group": gIngest, "ingest.inference_topic": bl.inference, "ingest.gateway_topic": bl.gateway,
 				"ingest.enriched_topic": enriched, "ingest.dlq_topic": dlqT, "ingest.control_topic": control, "ingest.storage_dir": ingestDir,
 				"sink_clickhouse.group": gSink, "sink_clickhouse.topic": enriched, "sink_clickhouse.dlq_topic": dlqT, "sink_clickhouse.mirror_dlq_group": gMirror,
-				"sink_clickhouse.rollup_topic": enriched + "-rollups", "sink_clickhouse.rollup_group": gSink + "-rollups",
 				"sink_features.group": gFeat, "sink_features.enriched_topic": enriched, "sink_features.dlq_topic": dlqT,
 				"sink_features.project": "bench", "sink_features.storage_dir": featDir,
-			})
+			}
+			maps.Copy(keys, rollupKeys)
+			pr.files[cfg] = runConfig(metrics, keys)
 			pr.procs = append(pr.procs, proc{name: "backflow-run" + suffix, bin: bin, env: chEnv, ready: []string{"ingest ready", "sink-features ready"},
 				args: append(profArgs("backflow-run"+suffix), "run", "--config", cfg)})
 		}
@@ -210,4 +220,11 @@ func runConfig(metricsAddr string, names map[string]string) string {
 		panic(err) // maps of strings always marshal
 	}
 	return "# backflow run's config for one benchmark run (written by bench-harness)\n" + string(b)
+}
+
+// hasRollups reports whether the backflow binary bin has the rollup loop (its sink-clickhouse
+// takes --rollup-topic): a build from before it is measured without.
+func hasRollups(bin string) bool {
+	out, _ := exec.Command(bin, "sink-clickhouse", "--help").CombinedOutput()
+	return strings.Contains(string(out), "--rollup-topic")
 }
