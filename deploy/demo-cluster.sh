@@ -85,7 +85,7 @@ start=$SECONDS
 while :; do
   lag=$($BF groups -o json 2>/dev/null | python3 -c '
 import json, sys
-want = {"backflow-cluster-ingest", "backflow-cluster-sink-clickhouse", "backflow-cluster-features"}
+want = {"backflow-cluster-ingest", "backflow-cluster-sink-clickhouse", "backflow-cluster-sink-clickhouse-rollups", "backflow-cluster-features"}
 gs = [g for g in json.load(sys.stdin) if g.get("group") in want]
 print(sum(int(t.get("lag") or 0) for g in gs for t in g.get("topics") or []) if len(gs) == len(want) else -1)' || echo -1)
   alive

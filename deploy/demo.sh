@@ -26,7 +26,7 @@ RUN_PID=.stack/run/demo-run.pid
 DASH_ADDR=127.0.0.1:${BACKFLOW_DASHBOARD_PORT:-18400}
 DASH_PID=.stack/run/demo-dashboard.pid
 PROM=${BACKFLOW_PROMETHEUS_URL:-}
-GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-features|backflow-stream-agent-task-event)"'
+GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-sink-clickhouse-rollups|backflow-features|backflow-stream-agent-task-event)"'
 STREAM_MANIFEST=.stack/demo-stream-manifest.jsonl
 
 say() { printf '\n== %s ==\n' "$*"; }
@@ -91,7 +91,7 @@ while :; do
     { match($0, /group="[^"]+"/); g = substr($0, RSTART + 7, RLENGTH - 8); seen[g] = 1; lag[g] += $NF }
     END { for (g in seen) printf "%s=%d ", g, lag[g] }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
-  if [ "$(echo "$lags" | grep -o '=' | wc -l)" = 5 ] && [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ]; then break; fi
+  if [ "$(echo "$lags" | grep -o '=' | wc -l)" = 6 ] && [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ]; then break; fi
   alive "$RUN_PID" || { tail -n 5 "$LOGS/demo-run.log"; echo "backflow run exited" >&2; exit 1; }
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
@@ -104,6 +104,8 @@ echo "   dead letters by stage and class: $(metric backflow_stage_records_dlq_to
 breaker=$(metric 'backflow_moderation_breaker_state\{' | awk '{
   s = $NF == 0 ? "closed" : $NF == 1 ? "half-open" : $NF == 2 ? "open" : "unknown (" $NF ")"; printf "%s%s", sep, s; sep = ", " }')
 echo "   moderation breaker: ${breaker:-unknown (no backflow_moderation_breaker_state on /metrics)}"
+rollups=$(metric 'backflow_rollup_lag_seconds\{' | sed -E 's/.*source="([^"]+)"\} /\1=/' | awk -F= '{ printf "%s%s %.1fs", sep, $1, $2; sep = ", " }')
+echo "   dashboards' rollups, seconds from rows landing to their minutes rolled up (backflow_rollup_lag_seconds): ${rollups:-none yet}"
 if [ -n "$PROM" ]; then
   firing=$(curl -sf "$PROM/api/v1/alerts" | python3 -c 'import json, sys
 print(" ".join(sorted({a["labels"]["alertname"] for a in json.load(sys.stdin)["data"]["alerts"] if a["state"] == "firing"})))' || true)
