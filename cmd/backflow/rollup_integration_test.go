@@ -86,7 +86,11 @@ func TestRollupsExactAfterLateRowsAKillAndAReplay(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM:\n%s", code, p.log())
 	}
 
-	// A replay of ingest in a new epoch: every row written again, with a higher version.
+	// A replay of ingest in a new epoch: every row written again, with a higher version. The
+	// command records it in the test's ClickHouse database.
+	for k, v := range e.vars {
+		t.Setenv(k, v)
+	}
 	code, out, errOut := runReplayCLI(t, ctx, "replay", "--group", e.Ingest.Group, "--topic", e.Ingest.InferenceTopic, "--topic", e.Ingest.GatewayTopic,
 		"--to-earliest", "--new-epoch", "--execute", "--control-topic", e.Ingest.ControlTopic, "--reason", "rollups test")
 	if code != exitOK {

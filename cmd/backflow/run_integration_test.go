@@ -325,7 +325,7 @@ func TestRunEndToEnd(t *testing.T) {
 		{"sink-features records in", in("sink-features"), float64(o.originals)},
 		{"dlq mirror records in", in(clickhouse.MirrorStage), float64(o.poison)},
 		{"breaker state", sum(mfs, ingest.MetricBreakerState, map[string]string{"group": e.Ingest.Group}), ingest.BreakerClosed},
-		{"stages ready", sum(mfs, ops.MetricStageReady, nil), 4},
+		{"stages ready (ingest, the ClickHouse sink, its DLQ mirror and rollup loop, sink-features)", sum(mfs, ops.MetricStageReady, nil), 5},
 		{"sink errors", sum(mfs, ops.MetricSinkErrors, nil), -1},
 	}
 	for class, n := range o.classes {

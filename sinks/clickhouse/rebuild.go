@@ -88,6 +88,8 @@ type RebuildState struct {
 	Table string
 	// Done: the table has the new key (rebuilt, or created with it).
 	Done bool
+	// Missing: the table does not exist yet (migrate --dry-run on a new database).
+	Missing bool
 	// Rows is the table's row count; Chunks and Copied the planned chunks and those copied,
 	// CopiedRows their rows. Zero before a plan is recorded.
 	Rows, CopiedRows uint64
@@ -96,6 +98,8 @@ type RebuildState struct {
 
 func (s RebuildState) String() string {
 	switch {
+	case s.Missing:
+		return fmt.Sprintf("%s: not created yet, nothing to copy", s.Table)
 	case s.Done:
 		return fmt.Sprintf("%s: rebuilt", s.Table)
 	case s.Chunks == 0:
@@ -278,7 +282,9 @@ func (t rebuildTarget) status(ctx context.Context, rb Rebuild) (RebuildState, er
 		return st, err
 	}
 	if !ti.exists {
-		return st, fmt.Errorf("rebuild %s: no such table", rb.Table)
+		// An earlier pending migration creates it (a new database): nothing to copy.
+		st.Missing = true
+		return st, nil
 	}
 	if sameKey(ti.sortingKey, rb.OrderBy) {
 		st.Done = true
@@ -335,6 +341,9 @@ func (t rebuildTarget) run(ctx context.Context, rb Rebuild, limit uint64, progre
 	st, err := t.status(ctx, rb)
 	if err != nil || st.Done {
 		return err
+	}
+	if st.Missing {
+		return fmt.Errorf("rebuild %s: no such table", rb.Table)
 	}
 	if err := t.syncReplicas(ctx, rb.Table); err != nil {
 		return err
