@@ -210,17 +210,27 @@ func TestMirrorMapsEntries(t *testing.T) {
 	}
 }
 
-// TestMirrorInsertsOneTable: the entries land in dlq_entries in one batch; with no DLQ for the
-// DLQ, a batch ClickHouse rejects stops the mirror (ErrClickHouseFatal) instead of being set
-// aside.
-func TestMirrorInsertsOneTable(t *testing.T) {
-	rows := []row{DLQRow{DLQOffset: 1, Class: "corrupt"}, DLQRow{DLQOffset: 2, Class: "oversized"}}
+// TestMirrorInsertsItsTables: the entries land in dlq_entries in one batch, then their origins
+// in dlq_first (each versioned so that FINAL keeps an origin's lowest DLQ position; an entry
+// without an origin is its own); with no DLQ for the DLQ, a batch ClickHouse rejects stops the
+// mirror (ErrClickHouseFatal) instead of being set aside.
+func TestMirrorInsertsItsTables(t *testing.T) {
+	rows := []row{DLQRow{DLQTopic: "dlq", DLQOffset: 1, Class: "corrupt", OriginTopic: "gw", OriginOffset: 9, Stage: "ingest"},
+		DLQRow{DLQTopic: "dlq", DLQPartition: 1, DLQOffset: 2, Class: "unreadable_entry"}}
 	var retries atomic.Int64
 	w := &memWriter{}
 	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
 	rejected, err := mirrorMapping{}.insert(context.Background(), in, rows)
-	if err != nil || len(rejected) != 0 || len(w.batches) != 1 || w.batches[0].Table() != TableDLQ || w.batches[0].Len() != 2 {
-		t.Fatalf("insert = %v, %v; batches %v: want one dlq_entries batch of 2", rejected, err, w.batches)
+	if err != nil || len(rejected) != 0 || len(w.batches) != 2 || w.batches[0].Table() != TableDLQ || w.batches[0].Len() != 2 ||
+		w.batches[1].Table() != "dlq_first" || w.batches[1].Len() != 2 {
+		t.Fatalf("insert = %v, %v; batches %v: want a dlq_entries batch of 2, then a dlq_first one", rejected, err, w.batches)
+	}
+	first := []DLQFirstRow{rows[0].(DLQRow).first(), rows[1].(DLQRow).first()}
+	if f := first[0]; f.OriginTopic != "gw" || f.OriginOffset != 9 || f.Stage != "ingest" || f.Orphan != "" || f.Version != ^uint64(0)-1 {
+		t.Errorf("first of an entry with an origin: %+v", f)
+	}
+	if f := first[1]; f.Orphan != "dlq/1/2" || f.Version != ^uint64(0)-(1<<40+2) || first[0].Version <= f.Version {
+		t.Errorf("first of an entry without an origin: %+v; a lower DLQ position must have the higher version", f)
 	}
 	w = &memWriter{reject: func(Batch) bool { return true }}
 	in.w = w

@@ -167,8 +167,12 @@ func (q *queries) requests(first, n uint64) string {
 	normal := func(a, b int, trig string) string { // a standard normal draw (Box-Muller)
 		return fmt.Sprintf("(sqrt(-2 * log(%s)) * %s(2 * pi() * %s))", u(a), trig, u(b))
 	}
+	// A request's times are the same in every epoch, as a replay re-reads the same records: its
+	// latency and the gap before its response are drawn from s0, which the epoch does not move
+	// (the time-keyed tables collapse a rewrite only at the same minute).
+	latency := strings.ReplaceAll(normal(4, 5, "cos"), "intHash64(s + ", "intHash64(s0 + ")
 	inner := fmt.Sprintf(`SELECT n,
-    n * 32 + %d AS s, toInt32(%d) AS ep, bitShiftLeft(toUInt64(ep), 40) AS vbase,
+    n * 32 AS s0, n * 32 + %d AS s, toInt32(%d) AS ep, bitShiftLeft(toUInt64(ep), 40) AS vbase,
     lower(hex(intHash64(n))) AS rid,
     toUInt64(%d + intDiv((n - %d) * %d, %d)) AS t0,
     %s AS m, %s AS tn, %s AS us,
@@ -179,12 +183,12 @@ func (q *queries) requests(first, n uint64) string {
     %s < 0.05 AS out_sens, %s < 0.05 AS prompt_sens,
     if(%s < 0.003, 'UNAVAILABLE', 'CHECKED') AS out_mod, if(%s < 0.003, 'UNAVAILABLE', 'CHECKED') AS prompt_mod,
     %s < 0.6 AS review, intHash64(s + 15) %% 10 AS out_word, intHash64(s + 16) %% 10 AS prompt_word,
-    intHash64(s + 17) %% 20 AS resp_gap, %s < 0.03 AS poison, intHash64(s + 19) AS h,
+    intHash64(s0 + 17) %% 20 AS resp_gap, %s < 0.03 AS poison, intHash64(s + 19) AS h,
     arrayJoin(if(%s < 0.02, [0, 1], [0])) AS copy
 FROM numbers(%d, %d)`,
 		uint64(q.s.Epoch)*1_000_000_000_000, q.s.Epoch, q.s.From.UnixMilli(), q.s.First, span, q.s.Requests,
 		pick(q.models, 1), pick(q.tenants, 2), pick(q.users, 3),
-		normal(4, 5, "cos"), normal(4, 5, "sin"), normal(6, 7, "cos"),
+		latency, normal(4, 5, "sin"), normal(6, 7, "cos"),
 		u(8), u(9), u(10), u(11), u(12), u(13), u(14), u(20), u(18), u(21), first, n)
 	// n is numbers()'s number; the aliases above use it by that name.
 	inner = strings.Replace(inner, "SELECT n,", "SELECT number AS n,", 1)
