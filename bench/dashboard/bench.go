@@ -50,56 +50,59 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-// build makes both layouts of a size with n requests (under the shared lock): the two
-// databases, filled with the same rows, and the new one's rollups.
-func (b *bench) build(ctx context.Context, res *sizeResult) ([]db, error) {
+// build makes one layout of a size with n requests (under the shared lock): the database,
+// filled, and for the new layout its rollups. It returns the database even when it fails
+// after making it, for the caller to drop.
+func (b *bench) build(ctx context.Context, layout string, res *sizeResult) (db, error) {
 	n := res.Requests
 	if err := b.lock.shared(ctx); err != nil {
-		return nil, err
+		return db{}, err
 	}
 	defer b.lock.release()
-	dbs, err := b.create(ctx, n)
+	d, err := b.create(ctx, layout, n)
 	if err != nil {
-		return dbs, err
+		return d, err
 	}
 	start := time.Now()
-	for _, d := range dbs {
-		spec := dashdata.Spec{Requests: n, From: b.from, To: b.to, Progress: func(done uint64) {
-			b.logf("%s %s: %s of %s requests written", sizeName(n), d.layout, sizeName(done), sizeName(n))
-		}}
-		if err := dashdata.Fill(ctx, d.conn, spec); err != nil {
-			return dbs, fmt.Errorf("fill %s: %w", d.name, err)
-		}
+	spec := dashdata.Spec{Requests: n, From: b.from, To: b.to, Progress: func(done uint64) {
+		b.logf("%s %s: %s of %s requests written", sizeName(n), layout, sizeName(done), sizeName(n))
+	}}
+	if err := dashdata.Fill(ctx, d.conn, spec); err != nil {
+		return d, fmt.Errorf("fill %s: %w", d.name, err)
 	}
-	res.FillS = time.Since(start).Seconds()
-	b.logf("%s: both layouts filled in %.0f s; waiting for merges", sizeName(n), res.FillS)
-	if err := b.settle(ctx, dbs); err != nil {
-		return dbs, err
+	res.FillS += time.Since(start).Seconds()
+	b.logf("%s %s: filled in %.0f s; waiting for merges", sizeName(n), layout, time.Since(start).Seconds())
+	if err := b.settle(ctx, d); err != nil {
+		return d, err
+	}
+	if res.DiskMB == nil {
+		res.DiskMB = map[string]float64{}
+	}
+	if layout == layoutOld {
+		res.DiskMB[layout], err = diskMB(ctx, d.conn, d.name)
+		return d, err
 	}
 	// The new layout's rollups, as an existing deployment's backfill makes them: every source,
 	// every minute up to the newest request's.
 	start = time.Now()
 	for _, src := range rollup.Sources() {
-		if err := rollup.Backfill(ctx, dbs[1].conn, src, b.from.Add(-time.Hour), b.to); err != nil {
-			return dbs, err
+		if err := rollup.Backfill(ctx, d.conn, src, b.from.Add(-time.Hour), b.to); err != nil {
+			return d, err
 		}
 		b.logf("%s new: %s rolled up (%.0f s so far)", sizeName(n), src, time.Since(start).Seconds())
 	}
 	res.BackfillS = time.Since(start).Seconds()
-	if err := b.settle(ctx, dbs); err != nil {
-		return dbs, err
+	if err := b.settle(ctx, d); err != nil {
+		return d, err
 	}
-	if res.Rows, err = rowCounts(ctx, dbs[1].conn); err != nil {
-		return dbs, err
+	if res.Rows, err = rowCounts(ctx, d.conn); err != nil {
+		return d, err
 	}
-	res.DiskMB = map[string]float64{}
-	for _, d := range dbs {
-		if res.DiskMB[d.layout], err = diskMB(ctx, d.conn, d.name); err != nil {
-			return dbs, err
-		}
+	if res.DiskMB[layout], err = diskMB(ctx, d.conn, d.name); err != nil {
+		return d, err
 	}
-	res.Layout, err = layoutOf(ctx, dbs[1].conn, dbs[1].name)
-	return dbs, err
+	res.Layout, err = layoutOf(ctx, d.conn, d.name)
+	return d, err
 }
 
 // timeOld times every panel's SQL over the views on the old layout, at --old-ranges, each
@@ -176,57 +179,56 @@ func (b *bench) once(ctx context.Context, d db, p dashboard.Panel, rg dashboard.
 	return nil
 }
 
-// create makes the size's two databases: the old layout (migrations up to 0014) and the new
-// one (every migration, as backflow migrate applies them).
-func (b *bench) create(ctx context.Context, n uint64) ([]db, error) {
+// create makes a database of the layout: the old one gets the migrations up to 0014, the new
+// one every migration, as backflow migrate applies them.
+func (b *bench) create(ctx context.Context, layout string, n uint64) (db, error) {
 	admin, err := clickhouse.Open(ctx, b.base)
 	if err != nil {
-		return nil, err
+		return db{}, err
 	}
 	defer admin.Close()
 	sv, err := clickhouse.Server(ctx, admin)
 	if err != nil {
-		return nil, err
+		return db{}, err
 	}
 	b.sum.ClickHouse = sv.Raw
-	var dbs []db
-	for _, layout := range []string{layoutOld, layoutNew} {
-		name := stackclean.ID("bench_dash_" + strings.ToLower(sizeName(n)) + "_" + layout + "_")
-		if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-			return dbs, fmt.Errorf("create database %s: %w", name, err)
-		}
-		cfg := b.base
-		cfg.Database = name
-		conn, err := clickhouse.Open(ctx, cfg)
+	name := stackclean.ID("bench_dash_" + strings.ToLower(sizeName(n)) + "_" + layout + "_")
+	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return db{}, fmt.Errorf("create database %s: %w", name, err)
+	}
+	cfg := b.base
+	cfg.Database = name
+	d := db{layout: layout, name: name}
+	if d.conn, err = clickhouse.Open(ctx, cfg); err != nil {
+		return d, err
+	}
+	b.logf("%s %s: database %s", sizeName(n), layout, name)
+	if layout == layoutNew {
+		applied, err := clickhouse.Migrate(ctx, d.conn)
 		if err != nil {
-			return dbs, err
+			return d, fmt.Errorf("%s: %w", name, err)
 		}
-		dbs = append(dbs, db{layout: layout, name: name, conn: conn})
-		b.logf("%s %s: database %s", sizeName(n), layout, name)
+		b.sum.NewMigrations = nil
+		for _, m := range applied {
+			b.sum.NewMigrations = append(b.sum.NewMigrations, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		}
+		return d, nil
 	}
 	ms, err := clickhouse.MigrationsFor(sv.Capabilities())
 	if err != nil {
-		return dbs, err
+		return d, err
 	}
 	for _, m := range ms {
 		if m.Version > oldLayout {
 			break
 		}
 		for i, stmt := range m.Statements {
-			if err := dbs[0].conn.Exec(ctx, stmt); err != nil {
-				return dbs, fmt.Errorf("%s: migration %04d_%s statement %d: %w", dbs[0].name, m.Version, m.Name, i+1, err)
+			if err := d.conn.Exec(ctx, stmt); err != nil {
+				return d, fmt.Errorf("%s: migration %04d_%s statement %d: %w", name, m.Version, m.Name, i+1, err)
 			}
 		}
 	}
-	applied, err := clickhouse.Migrate(ctx, dbs[1].conn)
-	if err != nil {
-		return dbs, fmt.Errorf("%s: %w", dbs[1].name, err)
-	}
-	b.sum.NewMigrations = nil
-	for _, m := range applied {
-		b.sum.NewMigrations = append(b.sum.NewMigrations, fmt.Sprintf("%04d_%s", m.Version, m.Name))
-	}
-	return dbs, nil
+	return d, nil
 }
 
 // drop drops the databases, unless --keep; it runs on an interrupt too.
@@ -237,7 +239,12 @@ func (b *bench) drop(dbs []db) {
 		defer b.lock.release()
 	}
 	for _, d := range dbs {
-		d.conn.Close()
+		if d.name == "" {
+			continue
+		}
+		if d.conn != nil {
+			d.conn.Close()
+		}
 		if b.opt.keep {
 			b.logf("kept database %s (--keep)", d.name)
 			continue
@@ -253,18 +260,14 @@ func (b *bench) drop(dbs []db) {
 	}
 }
 
-// settle waits until ClickHouse runs no merge in the databases (for 10 s on end), at most 30
+// settle waits until ClickHouse runs no merge in the database (for 10 s on end), at most 30
 // minutes: the panels are timed on the parts a table has at rest, not on a fresh insert's.
-func (b *bench) settle(ctx context.Context, dbs []db) error {
-	var names []string
-	for _, d := range dbs {
-		names = append(names, "'"+d.name+"'")
-	}
-	q := "SELECT count() FROM system.merges WHERE database IN (" + strings.Join(names, ", ") + ")"
+func (b *bench) settle(ctx context.Context, d db) error {
+	q := "SELECT count() FROM system.merges WHERE database = '" + d.name + "'"
 	quiet := 0
 	for deadline := time.Now().Add(30 * time.Minute); time.Now().Before(deadline) && quiet < 5; {
 		var running uint64
-		if err := dbs[0].conn.QueryRow(ctx, q).Scan(&running); err != nil {
+		if err := d.conn.QueryRow(ctx, q).Scan(&running); err != nil {
 			return fmt.Errorf("merges: %w", err)
 		}
 		if running == 0 {
