@@ -169,8 +169,13 @@ func markdown(s summary) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\nslowest new panel at %s: %s, %.0f ms; every panel within 1 s: %v; 30-min panels at %s over %s within 1.5×: %v\n",
-		s.Targets.Largest, s.Targets.SlowestNew, s.Targets.SlowestNewMs, s.Targets.AllWithin1s, s.Targets.Largest, s.Sizes[0].Size, s.Targets.AllRatiosWithin)
+	fmt.Fprintf(&b, "\nslowest new panel at %s: %s, %.0f ms; every panel within 1 s: %v", s.Targets.Largest, s.Targets.SlowestNew, s.Targets.SlowestNewMs, s.Targets.AllWithin1s)
+	if len(s.Sizes) > 1 {
+		fmt.Fprintf(&b, "; 30-min panels at %s over %s within 1.5×: %v", s.Targets.Largest, s.Sizes[0].Size, s.Targets.AllRatiosWithin)
+	} else {
+		b.WriteString("; the 30-min ratio needs two sizes")
+	}
+	b.WriteString("\n")
 	var panels []string
 	for p := range s.Targets.ThirtyMinRatio {
 		panels = append(panels, p)
