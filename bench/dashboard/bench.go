@@ -106,7 +106,7 @@ func (b *bench) build(ctx context.Context, layout string, res *sizeResult) (db, 
 }
 
 // timeOld times every panel's SQL over the views on the old layout, at --old-ranges, each
-// query alone under the exclusive lock, best of --runs (once when slower than --old-once).
+// panel's runs alone under the exclusive lock, best of --runs (once when slower than --old-once).
 func (b *bench) timeOld(ctx context.Context, old db, res *sizeResult) error {
 	for _, d := range b.opt.ranges {
 		if !b.opt.oldRanges[d] {
@@ -122,11 +122,16 @@ func (b *bench) timeOld(ctx context.Context, old db, res *sizeResult) error {
 				q.SQL = p.SQL // a panel that reads no rollup reads the same in both layouts
 			}
 			t := &timing{}
+			if err := b.lock.exclusive(ctx); err != nil {
+				return err
+			}
 			for t.Runs < b.opt.runs && (t.Runs == 0 || t.BestMs <= float64(b.opt.oldOnce.Milliseconds())) {
 				if err := b.once(ctx, old, q, rg, t); err != nil {
+					b.lock.release()
 					return err
 				}
 			}
+			b.lock.release()
 			res.panel(p.ID, rangeName(d)).Old = t
 			b.logf("%s old %-24s last %-4s %s, %d rows read", res.Size, p.ID, rangeName(d), ms(t), t.RowsRead)
 		}
