@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -105,40 +106,80 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 	if err != nil {
 		return err
 	}
-	key := "streams[].topic"
-	for i, d := range e.cfg.Streams {
-		if d.Name == sc.Name {
-			key = fmt.Sprintf("streams[%d].topic", i)
-		}
-	}
-	if err := e.waitForSources(ctx, log, sc.Stage(), kafka.Source{Topic: sc.Topic, Key: key}); err != nil {
+	if err := e.waitForSources(ctx, log, sc.Stage(), kafka.Source{Topic: sc.Topic, Key: streamTopicKey(e, sc)}); err != nil {
 		return nil // stopped while waiting
 	}
-	wait := retry.Policy{Min: time.Second, Max: 30 * time.Second}
-	var (
-		schema   hamba.Schema
-		schemaID int
-	)
-	err = retry.Do(ctx, wait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
+	schema, schemaID, err := streamSchema(ctx, log, reg, sc)
+	if err == nil {
+		err = e.migrateBuiltIn(ctx, log)
+	}
+	var caps clickhouse.Capabilities
+	if err == nil {
+		caps, err = prepareStreamTable(ctx, e, log, sc, schema, schemaID)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for the registry or ClickHouse
+		}
+		return err
+	}
+	rc := clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse, Logger: log,
+		Metrics: e.metrics.Stage(sc.Stage()), OnAssigned: e.readyHook(sc.Stage())}
+	if len(sc.Screen) > 0 {
+		if rc.SensitiveWords, err = moderation.New(e.conn.SensitiveWords); err != nil {
+			return err
+		}
+		defer rc.SensitiveWords.Close()
+	}
+	if e.cfg.SinkClickHouse.Rollups {
+		// The stream's flushes mark the ledger minutes they wrote, for the rollup loop of the
+		// sink-clickhouse stage (wherever it runs).
+		if err := ensureRollupTopic(ctx, e, e.cfg.SinkClickHouse); err != nil {
+			return err
+		}
+	}
+	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps}, rc)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = sink.Run(ctx)
+	st := sink.Stats()
+	log.Info("stream stopped", "records", st.Records, "rows", st.Rows, "dlq", st.DLQ, "flushes", st.Flushes,
+		"retries", st.Retries, "ran", time.Since(start).Round(time.Second).String())
+	return err
+}
+
+// streamTopicKey is the config key that names the stream's topic, for the start-up wait's
+// messages.
+func streamTopicKey(e *stageEnv, sc clickhouse.StreamConfig) string {
+	for i, d := range e.cfg.Streams {
+		if d.Name == sc.Name {
+			return fmt.Sprintf("streams[%d].topic", i)
+		}
+	}
+	return "streams[].topic"
+}
+
+// streamWait is how the stream's start-up retries the registry and ClickHouse.
+var streamWait = retry.Policy{Min: time.Second, Max: 30 * time.Second}
+
+// streamSchema is the subject's latest schema, waited for while the registry is down or has
+// none under the subject yet.
+func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc clickhouse.StreamConfig) (schema hamba.Schema, schemaID int, err error) {
+	err = retry.Do(ctx, streamWait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
 		log.Warn("stream: waiting for the subject's schema", "subject", sc.Subject, "attempt", attempt, "error", err)
 	}, func() (err error) {
 		schema, schemaID, err = LatestSchema(ctx, reg, sc.Subject)
 		return err
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	if err := e.migrateBuiltIn(ctx, log); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	var caps clickhouse.Capabilities
-	err = retry.Do(ctx, wait, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
+	return schema, schemaID, err
+}
+
+// prepareStreamTable brings the stream's table to the schema (creating it only when migrations
+// are on) and returns the server's capabilities, retrying while ClickHouse is unavailable.
+func prepareStreamTable(ctx context.Context, e *stageEnv, log *slog.Logger, sc clickhouse.StreamConfig, schema hamba.Schema, schemaID int) (caps clickhouse.Capabilities, err error) {
+	err = retry.Do(ctx, streamWait, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
 		log.Warn("clickhouse unavailable for the stream's table; retrying", "attempt", attempt, "error", err)
 	}, func() error {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -169,37 +210,7 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 		}
 		return err
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	rc := clickhouse.RunConfig{Kafka: e.conn.Kafka, Registry: reg, ClickHouse: e.conn.ClickHouse, Logger: log,
-		Metrics: e.metrics.Stage(sc.Stage()), OnAssigned: e.readyHook(sc.Stage())}
-	if len(sc.Screen) > 0 {
-		if rc.SensitiveWords, err = moderation.New(e.conn.SensitiveWords); err != nil {
-			return err
-		}
-		defer rc.SensitiveWords.Close()
-	}
-	if e.cfg.SinkClickHouse.Rollups {
-		// The stream's flushes mark the ledger minutes they wrote, for the rollup loop of the
-		// sink-clickhouse stage (wherever it runs).
-		if err := ensureRollupTopic(ctx, e, e.cfg.SinkClickHouse); err != nil {
-			return err
-		}
-	}
-	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps}, rc)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	err = sink.Run(ctx)
-	st := sink.Stats()
-	log.Info("stream stopped", "records", st.Records, "rows", st.Rows, "dlq", st.DLQ, "flushes", st.Flushes,
-		"retries", st.Retries, "ran", time.Since(start).Round(time.Second).String())
-	return err
+	return caps, err
 }
 
 // errNoSubject: the registry has no schema under the subject yet (no producer registered one).
