@@ -197,7 +197,7 @@ func (b *bench) create(ctx context.Context, layout string, n uint64) (db, error)
 		return db{}, err
 	}
 	b.sum.ClickHouse = sv.Raw
-	name := stackclean.ID("bench_dash_" + strings.ToLower(sizeName(n)) + "_" + layout + "_")
+	name := stackclean.ID(stackclean.BenchmarkTag + "dash_" + strings.ToLower(sizeName(n)) + "_" + layout + "_")
 	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return db{}, fmt.Errorf("create database %s: %w", name, err)
 	}

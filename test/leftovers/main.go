@@ -2,6 +2,8 @@
 // groups, registry subjects, ClickHouse databases (and tables in the default database) and
 // Redis keys whose names carry a test ID (a 19-digit nanosecond stamp, see test/stackclean).
 // The stacks' own names carry none, so they are never listed. It exits 1 when it finds any.
+// What a benchmark made (names starting bench_) is listed apart and not counted: a benchmark
+// may run beside the tests and drops its own; --delete removes it too.
 //
 //	go run ./test/leftovers                     # both stacks, everything stamped
 //	go run ./test/leftovers --since 1767225600000000000   # only what was made after (unix ns or RFC 3339)
@@ -123,6 +125,14 @@ func check(ctx context.Context, st stack, m stackclean.Match, del bool) ([]stack
 	if err != nil {
 		return items, err
 	}
+	if !del {
+		var bench []stackclean.Item
+		items, bench = splitBenchmarks(items)
+		if len(bench) > 0 {
+			fmt.Printf("%s stack: %d made by a benchmark, not counted (it drops them when it ends; --delete --older-than 1h removes a crashed one's):\n", st.name, len(bench))
+			show(bench)
+		}
+	}
 	if len(items) > 0 && del {
 		fmt.Printf("%s stack: deleting %d left behind by tests\n", st.name, len(items))
 		show(items)
@@ -145,6 +155,18 @@ func check(ctx context.Context, st stack, m stackclean.Match, del bool) ([]stack
 	fmt.Printf("%s stack: %d left behind by tests (go run ./test/leftovers --delete removes them):\n", st.name, len(items))
 	show(items)
 	return items, err
+}
+
+// splitBenchmarks separates what a benchmark made (stackclean.IsBenchmark) from the rest.
+func splitBenchmarks(items []stackclean.Item) (tests, bench []stackclean.Item) {
+	for _, it := range items {
+		if stackclean.IsBenchmark(it.Name) {
+			bench = append(bench, it)
+		} else {
+			tests = append(tests, it)
+		}
+	}
+	return tests, bench
 }
 
 // show prints items a line each, but Redis keys (a test writes thousands) as a count per ID

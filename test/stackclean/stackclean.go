@@ -70,6 +70,14 @@ func Stamp(name string) (time.Time, bool) {
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
+// BenchmarkTag starts the names a benchmark makes (bench-dashboard's scratch databases,
+// bench_dash_10m_new_1767225600000000000). A benchmark may run beside the tests and drops what
+// it made when it ends, so test/leftovers shows its names apart and does not count them.
+const BenchmarkTag = "bench_"
+
+// IsBenchmark reports whether name is a benchmark's (see BenchmarkTag).
+func IsBenchmark(name string) bool { return strings.HasPrefix(name, BenchmarkTag) }
+
 // Match selects test names: those with a stamp at or after Since (and before Until, when set),
 // containing Contains when it is set (one test's ID: what that test made).
 type Match struct {

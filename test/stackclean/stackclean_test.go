@@ -52,3 +52,16 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestIsBenchmark(t *testing.T) {
+	for name, want := range map[string]bool{
+		ID(BenchmarkTag + "dash_10m_new_"): true,
+		ID("it_pt"):                        false,
+		ID("inf-run"):                      false,
+		"backflow.enriched":                false,
+	} {
+		if got := IsBenchmark(name); got != want {
+			t.Errorf("IsBenchmark(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
