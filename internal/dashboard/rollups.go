@@ -40,7 +40,8 @@ type RollupLag struct {
 	// Sources are the watermark of each table the rollups read, in rollup.Sources' order.
 	Sources []SourceWatermark `json:"sources"`
 	// NewestEvent is the newest event time the ClickHouse sinks landed (the ledger's
-	// max_event_time, read through the sink rollup), in Unix seconds; null when none landed.
+	// max_event_time, read through the sink rollup), at most the server's now, in Unix
+	// seconds; null when none landed.
 	NewestEvent *int64 `json:"newest_event"`
 	// RolledUpTo is the end of the newest minute rolled up, over the sources (the rollup loop's
 	// position), in Unix seconds; null when nothing was rolled up.
@@ -76,14 +77,17 @@ func ReadRollupLag(ctx context.Context, conn driver.Conn) RollupLag {
 		}
 		l.Sources = append(l.Sources, sw)
 	}
-	var newest time.Time
-	q := "SELECT max(last_event_time) FROM " + rollup.Sink.AllTime()
-	if err := conn.QueryRow(ctx, q).Scan(&newest); err != nil {
+	var newest, now time.Time
+	q := "SELECT max(last_event_time), now() FROM " + rollup.Sink.AllTime()
+	if err := conn.QueryRow(ctx, q).Scan(&newest, &now); err != nil {
 		l.Error = fmt.Sprintf("dashboard: newest landed event: %v", err)
 		return l
 	}
 	if newest.Unix() > 0 {
-		n := newest.Unix()
+		// An event dated after the server's clock (a producer's clock ahead of it, or a
+		// stream whose records carry dates to come) counts as now: no rollup can hold a
+		// minute that has not ended, so it is not lag.
+		n := min(newest.Unix(), now.Unix())
 		l.NewestEvent = &n
 	}
 	if newestMinute >= 0 {
