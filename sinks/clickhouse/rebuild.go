@@ -682,6 +682,30 @@ func (t rebuildTarget) deleteRows(ctx context.Context, rb Rebuild, where string)
 	}
 }
 
+// forget deletes rb's plan and progress from the log and waits until the deletion shows: a
+// DELETE is a mutation that ClickHouse applies in the background, and a run that read the old
+// plan before it did would skip chunks of a copy that no longer has them.
+func (t rebuildTarget) forget(ctx context.Context, rb Rebuild) error {
+	where := " WHERE version = " + strconv.Itoa(int(rb.Version)) + " AND table_name = " + sqlString(rb.Table)
+	if err := t.conn.Exec(ctx, "ALTER TABLE "+t.q(RebuildsTable)+" DELETE"+where); err != nil {
+		return fmt.Errorf("forget the rebuild's plan: %w", err)
+	}
+	for {
+		var n uint64
+		if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(RebuildsTable)+where).Scan(&n); err != nil {
+			return fmt.Errorf("wait for the rebuild's plan to be forgotten: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the rebuild's plan to be forgotten: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // swap checks that the copy holds every row of a table that did not change, then gives the
 // copy the table's name and the table the name <table>_before_<version>.
 func (t rebuildTarget) swap(ctx context.Context, rb Rebuild, total uint64) error {
@@ -704,7 +728,9 @@ func (t rebuildTarget) swap(ctx context.Context, rb Rebuild, total uint64) error
 		if t.cluster != "" {
 			_ = t.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.q(t.local(rb.copyName()))+t.on())
 		}
-		_ = t.conn.Exec(ctx, "ALTER TABLE "+t.q(RebuildsTable)+" DELETE WHERE version = "+strconv.Itoa(int(rb.Version))+" AND table_name = '"+rb.Table+"'")
+		if err := t.forget(ctx, rb); err != nil {
+			return fmt.Errorf("%w: %s had %d rows when the rebuild began and has %d now; %w", ErrRebuildSourceChanged, rb.Table, total, src.rows, err)
+		}
 		return fmt.Errorf("%w: %s had %d rows when the rebuild began and has %d now; the copy was dropped: stop the ClickHouse sinks and run backflow migrate again", ErrRebuildSourceChanged, rb.Table, total, src.rows)
 	}
 	if cp.rows != total {
