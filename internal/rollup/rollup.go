@@ -206,8 +206,13 @@ var (
 		Parts: []Part{{Source: DLQEntries, Time: "error_time", Final: true,
 			// GLOBAL IN: in cluster mode both tables are Distributed, and ClickHouse refuses a
 			// distributed subquery inside a distributed query; on one server it is a plain IN.
+			// 18.16 does not use dlq_first's key for an IN over a subquery, so the lookup would
+			// read every origin ever dead-lettered; the origins' offsets grow with time, and a
+			// bound on them from the rows' own (a constant by the time the key is read) keeps
+			// it to the granules of recent origins, plus the orphans.
 			Where: "(dlq_topic, dlq_partition, dlq_offset) GLOBAL IN (SELECT dlq_topic, dlq_partition, dlq_offset FROM " + DLQFirst + " FINAL" +
-				" WHERE (origin_topic, origin_partition, origin_offset, stage, orphan) GLOBAL IN (SELECT origin_topic, origin_partition, origin_offset, stage, " +
+				" WHERE (origin_offset >= (SELECT min(origin_offset) FROM " + DLQEntries + " WHERE $rows) OR origin_topic = '')" +
+				" AND (origin_topic, origin_partition, origin_offset, stage, orphan) GLOBAL IN (SELECT origin_topic, origin_partition, origin_offset, stage, " +
 				DLQOrphan + " FROM " + DLQEntries + " WHERE $rows))",
 			Dims:     []string{"toString(stage)", "toString(class)", "origin_topic"},
 			Measures: []string{"toUInt64(count())", "toUInt64(sum(value_bytes))"}}},
