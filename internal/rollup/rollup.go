@@ -147,6 +147,9 @@ const latencyQuantiles = "AggregateFunction(quantiles(0.5, 0.95, 0.99), UInt32)"
 // The rollups, one per family of panels. Each mirrors a per-minute view of migrations 0008 and
 // 0014 (same dimensions, same measures, same filters), so a panel's answer over a rollup is the
 // view's answer.
+// The rollups compare enum columns as strings (toString(status) = 'UNKNOWN'): a literal the
+// column's enum lacks is an error in ClickHouse, and an operator may narrow an enum (an
+// old server's table, a column changed by hand); the comparison as text is false instead.
 var (
 	// Model mirrors v_model_minute: inference results per model.
 	Model = Rollup{
@@ -157,9 +160,9 @@ var (
 			{"tokens_prompt", "UInt64", Sum}, {"tokens_completion", "UInt64", Sum}, {"flagged", "UInt64", Sum}},
 		Parts: []Part{{Source: InferenceResults, Time: "event_time", Final: true,
 			Dims: []string{"toString(model)"},
-			Measures: []string{"toUInt64(count())", "toUInt64(countIf(status NOT IN ('OK', 'UNKNOWN')))", "toUInt64(countIf(status = 'UNKNOWN'))",
+			Measures: []string{"toUInt64(count())", "toUInt64(countIf(toString(status) NOT IN ('OK', 'UNKNOWN')))", "toUInt64(countIf(toString(status) = 'UNKNOWN'))",
 				"toUInt64(sum(latency_ms))", "quantilesState(0.5, 0.95, 0.99)(latency_ms)",
-				"toUInt64(sum(prompt_tokens))", "toUInt64(sum(completion_tokens))", "toUInt64(countIf(verdict IN ('REVIEW', 'BLOCK')))"}}},
+				"toUInt64(sum(prompt_tokens))", "toUInt64(sum(completion_tokens))", "toUInt64(countIf(toString(verdict) IN ('REVIEW', 'BLOCK')))"}}},
 	}
 	// Tenant mirrors v_tenant_minute: token spend per tenant and model, from gateway responses.
 	Tenant = Rollup{
@@ -167,7 +170,7 @@ var (
 		Dims: []Dim{{"tenant_id"}, {"model"}},
 		Measures: []Measure{{"requests", "UInt64", Sum}, {"errors", "UInt64", Sum}, {"tokens_prompt", "UInt64", Sum},
 			{"tokens_completion", "UInt64", Sum}, {"tokens_total", "UInt64", Sum}},
-		Parts: []Part{{Source: GatewayLogs, Time: "event_time", Final: true, Where: "phase = 'RESPONSE'",
+		Parts: []Part{{Source: GatewayLogs, Time: "event_time", Final: true, Where: "toString(phase) = 'RESPONSE'",
 			Dims: []string{"toString(tenant_id)", "toString(model)"},
 			Measures: []string{"toUInt64(count())", "toUInt64(countIf(status_code >= 400))", "toUInt64(sum(prompt_tokens))",
 				"toUInt64(sum(completion_tokens))", "toUInt64(sum(prompt_tokens + completion_tokens))"}}},

@@ -108,8 +108,11 @@ func (rm *rollupMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Recor
 	return markRow{mark: m, at: rec.Timestamp}, nil, nil
 }
 
-// insert re-aggregates the marks' minutes, each table's at once, retrying an outage; a
-// statement ClickHouse refuses for another reason is a bug, and stops the loop uncommitted.
+// insert re-aggregates the marks' minutes, each table's at once, retrying whatever fails
+// (an outage, or a statement ClickHouse refuses, say after a column was changed by hand) with
+// backoff until it succeeds or the loop stops: the rollups are derived, so their failure
+// must not stop the sink, and the marks stay uncommitted meanwhile. The lag metric grows and
+// BackflowRollupLagHigh fires; the panels stay exact, reading raw rows from the watermark on.
 func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
 	conn, ok := in.w.(rollup.Conn)
 	if !ok {
@@ -134,13 +137,10 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 	}()
 	for _, source := range slices.Sorted(maps.Keys(minutes)) {
 		spans := rollup.Spans(minutes[source])
-		err := in.r.retry(ctx, "rollup "+source, &in.retries, IsRetryable, func(ctx context.Context) error {
+		err := in.r.retry(ctx, "rollup "+source, &in.retries, rollupRetryable, func(ctx context.Context) error {
 			return rollup.Recompute(ctx, conn, source, spans, time.Now())
 		})
 		if err != nil {
-			if !IsRetryable(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("%w: %w", ErrClickHouseFatal, err)
-			}
 			return nil, err
 		}
 		f := rm.fresh[source]
@@ -148,6 +148,11 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 		f.pending.Store(0)
 	}
 	return nil, nil
+}
+
+// rollupRetryable: a rollup is retried whatever failed, unless the loop is stopping.
+func rollupRetryable(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // marked is a row that lands in tables the rollups read; marks calls add with each such table

@@ -1,0 +1,77 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/internal/rollup"
+)
+
+// stmtWriter is a memWriter that also runs statements (rollup.Conn): the first refuse Execs
+// fail as ClickHouse refuses a statement it cannot run; every QueryRow reads a zero.
+type stmtWriter struct {
+	memWriter
+	refuse int
+	execs  []string
+}
+
+var errRefused = errors.New("code: 49, message: Unknown element 'UNKNOWN' for type Enum8('OK' = 1)")
+
+func (w *stmtWriter) Exec(_ context.Context, query string, _ ...any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.refuse > 0 {
+		w.refuse--
+		return errRefused
+	}
+	w.execs = append(w.execs, query)
+	return nil
+}
+
+func (w *stmtWriter) QueryRow(context.Context, string, ...any) driver.Row { return zeroRow{} }
+
+type zeroRow struct{}
+
+func (zeroRow) Err() error { return nil }
+func (zeroRow) Scan(dest ...any) error {
+	for _, d := range dest {
+		if p, ok := d.(*uint64); ok {
+			*p = 0
+		}
+	}
+	return nil
+}
+func (zeroRow) ScanStruct(any) error { return nil }
+
+// TestRollupRetriesARefusedStatement: a rollup ClickHouse refuses (here, after an operator
+// narrowed an enum) is retried with backoff until it runs, not a fatal error that stops the
+// sink; the rollups are derived, and the marks stay uncommitted meanwhile. A stop ends the
+// retries with the context's error.
+func TestRollupRetriesARefusedStatement(t *testing.T) {
+	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
+	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
+	var retries atomic.Int64
+	w := &stmtWriter{refuse: 3}
+	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
+	rejected, err := newRollupMapping().insert(context.Background(), in, rows)
+	if err != nil || len(rejected) != 0 {
+		t.Fatalf("insert = %v, %v; want the rollup run after the refusals", rejected, err)
+	}
+	if retries.Load() != 3 || len(w.execs) == 0 || !strings.Contains(w.execs[len(w.execs)-1], "rollup_watermarks") {
+		t.Fatalf("%d retries, statements %q: want 3 retries, then the rollups and the watermark", retries.Load(), w.execs)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	w = &stmtWriter{refuse: 1 << 30}
+	in.w = w
+	if _, err := newRollupMapping().insert(ctx, in, rows); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrClickHouseFatal) {
+		t.Fatalf("insert while refused until the stop = %v, want the context's error and no ErrClickHouseFatal", err)
+	}
+}
