@@ -17,7 +17,6 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/retry"
 )
 
@@ -452,23 +451,6 @@ func (p *Processor) deadWriterFor(partition int32) chan<- deadJob {
 	return q
 }
 
-// batcherFor returns the partition's batcher, starting it on first use.
-func (p *Processor) batcherFor(partition int32) *batcher {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, ok := p.batchers[partition]
-	if !ok {
-		b = &batcher{p: p, in: make(chan *job, p.cfg.BatchSize)}
-		p.batchers[partition] = b
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			b.run()
-		}()
-	}
-	return b
-}
-
 // Close releases every record still in flight uncommitted (they will be redelivered) and
 // waits for the batchers. Call it after goka's Run returned, or concurrently once ctx ended.
 func (p *Processor) Close() {
@@ -478,86 +460,3 @@ func (p *Processor) Close() {
 
 // InFlight is the number of records read but not yet committed.
 func (p *Processor) InFlight() int { return p.queues.InFlight() }
-
-// batcher collects one partition's texts into moderation batches by count and time, and
-// moderates one batch at a time.
-type batcher struct {
-	p  *Processor
-	in chan *job
-}
-
-func (b *batcher) add(j *job) {
-	select {
-	case b.in <- j:
-	case <-b.p.runCtx.Done():
-	}
-}
-
-func (b *batcher) run() {
-	cfg := b.p.cfg
-	var batch []*job
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		select {
-		case <-b.p.runCtx.Done():
-			return
-		case j := <-b.in:
-			if len(batch) == 0 {
-				timer.Reset(cfg.BatchLinger)
-			}
-			batch = append(batch, j)
-			if len(batch) < cfg.BatchSize {
-				continue
-			}
-		case <-timer.C:
-		}
-		timer.Stop()
-		if len(batch) > 0 {
-			b.flush(batch)
-			batch = nil
-		}
-	}
-}
-
-func (b *batcher) flush(batch []*job) {
-	items, slots := dedupeTexts(batch)
-	b.p.Stats.ModerationTexts.Add(int64(len(batch)))
-	b.p.Stats.ModerationItems.Add(int64(len(items)))
-	b.p.metrics.st().Batch(len(items))
-	outs := b.p.mod.moderate(b.p.runCtx, items)
-	if outs == nil {
-		return // stopping
-	}
-	for i, j := range batch {
-		o := outs[slots[i]]
-		if o.err != nil {
-			if b.p.deadLetter(j.origin, o.err) {
-				j.pc.Done()
-			}
-			continue
-		}
-		b.p.emit(j, o)
-	}
-}
-
-// dedupeTexts makes the items of one moderation batch: each distinct text once (a gateway
-// RESPONSE and its inference result usually carry the same text), so the service checks it
-// once and its verdict goes to every record with that text. slots[i] is the item of batch[i].
-// Ids are positions among the items: unique even when a partition revoked and re-assigned to
-// this process delivers a record that is still waiting here from before.
-func dedupeTexts(batch []*job) (items []moderation.Item, slots []int) {
-	items = make([]moderation.Item, 0, len(batch))
-	slots = make([]int, len(batch))
-	seen := make(map[string]int, len(batch))
-	for i, j := range batch {
-		k, ok := seen[j.text]
-		if !ok {
-			k = len(items)
-			seen[j.text] = k
-			items = append(items, moderation.Item{ID: strconv.Itoa(k), Text: j.text})
-		}
-		slots[i] = k
-	}
-	return items, slots
-}
