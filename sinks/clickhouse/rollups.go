@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -137,7 +136,8 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 	}()
 	for _, source := range slices.Sorted(maps.Keys(minutes)) {
 		spans := rollup.Spans(minutes[source])
-		err := in.r.retry(ctx, "rollup "+source, &in.retries, rollupRetryable, func(ctx context.Context) error {
+		// nil retryable: every failure is retried, until ctx ends (the loop stopping).
+		err := in.r.retry(ctx, "rollup "+source, &in.retries, nil, func(ctx context.Context) error {
 			return rollup.Recompute(ctx, conn, source, spans, time.Now())
 		})
 		if err != nil {
@@ -148,11 +148,6 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 		f.pending.Store(0)
 	}
 	return nil, nil
-}
-
-// rollupRetryable: a rollup is retried whatever failed, unless the loop is stopping.
-func rollupRetryable(err error) bool {
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // marked is a row that lands in tables the rollups read; marks calls add with each such table
