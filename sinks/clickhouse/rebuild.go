@@ -483,50 +483,47 @@ func (t rebuildTarget) record(ctx context.Context, rb Rebuild, plan []chunk, tot
 
 // deleteRows deletes the copy's rows that where selects, and waits for the deletion.
 func (t rebuildTarget) deleteRows(ctx context.Context, rb Rebuild, where string) error {
+	if err := t.deleteWhere(ctx, t.q(t.local(rb.copyName()))+t.on(), rb.copyName(), where); err != nil {
+		return fmt.Errorf("rebuild %s: delete a partial chunk: %w", rb.Table, err)
+	}
+	return nil
+}
+
+// forget deletes rb's plan and progress from the log and waits until the deletion shows: a
+// run that read the old plan before it did would skip chunks of a copy that no longer has them.
+func (t rebuildTarget) forget(ctx context.Context, rb Rebuild) error {
+	where := "version = " + strconv.Itoa(int(rb.Version)) + " AND table_name = " + sqlString(rb.Table)
+	if err := t.deleteWhere(ctx, t.q(RebuildsTable), RebuildsTable, where); err != nil {
+		return fmt.Errorf("forget the rebuild's plan: %w", err)
+	}
+	return nil
+}
+
+// deleteWhere deletes the rows of table that where selects (alter is what ALTER TABLE names:
+// the table, or its local tables ON CLUSTER) and waits until none is left: a DELETE is a
+// mutation that ClickHouse applies in the background.
+func (t rebuildTarget) deleteWhere(ctx context.Context, alter, table, where string) error {
+	count := "SELECT toUInt64(count()) FROM " + t.q(table) + " WHERE " + where
 	var n uint64
-	if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(rb.copyName())+" WHERE "+where).Scan(&n); err != nil {
-		return fmt.Errorf("rebuild %s: look for a partial chunk: %w", rb.Table, err)
+	if err := t.conn.QueryRow(ctx, count).Scan(&n); err != nil {
+		return fmt.Errorf("count the rows to delete: %w", err)
 	}
 	if n == 0 {
 		return nil
 	}
-	if err := t.conn.Exec(ctx, "ALTER TABLE "+t.q(t.local(rb.copyName()))+t.on()+" DELETE WHERE "+where); err != nil {
-		return fmt.Errorf("rebuild %s: delete a partial chunk: %w", rb.Table, err)
+	if err := t.conn.Exec(ctx, "ALTER TABLE "+alter+" DELETE WHERE "+where); err != nil {
+		return fmt.Errorf("delete: %w", err)
 	}
 	for {
-		if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(rb.copyName())+" WHERE "+where).Scan(&n); err != nil {
-			return fmt.Errorf("rebuild %s: wait for the deletion: %w", rb.Table, err)
+		if err := t.conn.QueryRow(ctx, count).Scan(&n); err != nil {
+			return fmt.Errorf("wait for the deletion: %w", err)
 		}
 		if n == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// forget deletes rb's plan and progress from the log and waits until the deletion shows: a
-// DELETE is a mutation that ClickHouse applies in the background, and a run that read the old
-// plan before it did would skip chunks of a copy that no longer has them.
-func (t rebuildTarget) forget(ctx context.Context, rb Rebuild) error {
-	where := " WHERE version = " + strconv.Itoa(int(rb.Version)) + " AND table_name = " + sqlString(rb.Table)
-	if err := t.conn.Exec(ctx, "ALTER TABLE "+t.q(RebuildsTable)+" DELETE"+where); err != nil {
-		return fmt.Errorf("forget the rebuild's plan: %w", err)
-	}
-	for {
-		var n uint64
-		if err := t.conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+t.q(RebuildsTable)+where).Scan(&n); err != nil {
-			return fmt.Errorf("wait for the rebuild's plan to be forgotten: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for the rebuild's plan to be forgotten: %w", ctx.Err())
+			return fmt.Errorf("wait for the deletion: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
