@@ -12,8 +12,8 @@
 // enriched.go and rows.go, stream.go and stream_rows.go, mirror.go), migrations (migrate.go,
 // ledger.go, migrations.go, cluster.go, capabilities.go), a declared stream's table
 // (stream_config.go, stream_plan.go) and the Avro-to-column derivation it uses (derive.go,
-// derive_values.go, evolve.go), a table rebuilt under a new key (rebuild.go, rebuild_plan.go) and the rollup
-// marks a flush leaves (rollup_marks.go).
+// derive_values.go, evolve.go), a table rebuilt under a new key (rebuild.go, rebuild_plan.go,
+// rebuild_log.go) and the rollup marks a flush leaves (rollup_marks.go).
 //
 // clickhouse-go v2 is used over the native protocol only, because the HTTP protocol fails
 // against ClickHouse 18.16 ("Unknown setting client_protocol_version"). Against 18.16, an INSERT

@@ -10,6 +10,13 @@ import (
 	"strings"
 )
 
+// chunk is one planned copy: the rows of one old partition in one range of the old key.
+type chunk struct {
+	N     uint32
+	Where string
+	Rows  uint64
+}
+
 // plan splits the table's rows into chunks: one per old partition, or, for a partition of
 // more than ChunkRows rows, ranges of the first two columns of the old key, found from a
 // sample of about 10,000 keys (one pass over those two columns).
