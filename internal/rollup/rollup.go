@@ -212,9 +212,10 @@ var (
 			// 18.16 does not use dlq_first's key for an IN over a subquery, so the lookup would
 			// read every origin ever dead-lettered; the origins' offsets grow with time, and a
 			// bound on them from the rows' own (a constant by the time the key is read) keeps
-			// it to the granules of recent origins, plus the orphans.
+			// it to the granules of recent origins, plus the orphans. An orphan's offset (0)
+			// does not lower the bound: it would make one unreadable entry read them all.
 			Where: "(dlq_topic, dlq_partition, dlq_offset) GLOBAL IN (SELECT dlq_topic, dlq_partition, dlq_offset FROM " + DLQFirst + " FINAL" +
-				" WHERE (origin_offset >= (SELECT min(origin_offset) FROM " + DLQEntries + " WHERE $rows) OR origin_topic = '')" +
+				" WHERE (origin_offset >= (SELECT min(if(origin_topic = '', toInt64(9223372036854775807), origin_offset)) FROM " + DLQEntries + " WHERE $rows) OR origin_topic = '')" +
 				" AND (origin_topic, origin_partition, origin_offset, stage, orphan) GLOBAL IN (SELECT origin_topic, origin_partition, origin_offset, stage, " +
 				DLQOrphan + " FROM " + DLQEntries + " WHERE $rows))",
 			Dims:     []string{"toString(stage)", "toString(class)", "origin_topic"},
