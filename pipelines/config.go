@@ -92,6 +92,7 @@ type MetricsConfig struct {
 type IngestConfig struct {
 	ingest.Config
 	StorageDir string `key:"storage_dir" doc:"local table storage, rebuilt from the changelog when missing; empty: <tmp>/backflow-goka"`
+	Standby    bool   `key:"standby" doc:"keep a warm copy of every table partition this instance does not own (goka hot standby), so a failover restores nothing; costs a read of the whole changelog and its disk on every instance"`
 }
 
 // SinkFeaturesConfig is the sink_features section: the stage's settings, its Redis writer's
@@ -100,6 +101,7 @@ type SinkFeaturesConfig struct {
 	features.Config
 	Redis      redis.Config `key:",squash"`
 	StorageDir string       `key:"storage_dir" doc:"local table storage, rebuilt from the changelog when missing; empty: <tmp>/backflow-goka-features"`
+	Standby    bool         `key:"standby" doc:"keep a warm copy of every table partition this instance does not own (goka hot standby), so a failover restores nothing; costs a read of the whole changelog and its disk on every instance"`
 }
 
 // Stage names, as --stages and the stages key take them.

@@ -43,6 +43,19 @@ type Conn struct {
 	// their changelogs). It must not exceed the broker count: 1 suits the local stack, use 3
 	// on a production cluster.
 	TableReplication int `key:"table_replication" default:"1" doc:"replication factor of the topics backflow creates (group tables, changelogs, loopback, DLQ); 3 on a production cluster"`
+	// InstanceID turns on static group membership (KIP-345) for every consumer group this
+	// process joins, goka's and franz-go's alike: a member that stops and comes back with the
+	// same id within SessionTimeout gets its partitions back, and the other members see no
+	// rebalance. It must be unique among the processes of a deployment and stable across their
+	// restarts: the pod name of a StatefulSet (deploy/k8s), or a slot number. Default: none
+	// (dynamic membership: every stop and start rebalances the group).
+	InstanceID string `key:"instance_id" doc:"static group membership: this process's id in every consumer group it joins, unique per process and stable across its restarts (a StatefulSet's pod name); a restart within session_timeout then moves no partition; empty: dynamic membership"`
+	// SessionTimeout is how long the group coordinator waits for a silent member before it
+	// gives the member's partitions to the others. With InstanceID it must cover a restart:
+	// a stopped static member does not leave the group, so its partitions wait that long for
+	// it, and a crashed one's too. Default (0): 45s with InstanceID; without it each client's
+	// own (10s for goka's stages, 45s for franz-go's).
+	SessionTimeout time.Duration `key:"session_timeout,zero" doc:"how long a silent member keeps its partitions before the group moves them (it must cover a restart with instance_id); 0: 45s with instance_id, else the client's own (10s goka stages, 45s others)"`
 	// SASL authenticates every connection, for both clients. Default: none.
 	SASL SASL `key:",squash"`
 	// TLS encrypts every connection, for both clients (a SASL_SSL or SSL listener). Default:
@@ -140,6 +153,12 @@ func (c Conn) Validate() error {
 	}
 	if c.TableReplication < 1 {
 		errs = append(errs, conf.Errorf("TableReplication", "table replication: %d, want 1 or more", c.TableReplication))
+	}
+	if err := validInstanceID(c.InstanceID); err != nil {
+		errs = append(errs, conf.Errorf("InstanceID", "instance id: %w", err))
+	}
+	if c.SessionTimeout != 0 && (c.SessionTimeout < MinSessionTimeout || c.SessionTimeout > MaxSessionTimeout) {
+		errs = append(errs, conf.Errorf("SessionTimeout", "session timeout: %v is outside %v..%v (the brokers' group.min/max.session.timeout.ms defaults)", c.SessionTimeout, MinSessionTimeout, MaxSessionTimeout))
 	}
 	errs = append(errs, conf.Nest("SASL", "", c.SASL.validate()), conf.Nest("TLS", "", c.TLS.Validate()))
 	return conf.Nest("", "kafka: ", errors.Join(errs...))
@@ -265,6 +284,7 @@ func (c Conn) Sarama() *sarama.Config {
 	// carries hundreds of records per fetch; a record larger than that is fetched whole anyway
 	// (the broker returns at least one batch).
 	sc.Consumer.Fetch.Default = 256 << 10
+	c.membership(sc)
 	if c.TLS.On() {
 		// With no ServerName, sarama checks each broker against the host of its address.
 		// Should the files fail to load here (Validate has loaded them), TLS stays on with

@@ -250,7 +250,7 @@ func (s *Sink) connect(ctx context.Context) error {
 		reset = kgo.NewOffset().AtStart()
 	}
 	var err error
-	s.cl, err = s.rc.Kafka.NewClient(
+	s.cl, err = s.rc.Kafka.NewClient(append(s.rc.Kafka.GroupOpts(),
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.cfg.Topic),
 		kgo.ConsumeResetOffset(reset),
@@ -262,7 +262,7 @@ func (s *Sink) connect(ctx context.Context) error {
 			s.drop(m)
 			s.assigned(false)
 		}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
