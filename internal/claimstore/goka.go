@@ -31,7 +31,7 @@ func Builder(dir string, cfg Config) storage.Builder {
 // time, which places them in their time segment. now is the clock (time.Now).
 func Update(window time.Duration, now func() time.Time) goka.UpdateCallback {
 	return func(ctx goka.UpdateContext, s storage.Storage, key string, value []byte) error {
-		st, ok := s.(*Store)
+		st, ok := unwrap(s).(*Store)
 		if !ok {
 			return goka.DefaultUpdate(ctx, s, key, value)
 		}
@@ -49,6 +49,18 @@ func Update(window time.Duration, now func() time.Time) goka.UpdateCallback {
 			return nil
 		}
 		return st.SetAt(key, value, ts)
+	}
+}
+
+// unwrap returns the Store under a wrapper that keeps it open across group generations
+// (kafka.Tables), or s.
+func unwrap(s storage.Storage) storage.Storage {
+	for {
+		w, ok := s.(interface{ Unwrap() storage.Storage })
+		if !ok {
+			return s
+		}
+		s = w.Unwrap()
 	}
 }
 

@@ -37,6 +37,7 @@ func (s *Store) seal(g *segment) error {
 	if err := writeIndexFile(g.path+".idx", g); err != nil {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
 	}
+	os.Remove(g.path + ".active") // a sealed segment has its index file
 	idx, err := os.Open(g.path + ".idx")
 	if err != nil {
 		return fmt.Errorf("claimstore: seal segment %d: %w", g.id, err)
@@ -142,7 +143,7 @@ func (g *segment) close() error {
 
 func (g *segment) remove() error {
 	err := g.close()
-	for _, ext := range []string{".log", ".idx", ".bloom"} {
+	for _, ext := range []string{".log", ".idx", ".bloom", ".active"} {
 		if rerr := os.Remove(g.path + ext); rerr != nil && !os.IsNotExist(rerr) && err == nil {
 			err = rerr
 		}

@@ -309,12 +309,11 @@ func (g *segment) lookupSealed(key string, h uint32, rb *readBuf) (uint32, bool,
 
 // scan reads the log from the start, calling fn for each record at its position; it
 // returns the length of the intact prefix (a torn tail ends the scan).
-func (g *segment) scan(fn func(pos uint32, r record)) (int64, error) {
-	if _, err := g.f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
+func (g *segment) scan(fn func(pos uint32, r record)) (int64, error) { return g.scanFrom(0, fn) }
+
+// scanReader reads records from g.f's current position, which is byte off of the log.
+func (g *segment) scanReader(off int64, fn func(pos uint32, r record)) (int64, error) {
 	br := bufio.NewReaderSize(g.f, 1<<20)
-	var off int64
 	var head [recHeader]byte
 	var body []byte
 	for {
