@@ -113,7 +113,7 @@ var stages = []stage{
 			cfg := e.cfg.Ingest
 			// ingest.Run waits for its source topics itself: one wait, until they exist.
 			return ingest.Run(ctx, cfg.Config, ingest.RunConfig{Kafka: e.conn.Kafka, Registry: reg, SensitiveWords: checker,
-				StorageDir: cfg.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
+				StorageDir: cfg.StorageDir, Standby: cfg.Standby, Logger: e.log, Metrics: e.metrics.Stage(StageIngest),
 				OnReady: func(*ingest.Processor) { ready(true) }, Waiting: e.waitingHook(StageIngest)})
 		},
 	},
@@ -165,7 +165,7 @@ var stages = []stage{
 			wcfg.Logger, wcfg.Metrics = e.log, e.metrics.Stage(StageSinkFeatures)
 			store := redis.NewWriter(rdb, wcfg)
 			return features.Run(ctx, e.cfg.SinkFeatures.Config, features.RunConfig{Kafka: e.conn.Kafka, Registry: reg, Store: store,
-				StorageDir: e.cfg.SinkFeatures.StorageDir, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
+				StorageDir: e.cfg.SinkFeatures.StorageDir, Standby: e.cfg.SinkFeatures.Standby, Logger: e.log, Metrics: e.metrics.Stage(StageSinkFeatures),
 				OnReady: func(*features.Processor) { ready(true) }, Waiting: e.waitingHook(StageSinkFeatures)})
 		},
 	},

@@ -344,7 +344,10 @@ type RunConfig struct {
 	Store Store
 	// StorageDir holds goka's local table storage. Default <temp>/backflow-goka-features.
 	StorageDir string
-	Logger     *slog.Logger
+	// Standby keeps a warm copy of every table partition this instance does not own (goka's
+	// hot standby, kafka.Tables). Default false.
+	Standby bool
+	Logger  *slog.Logger
 	// OnReady, if set, is called once goka is consuming.
 	OnReady func(*Processor)
 	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
@@ -451,16 +454,23 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
 	}
+	tables := kafka.NewTables(kafka.GokaStorage(dir), rc.Standby)
+	defer func() {
+		if err := tables.Close(); err != nil {
+			log.Warn("sink-features: close table storage", "error", err)
+		}
+	}()
 	opts := append(rc.Kafka.ProcessorOptions(),
 		goka.WithHasher(kafka.Murmur2Hasher),
-		goka.WithStorageBuilder(p.StorageBuilder(kafka.GokaStorage(dir))),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
+	opts = append(opts, tables.Options(p.StorageBuilder)...)
 	proc, err := kafka.NewGokaProcessor(runCtx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("features: processor: %w", err)
 	}
-	log.Info("sink-features starting", "group", cfg.Group, "input", cfg.EnrichedTopic, "partitions", partitions, "project", cfg.Project)
+	log.Info("sink-features starting", "group", cfg.Group, "input", cfg.EnrichedTopic, "partitions", partitions, "project", cfg.Project,
+		"instance_id", rc.Kafka.InstanceID, "standby", rc.Standby)
 	err = life.Run(proc, kafka.GokaRun{Name: "sink-features", Log: log, Visitor: visitSweep, Every: cfg.SweepEvery,
 		// Records whose deltas wait in the folder stay uncommitted; goka's shutdown waits for them.
 		OnStopping: func() { p.fold.close(errFolderClosed) },

@@ -33,7 +33,10 @@ type RunConfig struct {
 	// StorageDir holds goka's local table storage (rebuilt from the changelog when missing).
 	// Default: <temp dir>/backflow-goka.
 	StorageDir string
-	Logger     *slog.Logger
+	// Standby keeps a warm copy of every table partition this instance does not own (goka's
+	// hot standby, kafka.Tables). Default false.
+	Standby bool
+	Logger  *slog.Logger
 	// OnReady, if set, is called with the processor once goka is consuming.
 	OnReady func(*Processor)
 	// Metrics is the stage's handle on the process's metrics (ops.Metrics.Stage); nil
@@ -108,15 +111,22 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka")
 	}
+	tables := kafka.NewTables(claimstore.Builder(dir, StoreConfig(cfg)), rc.Standby)
+	defer func() {
+		if err := tables.Close(); err != nil {
+			log.Warn("ingest: close table storage", "error", err)
+		}
+	}()
 	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
-	opts = append(opts, goka.WithStorageBuilder(claimstore.Builder(dir, StoreConfig(cfg))),
-		goka.WithUpdateCallback(claimstore.Update(cfg.DedupeWindow, time.Now)),
+	opts = append(opts, tables.Options(nil)...)
+	opts = append(opts, goka.WithUpdateCallback(claimstore.Update(cfg.DedupeWindow, time.Now)),
 		goka.WithLogger(kafka.GokaLogger(log)), p.ProducerOption(rc.Kafka.GokaProducerBuilder()))
 	proc, err := kafka.NewGokaProcessor(life.Ctx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: processor: %w", err)
 	}
-	log.Info("ingest starting", "group", cfg.Group, "partitions", partitions, "epoch", epoch, "policy", cfg.Policy)
+	log.Info("ingest starting", "group", cfg.Group, "partitions", partitions, "epoch", epoch, "policy", cfg.Policy,
+		"instance_id", rc.Kafka.InstanceID, "standby", rc.Standby)
 	err = life.Run(proc, kafka.GokaRun{Name: "ingest", Log: log,
 		OnReady: func() {
 			if rc.OnReady != nil {
