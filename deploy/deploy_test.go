@@ -575,6 +575,23 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("kustomization.yaml lists %s: %v", r, err)
 		}
 	}
+	// The README names files that exist (a renamed manifest is renamed there too).
+	readme, err := os.ReadFile("k8s/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile("`([a-z0-9./-]+\\.yaml)`").FindAllStringSubmatch(string(readme), -1) {
+		f := m[1]
+		if f == "backflow.yaml" { // the ConfigMap's key
+			continue
+		}
+		_, err1 := os.Stat(filepath.Join("k8s", f))
+		_, err2 := os.Stat(filepath.Join("k8s/cluster", f))
+		_, err3 := os.Stat(filepath.Join("..", f))
+		if err1 != nil && err2 != nil && err3 != nil {
+			t.Errorf("k8s/README.md names %s, which does not exist", f)
+		}
+	}
 }
 
 // TestCompose: the stack's services, a backflow service per stage running its stage with the
