@@ -596,8 +596,9 @@ func TestKubernetes(t *testing.T) {
 
 // TestCompose: the stack's services, a backflow service per stage running its stage with the
 // compose config (which passes check-config and points at the services by name and port),
-// the metrics port published, secrets that exist, and a stop grace period longer than
-// shutdown_timeout.
+// the metrics port published, secrets that exist, a stop grace period longer than
+// shutdown_timeout, an instance id of its own per stage, and the goka stages' storage_dir on a
+// named volume.
 func TestCompose(t *testing.T) {
 	c := docs(t, "compose/docker-compose.yaml")[0]
 	svcs := c["services"].(map[string]any)
@@ -636,11 +637,33 @@ func TestCompose(t *testing.T) {
 	if f := secretFiles(t, string(b))["BACKFLOW_SENSITIVE_WORDS_TOKEN"]; secrets[path.Base(f)] == nil || path.Dir(f) != "/run/secrets" {
 		t.Errorf("sensitive_words.token_file %s is not a compose secret", f)
 	}
+	ids := map[string]string{} // instance id -> service
+	volumes, _ := c["volumes"].(map[string]any)
+	storage := map[string]string{pipelines.StageIngest: cfg.Config.Ingest.StorageDir, pipelines.StageSinkFeatures: cfg.Config.SinkFeatures.StorageDir}
 	for _, stage := range pipelines.StageNames() {
 		s := svcs["backflow-"+stage]
 		if s == nil {
 			t.Errorf("no service backflow-%s", stage)
 			continue
+		}
+		// A stable instance id of its own (one container per stage).
+		id := str(at(s, "environment", pipelines.EnvName("kafka.instance_id")))
+		if id == "" || ids[id] != "" {
+			t.Errorf("backflow-%s: instance id %q, want one of its own (taken by %q)", stage, id, ids[id])
+		}
+		ids[id] = stage
+		// The table storage on a named volume, kept when the container is re-created.
+		if dir := storage[stage]; dir != "" {
+			found := false
+			for _, v := range strs(at(s, "volumes")) {
+				src, dst, _ := strings.Cut(v, ":")
+				if _, named := volumes[src]; named && strings.HasPrefix(dir, dst+"/") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("backflow-%s: storage_dir %s is on no named volume", stage, dir)
+			}
 		}
 		want := []string{"run", "--config", "/etc/backflow/backflow.yaml", "--stages", stage}
 		if got := strs(at(s, "command")); !slices.Equal(got, want) {
