@@ -59,12 +59,27 @@ stop_all
 for topic in cluster.model-inference-result cluster.gateway-log; do
   $KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 1 >/dev/null
 done
-# Each process keeps its local tables in a folder of its own, as each pod of a Deployment would;
-# they are a cache of the table topics, emptied here so a cache from an earlier demo (whose
-# topics may be gone since) is never read against fresh topics.
+# Each process joins the groups under a stable instance id (backflow-1..3), as a pod of a
+# StatefulSet does under its name, and keeps its local tables in a folder of its own across
+# runs, as the pod keeps its volume: a run right after another gets the same partitions back
+# (no rebalance within kafka.session_timeout) and restores only what the changelogs gained.
+# The folders are a cache of the table topics: they are emptied when those topics are not the
+# ones they were built from (a new stack, deleted topics), which the topics' ids tell.
 STORAGE=.stack/cluster/demo-storage
-rm -rf "$STORAGE"
+table_ids() {
+  { $KT topics --bootstrap-server "$BOOT" --describe --topic 'backflow-cluster-(ingest|features)-table' 2>/dev/null || true; } |
+    awk '$1 == "Topic:" && $3 == "TopicId:" {print $2, $4}' | sort
+}
+ids=$(table_ids)
+if [ -z "$ids" ] || [ "$ids" != "$(cat "$STORAGE/table-ids" 2>/dev/null || true)" ]; then
+  echo "   local tables: emptied (the table topics are new or gone)"
+  rm -rf "$STORAGE"
+else
+  echo "   local tables: kept from the last run ($STORAGE)"
+fi
+mkdir -p "$STORAGE"
 for i in $(seq 1 $PROCS); do
+  BACKFLOW_KAFKA_INSTANCE_ID="backflow-$i" \
   BACKFLOW_INGEST_STORAGE_DIR="$PWD/$STORAGE/$i/ingest" BACKFLOW_SINK_FEATURES_STORAGE_DIR="$PWD/$STORAGE/$i/features" \
   setsid bin/backflow --env-file "$PWD/$ENV" run --config deploy/demo-cluster.yaml --metrics-addr "127.0.0.1:$((MBASE + i - 1))" \
     >"$LOGS/demo-run-$i.log" 2>&1 </dev/null &
@@ -94,6 +109,8 @@ print(sum(int(t.get("lag") or 0) for g in gs for t in g.get("topics") or []) if 
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 3
 done
+# The local tables are now built from these table topics: the next run keeps them.
+table_ids >"$STORAGE/table-ids"
 
 say "6. the oracle: the manifest against the distributed views (read on $LAST)"
 originals=$(grep '"kind":"original"' "$MANIFEST" | grep -c '"topic":"cluster.model-inference-result"' || true)

@@ -7,7 +7,9 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +24,11 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/pipelines"
@@ -181,134 +188,373 @@ func TestEveryFileParses(t *testing.T) {
 	}
 }
 
-type k8sObjects struct {
-	byKind map[string][]map[string]any
+// k8sKinds are the kinds the manifests may hold, by apiVersion and kind, each decoded into its
+// Kubernetes API type. A PrometheusRule is the Prometheus Operator's custom resource, with no
+// type here: TestPrometheusRuleManifest checks it.
+var k8sKinds = map[string]func() any{
+	"v1 ConfigMap":                            func() any { return new(corev1.ConfigMap) },
+	"v1 Secret":                               func() any { return new(corev1.Secret) },
+	"v1 Service":                              func() any { return new(corev1.Service) },
+	"apps/v1 StatefulSet":                     func() any { return new(appsv1.StatefulSet) },
+	"apps/v1 Deployment":                      func() any { return new(appsv1.Deployment) },
+	"policy/v1 PodDisruptionBudget":           func() any { return new(policyv1.PodDisruptionBudget) },
+	"monitoring.coreos.com/v1 PrometheusRule": nil,
 }
 
-func loadK8s(t *testing.T) k8sObjects {
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// strictObjects decodes every document of a manifest into its Kubernetes API type: YAML to
+// JSON (a duplicate key fails), then JSON with unknown fields refused, so that a misspelt or
+// misplaced field fails here as `kubectl apply` would refuse or, worse, silently drop it.
+func strictObjects(t *testing.T, file string) []any {
 	t.Helper()
-	o := k8sObjects{byKind: map[string][]map[string]any{}}
-	files, _ := filepath.Glob("k8s/*.yaml")
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	for i, part := range docSeparator.Split(string(b), -1) {
+		j, err := sigsyaml.YAMLToJSONStrict([]byte(part))
+		if err != nil {
+			t.Errorf("%s, document %d: %v", file, i+1, err)
 			continue
 		}
-		for _, d := range docs(t, f) {
-			o.byKind[str(d["kind"])] = append(o.byKind[str(d["kind"])], d)
+		if s := string(bytes.TrimSpace(j)); s == "null" || s == "" {
+			continue // comments only
 		}
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(j, &tm); err != nil {
+			t.Errorf("%s, document %d: %v", file, i+1, err)
+			continue
+		}
+		newObj, known := k8sKinds[tm.APIVersion+" "+tm.Kind]
+		if !known {
+			t.Errorf("%s, document %d: %s %q is not a kind the manifests use", file, i+1, tm.Kind, tm.APIVersion)
+			continue
+		}
+		if newObj == nil {
+			continue
+		}
+		obj := newObj()
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(obj); err != nil {
+			t.Errorf("%s, document %d: not a valid %s %s: %v", file, i+1, tm.APIVersion, tm.Kind, err)
+			continue
+		}
+		out = append(out, obj)
 	}
-	return o
+	return out
 }
 
-func (o k8sObjects) named(kind, name string) map[string]any {
-	for _, d := range o.byKind[kind] {
-		if str(at(d, "metadata", "name")) == name {
-			return d
-		}
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "unset"
 	}
-	return nil
+	return fmt.Sprint(*p)
 }
 
-// TestKubernetes: a Deployment per stage running `backflow run --stages <stage>` with the
-// ConfigMap's config (which passes check-config), probes on /healthz and /readyz at the
-// config's metrics port, scrape annotations naming that port, a grace period longer than
-// shutdown_timeout, secret files the Secret provides, goka storage on a writable volume, only
-// variables backflow knows, a PodDisruptionBudget selecting the pods, and every file listed in
-// the kustomization.
+// k8sManifests are the objects of deploy/k8s (or an overlay's files), by kind and name.
+type k8sManifests struct {
+	configMaps   map[string]*corev1.ConfigMap
+	secrets      map[string]*corev1.Secret
+	services     map[string]*corev1.Service
+	statefulSets map[string]*appsv1.StatefulSet
+	deployments  map[string]*appsv1.Deployment
+	pdbs         []*policyv1.PodDisruptionBudget
+}
+
+func loadManifests(t *testing.T, files ...string) k8sManifests {
+	t.Helper()
+	m := k8sManifests{
+		configMaps:   map[string]*corev1.ConfigMap{},
+		secrets:      map[string]*corev1.Secret{},
+		services:     map[string]*corev1.Service{},
+		statefulSets: map[string]*appsv1.StatefulSet{},
+		deployments:  map[string]*appsv1.Deployment{},
+	}
+	for _, f := range files {
+		for _, o := range strictObjects(t, f) {
+			switch o := o.(type) {
+			case *corev1.ConfigMap:
+				m.configMaps[o.Name] = o
+			case *corev1.Secret:
+				m.secrets[o.Name] = o
+			case *corev1.Service:
+				m.services[o.Name] = o
+			case *appsv1.StatefulSet:
+				m.statefulSets[o.Name] = o
+			case *appsv1.Deployment:
+				m.deployments[o.Name] = o
+			case *policyv1.PodDisruptionBudget:
+				m.pdbs = append(m.pdbs, o)
+			}
+		}
+	}
+	return m
+}
+
+// loadK8s loads every manifest of deploy/k8s (the kustomization is not one).
+func loadK8s(t *testing.T) k8sManifests {
+	t.Helper()
+	files, _ := filepath.Glob("k8s/*.yaml")
+	files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == "kustomization.yaml" })
+	return loadManifests(t, files...)
+}
+
+// configBody is the config file backflow-config holds.
+func (m k8sManifests) configBody(t *testing.T) string {
+	t.Helper()
+	cm := m.configMaps["backflow-config"]
+	if cm == nil || cm.Data["backflow.yaml"] == "" {
+		t.Fatal("no ConfigMap backflow-config with a backflow.yaml")
+	}
+	return cm.Data["backflow.yaml"]
+}
+
+// Sizing of the table volumes, as the StatefulSets' comments compute it from docs/scaling.md:
+// a week of requests at 1,000 requests/s over the source topics' 3 partitions, and the
+// bytes per million requests of each stage's whole table (ingest's claims 0.5 GB; the feature
+// table 53 MB on each of three pods).
+const (
+	sizingRequests   = 1000 * 7 * 24 * 3600 // a week at 1,000 requests/s
+	sizingPartitions = 3
+)
+
+var tableBytesPerMillion = map[string]float64{
+	pipelines.StageIngest:       0.5e9,
+	pipelines.StageSinkFeatures: 3 * 53e6,
+}
+
+// checkTableVolumes: the stateful stages keep their storage_dir on a volume of the pod's own
+// (a volumeClaimTemplate, not a pod volume), large enough for the pod's partitions (every
+// partition with standby) and one partition taken over; the stateless stage has no claim.
+func checkTableVolumes(t *testing.T, cfg pipelines.Loaded, m k8sManifests) {
+	t.Helper()
+	storage := map[string]string{pipelines.StageIngest: cfg.Config.Ingest.StorageDir, pipelines.StageSinkFeatures: cfg.Config.SinkFeatures.StorageDir}
+	standby := map[string]bool{pipelines.StageIngest: cfg.Config.Ingest.Standby, pipelines.StageSinkFeatures: cfg.Config.SinkFeatures.Standby}
+	for _, stage := range pipelines.StageNames() {
+		ss := m.statefulSets["backflow-"+stage]
+		if ss == nil {
+			t.Errorf("no StatefulSet backflow-%s", stage)
+			continue
+		}
+		dir := storage[stage]
+		if _, table := tableBytesPerMillion[stage]; !table {
+			if len(ss.Spec.VolumeClaimTemplates) != 0 {
+				t.Errorf("%s keeps no table, yet claims a volume per pod", stage)
+			}
+			continue
+		}
+		if dir == "" {
+			t.Errorf("%s: storage_dir unset, so its table goes under TMPDIR, not on a volume of its own", stage)
+			continue
+		}
+		if !path.IsAbs(dir) {
+			t.Errorf("%s: storage_dir %q is not an absolute path", stage, dir)
+			continue
+		}
+		// The mount the storage_dir is under (the deepest one).
+		var mount corev1.VolumeMount
+		for _, vm := range ss.Spec.Template.Spec.Containers[0].VolumeMounts {
+			if (dir == vm.MountPath || strings.HasPrefix(dir, strings.TrimSuffix(vm.MountPath, "/")+"/")) && len(vm.MountPath) > len(mount.MountPath) {
+				mount = vm
+			}
+		}
+		if mount.Name == "" || mount.ReadOnly {
+			t.Errorf("%s: storage_dir %s is under no writable volume mount", stage, dir)
+			continue
+		}
+		for _, v := range ss.Spec.Template.Spec.Volumes {
+			if v.Name == mount.Name {
+				t.Errorf("%s: storage_dir %s is on the pod volume %q, which a new pod loses; mount a volumeClaimTemplate there", stage, dir, v.Name)
+			}
+		}
+		var claim *corev1.PersistentVolumeClaim
+		for i := range ss.Spec.VolumeClaimTemplates {
+			if ss.Spec.VolumeClaimTemplates[i].Name == mount.Name {
+				claim = &ss.Spec.VolumeClaimTemplates[i]
+			}
+		}
+		if claim == nil {
+			t.Errorf("%s: storage_dir %s is on %q, not on a volumeClaimTemplate", stage, dir, mount.Name)
+			continue
+		}
+		if !slices.Contains(claim.Spec.AccessModes, corev1.ReadWriteOnce) {
+			t.Errorf("%s: volume access modes %v, want ReadWriteOnce (one pod's own disk)", stage, claim.Spec.AccessModes)
+		}
+		replicas := int32(1)
+		if ss.Spec.Replicas != nil {
+			replicas = *ss.Spec.Replicas
+		}
+		whole := tableBytesPerMillion[stage] * sizingRequests / 1e6
+		owned := (sizingPartitions + int(replicas) - 1) / int(replicas)
+		want := whole * float64(min(owned+1, sizingPartitions)) / sizingPartitions
+		if standby[stage] {
+			want = whole
+		}
+		size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+		if float64(size.Value()) < want {
+			t.Errorf("%s: volume of %s (%d bytes), want at least %.0f: %d of %d partitions of a week at 1,000 requests/s (standby %v)",
+				stage, size.String(), size.Value(), want, min(owned+1, sizingPartitions), sizingPartitions, standby[stage])
+		}
+		if p := ss.Spec.PersistentVolumeClaimRetentionPolicy; p != nil && (p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType || p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType) {
+			t.Errorf("%s: volume retention %+v: a scale-down or a delete would drop the table's disk", stage, *p)
+		}
+	}
+}
+
+// TestKubernetes: every manifest decodes strictly into its Kubernetes API type. A StatefulSet
+// per stage (stable pod names: each pod's Kafka instance id, BACKFLOW_KAFKA_INSTANCE_ID from
+// metadata.name) with a headless Service of its own, Parallel pod management and rolling
+// updates, running `backflow run --stages <stage>` with the ConfigMap's config (which passes
+// check-config, and takes the pod name as kafka.instance_id), probes on /healthz and /readyz
+// at the config's metrics port, scrape annotations naming that port, a grace period longer
+// than shutdown_timeout, secret files the Secret provides, the goka stages' storage_dir on a
+// volume per pod sized by docs/scaling.md, only variables backflow knows, a
+// PodDisruptionBudget selecting the pods, and every file listed in the kustomization.
 func TestKubernetes(t *testing.T) {
-	o := loadK8s(t)
-	cm := o.named("ConfigMap", "backflow-config")
-	if cm == nil {
-		t.Fatal("no ConfigMap backflow-config")
-	}
-	cfg := loadConfig(t, str(at(cm, "data", "backflow.yaml")))
+	m := loadK8s(t)
+	body := m.configBody(t)
+	cfg := loadConfig(t, body)
 	port := metricsPort(t, cfg)
-	secret := o.named("Secret", "backflow-secrets")
+	secret := m.secrets["backflow-secrets"]
 	if secret == nil {
 		t.Fatal("no Secret backflow-secrets (secret.example.yaml)")
 	}
-	secretKeys := at(secret, "stringData").(map[string]any)
+	for name := range m.deployments {
+		t.Errorf("Deployment %s: a stage runs as a StatefulSet, whose pods keep their names (their instance ids) and disks across a rollout", name)
+	}
+	// The variable the pods set is kafka.instance_id's, and a pod name is a valid id.
+	idVar := pipelines.EnvName("kafka.instance_id")
+	if idVar != "BACKFLOW_KAFKA_INSTANCE_ID" {
+		t.Fatalf("kafka.instance_id's variable is %s", idVar)
+	}
+	{
+		p := filepath.Join(t.TempDir(), "backflow.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		vars := secretVars(t, body)
+		vars[idVar] = "backflow-sink-features-12"
+		l, err := pipelines.Load(p, func(k string) string { return vars[k] })
+		if err != nil {
+			t.Fatalf("with a pod name as instance id: %v", err)
+		}
+		if l.Config.Kafka.InstanceID != "backflow-sink-features-12" || !l.Config.Kafka.Static() {
+			t.Errorf("kafka.instance_id %q from %s", l.Config.Kafka.InstanceID, idVar)
+		}
+	}
 
 	for _, stage := range pipelines.StageNames() {
 		t.Run(stage, func(t *testing.T) {
-			d := o.named("Deployment", "backflow-"+stage)
-			if d == nil {
-				t.Fatalf("no Deployment backflow-%s", stage)
+			ss := m.statefulSets["backflow-"+stage]
+			if ss == nil {
+				t.Fatalf("no StatefulSet backflow-%s", stage)
 			}
-			spec := at(d, "spec", "template", "spec")
-			labels := at(d, "spec", "template", "metadata", "labels").(map[string]any)
-			if sel := at(d, "spec", "selector", "matchLabels").(map[string]any); fmt.Sprint(sel) != fmt.Sprint(labels) || str(labels["app.kubernetes.io/component"]) != stage {
-				t.Errorf("selector %v, pod labels %v", sel, labels)
+			spec := ss.Spec.Template.Spec
+			labels := ss.Spec.Template.Labels
+			if ss.Spec.Selector == nil || !maps.Equal(ss.Spec.Selector.MatchLabels, labels) || labels["app.kubernetes.io/component"] != stage {
+				t.Errorf("selector %v, pod labels %v", ss.Spec.Selector, labels)
 			}
-			ann := at(d, "spec", "template", "metadata", "annotations").(map[string]any)
-			if str(ann["prometheus.io/scrape"]) != "true" || str(ann["prometheus.io/port"]) != strconv.Itoa(port) || str(ann["prometheus.io/path"]) != "/metrics" {
+			if ss.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+				t.Errorf("podManagementPolicy %q, want Parallel: a group's members need no start order", ss.Spec.PodManagementPolicy)
+			}
+			if ss.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType {
+				t.Errorf("updateStrategy %q, want RollingUpdate", ss.Spec.UpdateStrategy.Type)
+			}
+			// The headless Service the StatefulSet names its pods by.
+			if svc := m.services[ss.Spec.ServiceName]; svc == nil {
+				t.Errorf("serviceName %q: no such Service", ss.Spec.ServiceName)
+			} else if svc.Spec.ClusterIP != corev1.ClusterIPNone || !maps.Equal(svc.Spec.Selector, labels) {
+				t.Errorf("Service %s: clusterIP %q, selector %v; want a headless Service (None) selecting %v", svc.Name, svc.Spec.ClusterIP, svc.Spec.Selector, labels)
+			}
+			ann := ss.Spec.Template.Annotations
+			if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(port) || ann["prometheus.io/path"] != "/metrics" {
 				t.Errorf("scrape annotations %v, want port %d and /metrics", ann, port)
 			}
-			if g, _ := at(spec, "terminationGracePeriodSeconds").(int); time.Duration(g)*time.Second <= cfg.Config.ShutdownTimeout {
-				t.Errorf("terminationGracePeriodSeconds %d is not above shutdown_timeout %v", g, cfg.Config.ShutdownTimeout)
+			if g := spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= cfg.Config.ShutdownTimeout {
+				t.Errorf("terminationGracePeriodSeconds %s is not above shutdown_timeout %v", ptrString(g), cfg.Config.ShutdownTimeout)
 			}
-			c := at(spec, "containers", 0)
+			if len(spec.Containers) != 1 {
+				t.Fatalf("%d containers, want backflow alone", len(spec.Containers))
+			}
+			c := spec.Containers[0]
 			mounts := map[string]string{} // volume name -> mount path
-			for i := 0; at(c, "volumeMounts", i) != nil; i++ {
-				mounts[str(at(c, "volumeMounts", i, "name"))] = str(at(c, "volumeMounts", i, "mountPath"))
+			for _, vm := range c.VolumeMounts {
+				mounts[vm.Name] = vm.MountPath
 			}
-			volumes := map[string]any{}
-			for i := 0; at(spec, "volumes", i) != nil; i++ {
-				volumes[str(at(spec, "volumes", i, "name"))] = at(spec, "volumes", i)
+			volumes := map[string]corev1.Volume{}
+			for _, v := range spec.Volumes {
+				volumes[v.Name] = v
+			}
+			for _, pvc := range ss.Spec.VolumeClaimTemplates {
+				if _, dup := volumes[pvc.Name]; dup {
+					t.Errorf("volume %q is both a pod volume and a volumeClaimTemplate", pvc.Name)
+				}
+				volumes[pvc.Name] = corev1.Volume{Name: pvc.Name}
+			}
+			for name := range mounts {
+				if _, ok := volumes[name]; !ok {
+					t.Errorf("volumeMount %q names no volume", name)
+				}
 			}
 			// The config file: --config is the ConfigMap's key under its mount.
-			var cfgVol string
+			var cfgVol, secVol string
 			for name, v := range volumes {
-				if str(at(v, "configMap", "name")) == "backflow-config" {
+				if v.ConfigMap != nil && v.ConfigMap.Name == "backflow-config" {
 					cfgVol = name
 				}
-			}
-			wantArgs := []string{"run", "--config", path.Join(mounts[cfgVol], "backflow.yaml"), "--stages", stage}
-			if args := strs(at(c, "args")); !slices.Equal(args, wantArgs) {
-				t.Errorf("args %v, want %v", args, wantArgs)
-			}
-			if img := str(at(c, "image")); !strings.HasPrefix(img, "backflow:") {
-				t.Errorf("image %q, want the backflow image the Dockerfile builds", img)
-			}
-			// Probes at the metrics port.
-			if p := at(c, "ports", 0); str(at(p, "name")) != "metrics" || at(p, "containerPort") != port {
-				t.Errorf("container port %v, want metrics %d", p, port)
-			}
-			for probe, want := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
-				if str(at(c, probe, "httpGet", "path")) != want || str(at(c, probe, "httpGet", "port")) != "metrics" {
-					t.Errorf("%s %v, want %s on metrics", probe, at(c, probe), want)
-				}
-			}
-			// Secrets: each *_file key names a key of the Secret under its mount.
-			var secVol string
-			for name, v := range volumes {
-				if str(at(v, "secret", "secretName")) == "backflow-secrets" {
+				if v.Secret != nil && v.Secret.SecretName == "backflow-secrets" {
 					secVol = name
 				}
 			}
-			files := secretFiles(t, str(at(cm, "data", "backflow.yaml")))
+			wantArgs := []string{"run", "--config", path.Join(mounts[cfgVol], "backflow.yaml"), "--stages", stage}
+			if !slices.Equal(c.Args, wantArgs) {
+				t.Errorf("args %v, want %v", c.Args, wantArgs)
+			}
+			if !strings.HasPrefix(c.Image, "backflow:") {
+				t.Errorf("image %q, want the backflow image the Dockerfile builds", c.Image)
+			}
+			// Probes at the metrics port.
+			if len(c.Ports) == 0 || c.Ports[0].Name != "metrics" || int(c.Ports[0].ContainerPort) != port {
+				t.Errorf("container ports %v, want metrics %d", c.Ports, port)
+			}
+			for name, tc := range map[string]struct {
+				p    *corev1.Probe
+				want string
+			}{"livenessProbe": {c.LivenessProbe, "/healthz"}, "readinessProbe": {c.ReadinessProbe, "/readyz"}, "startupProbe": {c.StartupProbe, "/healthz"}} {
+				if tc.p == nil || tc.p.HTTPGet == nil || tc.p.HTTPGet.Path != tc.want || tc.p.HTTPGet.Port.String() != "metrics" {
+					t.Errorf("%s %+v, want %s on metrics", name, tc.p, tc.want)
+				}
+			}
+			// Secrets: each *_file key names a key of the Secret under its mount.
+			files := secretFiles(t, body)
 			if len(files) == 0 {
 				t.Error("the config names no secret file")
 			}
 			for _, f := range files {
-				if dir, key := path.Split(f); path.Clean(dir) != mounts[secVol] || secretKeys[key] == nil {
+				if dir, key := path.Split(f); path.Clean(dir) != mounts[secVol] || secret.StringData[key] == "" {
 					t.Errorf("secret file %s: not a key of backflow-secrets mounted at %s", f, mounts[secVol])
 				}
 			}
-			// goka storage on the writable data volume (the root filesystem is read-only).
-			storage := map[string]string{"ingest": cfg.Config.Ingest.StorageDir, "sink-features": cfg.Config.SinkFeatures.StorageDir}[stage]
-			if storage != "" && !strings.HasPrefix(storage, mounts["data"]+"/") {
-				t.Errorf("storage_dir %s is not on the data volume (%s)", storage, mounts["data"])
-			}
-			for i := 0; at(c, "env", i) != nil; i++ {
-				if name := str(at(c, "env", i, "name")); strings.HasPrefix(name, "BACKFLOW_") && !knownVariable(name) {
-					t.Errorf("variable %s is not one backflow reads", name)
+			// The instance id is the pod's name; every other variable is one backflow reads.
+			var idFrom string
+			for _, e := range c.Env {
+				if e.Name == idVar && e.Value == "" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+					idFrom = e.ValueFrom.FieldRef.FieldPath
 				}
+				if strings.HasPrefix(e.Name, "BACKFLOW_") && !knownVariable(e.Name) {
+					t.Errorf("variable %s is not one backflow reads", e.Name)
+				}
+			}
+			if idFrom != "metadata.name" {
+				t.Errorf("%s from %q, want the pod's name (fieldRef metadata.name)", idVar, idFrom)
 			}
 			// A PDB selects exactly these pods.
 			found := false
-			for _, pdb := range o.byKind["PodDisruptionBudget"] {
-				if fmt.Sprint(at(pdb, "spec", "selector", "matchLabels")) == fmt.Sprint(labels) && at(pdb, "spec", "maxUnavailable") != nil {
+			for _, pdb := range m.pdbs {
+				if pdb.Spec.Selector != nil && maps.Equal(pdb.Spec.Selector.MatchLabels, labels) && pdb.Spec.MaxUnavailable != nil {
 					found = true
 				}
 			}
@@ -317,6 +563,8 @@ func TestKubernetes(t *testing.T) {
 			}
 		})
 	}
+	checkTableVolumes(t, cfg, m)
+
 	kust := docs(t, "k8s/kustomization.yaml")[0]
 	res := strs(kust["resources"])
 	files, _ := filepath.Glob("k8s/*.yaml")
@@ -326,12 +574,35 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("%s is not in kustomization.yaml", b)
 		}
 	}
+	for _, r := range res {
+		if _, err := os.Stat(filepath.Join("k8s", r)); err != nil {
+			t.Errorf("kustomization.yaml lists %s: %v", r, err)
+		}
+	}
+	// The README names files that exist (a renamed manifest is renamed there too).
+	readme, err := os.ReadFile("k8s/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile("`([a-z0-9./-]+\\.yaml)`").FindAllStringSubmatch(string(readme), -1) {
+		f := m[1]
+		if f == "backflow.yaml" { // the ConfigMap's key
+			continue
+		}
+		_, err1 := os.Stat(filepath.Join("k8s", f))
+		_, err2 := os.Stat(filepath.Join("k8s/cluster", f))
+		_, err3 := os.Stat(filepath.Join("..", f))
+		if err1 != nil && err2 != nil && err3 != nil {
+			t.Errorf("k8s/README.md names %s, which does not exist", f)
+		}
+	}
 }
 
 // TestCompose: the stack's services, a backflow service per stage running its stage with the
 // compose config (which passes check-config and points at the services by name and port),
-// the metrics port published, secrets that exist, and a stop grace period longer than
-// shutdown_timeout.
+// the metrics port published, secrets that exist, a stop grace period longer than
+// shutdown_timeout, an instance id of its own per stage, and the goka stages' storage_dir on a
+// named volume.
 func TestCompose(t *testing.T) {
 	c := docs(t, "compose/docker-compose.yaml")[0]
 	svcs := c["services"].(map[string]any)
@@ -370,11 +641,33 @@ func TestCompose(t *testing.T) {
 	if f := secretFiles(t, string(b))["BACKFLOW_SENSITIVE_WORDS_TOKEN"]; secrets[path.Base(f)] == nil || path.Dir(f) != "/run/secrets" {
 		t.Errorf("sensitive_words.token_file %s is not a compose secret", f)
 	}
+	ids := map[string]string{} // instance id -> service
+	volumes, _ := c["volumes"].(map[string]any)
+	storage := map[string]string{pipelines.StageIngest: cfg.Config.Ingest.StorageDir, pipelines.StageSinkFeatures: cfg.Config.SinkFeatures.StorageDir}
 	for _, stage := range pipelines.StageNames() {
 		s := svcs["backflow-"+stage]
 		if s == nil {
 			t.Errorf("no service backflow-%s", stage)
 			continue
+		}
+		// A stable instance id of its own (one container per stage).
+		id := str(at(s, "environment", pipelines.EnvName("kafka.instance_id")))
+		if id == "" || ids[id] != "" {
+			t.Errorf("backflow-%s: instance id %q, want one of its own (taken by %q)", stage, id, ids[id])
+		}
+		ids[id] = stage
+		// The table storage on a named volume, kept when the container is re-created.
+		if dir := storage[stage]; dir != "" {
+			found := false
+			for _, v := range strs(at(s, "volumes")) {
+				src, dst, _ := strings.Cut(v, ":")
+				if _, named := volumes[src]; named && strings.HasPrefix(dir, dst+"/") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("backflow-%s: storage_dir %s is on no named volume", stage, dir)
+			}
 		}
 		want := []string{"run", "--config", "/etc/backflow/backflow.yaml", "--stages", stage}
 		if got := strs(at(s, "command")); !slices.Equal(got, want) {
@@ -491,11 +784,7 @@ func TestBuildsWithoutCgo(t *testing.T) {
 // --offline (pipelines.LoadOffline) the ConfigMap as shipped passes, and a real mistake in it
 // is still found.
 func TestConfigMapPassesOfflineCheck(t *testing.T) {
-	cm := loadK8s(t).named("ConfigMap", "backflow-config")
-	if cm == nil {
-		t.Fatal("no ConfigMap backflow-config")
-	}
-	body := str(at(cm, "data", "backflow.yaml"))
+	body := loadK8s(t).configBody(t)
 	p := filepath.Join(t.TempDir(), "backflow.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -523,20 +812,24 @@ func TestConfigMapPassesOfflineCheck(t *testing.T) {
 }
 
 // TestKubernetesClusterOverlay: deploy/k8s/cluster replaces the ConfigMap's backflow.yaml with
-// one for a ClickHouse cluster and a Redis Cluster. It passes check-config (with the pod's
-// secrets, and --offline), sets both cluster modes, and differs from the base file in the
-// clickhouse and redis sections only, so that the two do not drift apart.
+// one for a ClickHouse cluster and a Redis Cluster, and patches nothing else: its StatefulSets
+// are the base's. The patch decodes strictly as a ConfigMap; its config passes check-config
+// (with the pod's secrets, and --offline), sets both cluster modes, keeps the goka stages'
+// storage_dir on the base StatefulSets' volumes per pod, and differs from the base file in
+// the clickhouse and redis sections only, so that the two do not drift apart.
 func TestKubernetesClusterOverlay(t *testing.T) {
 	overlay := docs(t, "k8s/cluster/kustomization.yaml")[0]
-	if res := fmt.Sprint(at(overlay, "resources")); res != "[../]" || !strings.Contains(fmt.Sprint(at(overlay, "patches")), "configmap.yaml") {
-		t.Fatalf("kustomization: resources %s, patches %v", res, at(overlay, "patches"))
+	if res := fmt.Sprint(at(overlay, "resources")); res != "[../]" || fmt.Sprint(at(overlay, "patches")) != "[map[path:configmap.yaml]]" {
+		t.Fatalf("kustomization: resources %s, patches %v; want the base with its ConfigMap patched alone", res, at(overlay, "patches"))
 	}
-	cm := docs(t, "k8s/cluster/configmap.yaml")[0]
-	if str(at(cm, "kind")) != "ConfigMap" || str(at(cm, "metadata", "name")) != "backflow-config" {
-		t.Fatalf("the patch is not the ConfigMap backflow-config: %v", cm["metadata"])
+	patch := loadManifests(t, "k8s/cluster/configmap.yaml")
+	if len(patch.configMaps) != 1 || len(patch.statefulSets)+len(patch.services)+len(patch.deployments)+len(patch.pdbs)+len(patch.secrets) != 0 {
+		t.Fatalf("the patch holds %d ConfigMaps and other objects; want the ConfigMap backflow-config alone", len(patch.configMaps))
 	}
-	body := str(at(cm, "data", "backflow.yaml"))
+	body := patch.configBody(t)
 	l := loadConfig(t, body)
+	base := loadK8s(t)
+	checkTableVolumes(t, l, base)
 	if c := l.Config.Conns; c.ClickHouse.Cluster != "backflow" || c.Redis.Mode != "cluster" || len(c.Redis.Addrs) != 3 || c.Redis.Addr != "" {
 		t.Errorf("cluster modes: clickhouse %+v, redis %+v", c.ClickHouse, c.Redis)
 	}
@@ -548,21 +841,21 @@ func TestKubernetesClusterOverlay(t *testing.T) {
 		t.Errorf("check-config --offline: %v", err)
 	}
 
-	var base, cluster map[string]any
-	if err := yaml.Unmarshal([]byte(str(at(loadK8s(t).named("ConfigMap", "backflow-config"), "data", "backflow.yaml"))), &base); err != nil {
+	var baseCfg, cluster map[string]any
+	if err := yaml.Unmarshal([]byte(base.configBody(t)), &baseCfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal([]byte(body), &cluster); err != nil {
 		t.Fatal(err)
 	}
 	for _, section := range []string{"clickhouse", "redis"} {
-		if reflect.DeepEqual(base[section], cluster[section]) {
+		if reflect.DeepEqual(baseCfg[section], cluster[section]) {
 			t.Errorf("the %s section is the base's", section)
 		}
-		delete(base, section)
+		delete(baseCfg, section)
 		delete(cluster, section)
 	}
-	if !reflect.DeepEqual(base, cluster) {
-		t.Errorf("outside clickhouse and redis, the cluster config differs from deploy/k8s/configmap.yaml's:\nbase    %v\ncluster %v", base, cluster)
+	if !reflect.DeepEqual(baseCfg, cluster) {
+		t.Errorf("outside clickhouse and redis, the cluster config differs from deploy/k8s/configmap.yaml's:\nbase    %v\ncluster %v", baseCfg, cluster)
 	}
 }
