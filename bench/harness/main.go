@@ -224,6 +224,9 @@ func (o options) validate() error {
 	if o.restart && (o.restartRate <= 0 || o.settleMax <= 0 || !slices.Contains([]string{standbyFailover, standbyAll, standbyOff}, o.standby)) {
 		errs = append(errs, fmt.Errorf("--rate, --settle-max, --standby: %v, %v, %q; want > 0, > 0, and failover, all or off", o.restartRate, o.settleMax, o.standby))
 	}
+	if _, err := os.Stat(o.loadgen); o.restart && err != nil {
+		errs = append(errs, fmt.Errorf("--loadgen %s: %w (make build builds it)", o.loadgen, err))
+	}
 	if o.layout != layoutRun && o.layout != layoutStages {
 		errs = append(errs, fmt.Errorf("--backflow-layout: %q, want %s or %s", o.layout, layoutRun, layoutStages))
 	}
