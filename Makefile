@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-dashboard
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-dashboard bench-restart
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -66,6 +66,11 @@ bench-cluster: check-go build stack-cluster-up ## how backflow scales out: 1, 2 
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bin/bench-harness --env-file .stack/cluster/env --peers backflow,backflow-x2,backflow-x3 --backflow-layout run \
 		--records 300000 --latency=false --profile=false --plot "" --summary bench/scaling.json $(BENCH_FLAGS)
+
+BENCH_RESTART_REQUESTS ?= 1M,10M
+bench-restart: check-go build stack-plain-up ## what a restart costs: 3 backflow run instances (every demo stage, static instance ids) on state from BENCH_RESTART_REQUESTS requests (default 1M,10M), under 300 requests/s: a rolling restart on kept disks, a restart on an empty disk, a failover (SIGKILL), 3 runs each; summary in bench/restart.json (commit it), raw results in .bench/results (not committed); BENCH_FLAGS="--requests 30k --runs 1 --summary ''": a quick look
+	$(GO) build -o bin/bench-harness ./bench/harness
+	bin/bench-harness --restart --env-file $(or $(BACKFLOW_STACK_DIR),.stack)/env --requests $(BENCH_RESTART_REQUESTS) --runs 3 $(BENCH_FLAGS)
 
 bench-storage: check-go ## the dedupe claims' store at 1M, 10M and 30M live claims (BENCH_STORAGE_SIZES): CPU per claim and lookup, restore records/s, disk per claim; summary in bench/storage.json (commit it); about 15 min, 30 GB of TMPDIR
 	bench/storage.sh

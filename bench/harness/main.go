@@ -68,6 +68,14 @@ type options struct {
 	layout        string
 	scale         []int  // --scale: backlog sizes drained one after another (scale mode when set)
 	plotPath      string // --plot: the PNG of µs per record against backlog size (scale mode)
+	// restart mode (--restart): what a restart costs three running instances (restart.go)
+	restart         bool
+	restartRequests []int // --requests: the state sizes, in requests
+	restartRate     float64
+	standby         string
+	settleMax       time.Duration
+	loadgen         string
+	instanceIDs     bool
 }
 
 func main() {
@@ -96,6 +104,13 @@ func main() {
 	flag.StringVar(&o.layout, "backflow-layout", layoutStages, "how backflow runs: stages (one process per stage, each with its own profiles) or run (one `backflow run` process with every stage, as make demo runs it)")
 	scaleFlag := flag.String("scale", "", "scale mode: drain backlogs of these sizes one after another, e.g. 100k,1M,10M (suffixes k and M); each peer once per size (--runs), no latency run unless --latency is given; the summary lists every size")
 	flag.StringVar(&o.plotPath, "plot", "docs/bench-scale.png", "scale mode: where to draw µs per source record against backlog size, a PNG (empty: none; a --quick run draws none unless this is given)")
+	flag.BoolVar(&o.restart, "restart", false, "restart mode (make bench-restart): three backflow run instances, every stage of deploy/demo.yaml, static instance ids, state from --requests; under steady traffic a rolling restart on kept disks, a restart on an empty disk and a failover (SIGKILL), --runs times; summary in bench/restart.json")
+	requestsFlag := flag.String("requests", "1M", "restart mode: the state sizes in requests, e.g. 1M,10M (suffixes k and M), one after another")
+	flag.Float64Var(&o.restartRate, "rate", 300, "restart mode: steady traffic during the events, requests/s")
+	flag.StringVar(&o.standby, "standby", standbyFailover, "restart mode: goka hot standby (ingest and sink-features) for the failover event only (failover; the instances are restarted with it before that event, unmeasured), for every event (all), or never (off)")
+	flag.DurationVar(&o.settleMax, "settle-max", 90*time.Second, "restart mode: after an event, the longest the harness waits for the summed lag to be back near the baseline's")
+	flag.BoolVar(&o.instanceIDs, "instance-ids", true, "restart mode: static group membership (BACKFLOW_KAFKA_INSTANCE_ID=backflow-1..3); false: dynamic membership, as before kafka.instance_id")
+	flag.StringVar(&o.loadgen, "loadgen", "bin/loadgen", "restart mode: the loadgen binary (for the declared stream's backlog)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's topics, groups and ClickHouse database (default: deleted after the run)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n")
@@ -134,6 +149,21 @@ func main() {
 		if !set["peers"] {
 			o.peers = peerBackflow + "," + peerCeiling
 		}
+	}
+	if o.restart {
+		sizes, err := parseSizes(*requestsFlag)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-harness: --requests:", err)
+			os.Exit(2)
+		}
+		o.restartRequests = sizes
+		if !set["summary"] {
+			o.summaryPath = "bench/restart.json"
+		}
+		if !set["peers"] {
+			o.peers = peerBackflow
+		}
+		o.latency = false
 	}
 	if o.quick {
 		if !set["records"] {
@@ -190,6 +220,12 @@ func (o options) validate() error {
 	}
 	if o.latencyRate < 0 || o.latencyFor <= 0 {
 		errs = append(errs, fmt.Errorf("--latency-rate and --latency-duration: %v and %v, want >= 0 and > 0", o.latencyRate, o.latencyFor))
+	}
+	if o.restart && (o.restartRate <= 0 || o.settleMax <= 0 || !slices.Contains([]string{standbyFailover, standbyAll, standbyOff}, o.standby)) {
+		errs = append(errs, fmt.Errorf("--rate, --settle-max, --standby: %v, %v, %q; want > 0, > 0, and failover, all or off", o.restartRate, o.settleMax, o.standby))
+	}
+	if _, err := os.Stat(o.loadgen); o.restart && err != nil {
+		errs = append(errs, fmt.Errorf("--loadgen %s: %w (make build builds it)", o.loadgen, err))
 	}
 	if o.layout != layoutRun && o.layout != layoutStages {
 		errs = append(errs, fmt.Errorf("--backflow-layout: %q, want %s or %s", o.layout, layoutRun, layoutStages))
@@ -295,6 +331,9 @@ func run(ctx context.Context, o options) error {
 	}
 	defer h.st.Close()
 
+	if o.restart {
+		return h.restartBench(ctx)
+	}
 	res := &results{Commit: gitCommit(), Machine: machineInfo(), Started: h.started.UTC(), Options: o.summary()}
 	if len(o.scale) > 0 {
 		say("bench %s: scale mode, backlogs of %v records, %d run(s) per peer and backlog, peers %s; logs in %s", h.stamp, o.scale, o.runs, o.peers, h.tmp)

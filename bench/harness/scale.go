@@ -127,9 +127,10 @@ func number(v any) float64 {
 }
 
 // drainTimeout is how long a drain of records may take: --timeout, or for a backlog larger
-// than 1M records in scale mode, 1.2 ms a record (a drain at 800 records/s), whichever is longer.
+// than 1M records in scale and restart mode, 1.2 ms a record (a drain at 800 records/s),
+// whichever is longer.
 func (h *harness) drainTimeout(records int64) time.Duration {
-	if len(h.opt.scale) == 0 {
+	if len(h.opt.scale) == 0 && !h.opt.restart {
 		return h.opt.timeout
 	}
 	return max(h.opt.timeout, time.Duration(records)*1200*time.Microsecond)

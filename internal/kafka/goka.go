@@ -124,13 +124,24 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 func (l *GokaLife) Close() { l.cancel() }
 
 // GokaLogger routes goka's own log lines (group setup, rebalances, shutdown) into log, at
-// info level with component=goka, so a JSON log stays all JSON.
+// info level with component=goka, so a JSON log stays all JSON. When log is at debug level,
+// goka's debug lines come too (where each table partition's recovery starts and ends, storage
+// opened, sessions cleaned up): goka logs them only once its global debug switch is on, which
+// nothing else turns on, so `log.level: debug` alone showed none of them. goka wraps a logger
+// with the switch as it is when the processor is built, and passes those lines to Printf, so
+// they come at info level like its others.
 func GokaLogger(log *slog.Logger) goka.Logger {
 	if log == nil {
 		log = slog.Default()
 	}
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		gokaDebug(true, false)
+	}
 	return gokaLogger{log.With("component", "goka")}
 }
+
+// gokaDebug is goka.Debug; tests replace it.
+var gokaDebug = goka.Debug
 
 type gokaLogger struct{ log *slog.Logger }
 

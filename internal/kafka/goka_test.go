@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -85,5 +87,24 @@ func TestSaramaProducerOutlastsALeaderElection(t *testing.T) {
 	}
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGokaLoggerDebug: at log level debug goka's own debug lines (where a table partition's
+// recovery starts, "Recovering from X to hwm=Y; (local offset is Z)") must be turned on, and at
+// info they must stay off; goka only logs them once its global switch is on.
+func TestGokaLoggerDebug(t *testing.T) {
+	defer func(f func(bool, bool)) { gokaDebug = f }(gokaDebug)
+	for _, tc := range []struct {
+		level slog.Level
+		want  bool
+	}{{slog.LevelInfo, false}, {slog.LevelDebug, true}} {
+		var on, sarama, called bool
+		gokaDebug = func(g, s bool) { on, sarama, called = g, s, true }
+		log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: tc.level}))
+		GokaLogger(log)
+		if called != tc.want || on != tc.want || sarama {
+			t.Errorf("level %v: goka debug called %v with (%v, %v), want called %v with (%v, false)", tc.level, called, on, sarama, tc.want, tc.want)
+		}
 	}
 }

@@ -256,7 +256,12 @@ func (s *Sink) connect(ctx context.Context) error {
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { s.assigned(true) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			// One line per new assignment: the group's rebalances, as goka's "setup generation"
+			// lines show the table stages'.
+			s.log.Info("clickhouse sink: partitions assigned", "group", s.cfg.Group, "partitions", fmt.Sprint(m[s.cfg.Topic]))
+			s.assigned(true)
+		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.drop(m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			s.drop(m)
