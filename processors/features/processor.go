@@ -454,7 +454,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "backflow-goka-features")
 	}
-	tables := kafka.NewTables(kafka.GokaStorage(dir), rc.Standby)
+	tables := kafka.NewTables(Storage(dir, kafka.GokaStorage(dir), requestStoreWindow(cfg)), rc.Standby)
 	defer func() {
 		if err := tables.Close(); err != nil {
 			log.Warn("sink-features: close table storage", "error", err)
@@ -465,6 +465,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)
 	opts = append(opts, tables.Options(p.StorageBuilder)...)
+	opts = append(opts, goka.WithUpdateCallback(Update(requestStoreWindow(cfg), time.Now)))
 	proc, err := kafka.NewGokaProcessor(runCtx, rc.Kafka.Brokers, p.Graph(), opts...)
 	if err != nil {
 		return fmt.Errorf("features: processor: %w", err)
