@@ -10,6 +10,7 @@ import (
 
 	"github.com/lovoo/goka"
 
+	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 )
 
@@ -57,6 +58,15 @@ type GokaRun struct {
 	// OnStopping runs once Ctx is cancelled, while goka shuts down (e.g. to release work
 	// goka's shutdown would otherwise wait for).
 	OnStopping func()
+	// Metrics, if set, is where the table restore metrics are registered (see restore.go).
+	Metrics *ops.Stage
+	// Waiting, if set, is told (a *RestoreStatus) how far the group table's restore is until
+	// the stage is ready: the reason /readyz gives.
+	Waiting func(error)
+	// RestoreLogEvery is how often a restore in progress is logged; default RestoreLogEvery.
+	RestoreLogEvery time.Duration
+	// RestoreSampleEvery is how often the restore is sampled; default RestoreSampleEvery.
+	RestoreSampleEvery time.Duration
 }
 
 // Run runs proc until the parent context ends or proc fails, and returns proc's error.
@@ -65,14 +75,24 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	rw := newRestoreWatch(o.Name, string(proc.Graph().Group()), log, o.Metrics.Registerer(), o.Waiting, o.RestoreLogEvery)
+	watchDone := make(chan struct{})
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(l.Ctx) }()
 	go func() {
+		defer close(watchDone)
+		rw.watch(l.Ctx, proc, o.RestoreSampleEvery)
+	}()
+	go func() {
 		if err := proc.WaitForReadyContext(l.Ctx); err == nil {
-			log.Info(o.Name+" ready", "stage", o.Name)
-			if o.OnReady != nil {
-				o.OnReady()
-			}
+			// every partition is restored now: the last sample has the restore's totals
+			rw.observe(time.Now(), tableStats(l.Ctx, proc))
+			rw.markReady(func() {
+				log.Info(o.Name+" ready", "stage", o.Name)
+				if o.OnReady != nil {
+					o.OnReady()
+				}
+			})
 		}
 	}()
 	sweepStop, sweepDone := make(chan struct{}), make(chan struct{})
@@ -112,6 +132,7 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 	err := <-done
 	l.cancel()
 	<-stopped
+	<-watchDone
 	l.failMu.Lock()
 	defer l.failMu.Unlock()
 	if l.failed != nil {
