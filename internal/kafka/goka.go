@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -158,12 +159,20 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 // released them uncommitted, so they are redelivered to the next run); failures are the other
 // errors, except a cancelled context and goka's note that it stopped waiting for its tables.
 // goka and sarama collect errors in multierrors (often dozens, one per record in flight);
-// they are taken apart here.
+// they are taken apart here, and an error met twice in them counts once.
 func SplitStopErrors(err error) (left int, failures []error) {
+	// sarama hands goka the same errors twice (Consume's and Close's), so each is taken once
+	seen := map[error]bool{}
 	var walk func(error)
 	walk = func(e error) {
 		if e == nil {
 			return
+		}
+		if reflect.TypeOf(e).Comparable() {
+			if seen[e] {
+				return
+			}
+			seen[e] = true
 		}
 		if multi, ok := e.(interface{ WrappedErrors() []error }); ok {
 			for _, x := range multi.WrappedErrors() {
