@@ -228,7 +228,7 @@ func (w *restoreWatch) observe(now time.Time, tables map[int32]*goka.TableStats)
 		if rec.StartTime.IsZero() && !restoring(ts) {
 			continue // not restoring, never was in this processor's life
 		}
-		if pr == nil || (!rec.StartTime.IsZero() && !rec.StartTime.Equal(pr.start)) {
+		if pr == nil || (!rec.StartTime.IsZero() && !rec.StartTime.Equal(pr.start)) || (pr.counted && restoring(ts)) {
 			// a new restore of this partition (first one, or after a rebalance)
 			pr = &partRestore{start: rec.StartTime}
 			w.parts[p] = pr

@@ -218,3 +218,32 @@ func TestRestoreLogAttrs(t *testing.T) {
 		t.Fatalf("line without a rate %q", buf.String())
 	}
 }
+
+// TestRestoreWatchReassigned: a partition restored once and assigned again (a rebalance gave
+// it away and back) starts a new restore with goka's fresh stats: its own lines again.
+func TestRestoreWatchReassigned(t *testing.T) {
+	var buf bytes.Buffer
+	var reasons []string
+	w := newRestoreWatch("ingest", "g", slog.New(slog.NewTextHandler(&buf, nil)), nil, func(err error) { reasons = append(reasons, err.Error()) }, 2*time.Second)
+	t0 := time.Unix(1_700_000_000, 0)
+	var zero time.Time
+	w.observe(t0, map[int32]*goka.TableStats{3: table(goka.PartitionRunning, t0.Add(-time.Second), 99, 100, 100, t0)})
+	w.observe(t0.Add(time.Second), map[int32]*goka.TableStats{3: table(goka.PartitionInitializing, zero, 0, 0, 0, zero)})
+	// the new processor opens its storage: a restore starting, not the finished one
+	if got := reasons[len(reasons)-1]; got != "restoring table partition 3: starting" {
+		t.Fatalf("reason while the reassigned partition sets up %q", got)
+	}
+	w.observe(t0.Add(2*time.Second), map[int32]*goka.TableStats{3: table(goka.PartitionRecovering, t0.Add(2*time.Second), 100, 160, 0, zero)})
+	w.observe(t0.Add(4*time.Second), map[int32]*goka.TableStats{3: table(goka.PartitionRecovering, t0.Add(2*time.Second), 129, 160, 30, zero)})
+	w.observe(t0.Add(5*time.Second), map[int32]*goka.TableStats{3: table(goka.PartitionRunning, t0.Add(2*time.Second), 159, 160, 60, t0.Add(5*time.Second))})
+	out := buf.String()
+	for _, want := range []string{"partitions=3 records=100 seconds=1\n", `msg="table restore" stage=ingest partition=3 restored=30 to_go=30 rate=15/s eta=2s`,
+		"partitions=3 records=60 seconds=3\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 3 {
+		t.Errorf("%d lines, want 3:\n%s", n, out)
+	}
+}
