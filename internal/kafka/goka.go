@@ -168,7 +168,7 @@ func SplitStopErrors(err error) (left int, failures []error) {
 		if e == nil {
 			return
 		}
-		if reflect.TypeOf(e).Comparable() {
+		if reflect.TypeOf(e).Kind() == reflect.Pointer { // a value's == can panic; a pointer's cannot
 			if seen[e] {
 				return
 			}

@@ -67,3 +67,19 @@ func TestGokaLoggerCommitWall(t *testing.T) {
 		t.Errorf("other line logged as %q", lines[1])
 	}
 }
+
+// valueErr is an error passed by value that holds another error (as sarama's sentinelError).
+type valueErr struct{ inner error }
+
+func (v valueErr) Error() string { return "wrapped: " + v.inner.Error() }
+func (v valueErr) Unwrap() error { return v.inner }
+
+// TestSplitStopErrorsValueErrors: an error value whose fields hold an uncomparable error
+// (a slice multierror) is walked, not used as a map key (which panics).
+func TestSplitStopErrorsValueErrors(t *testing.T) {
+	err := valueErr{inner: multiErr{fmt.Errorf("could not commit message with key 'a': %w", errors.New("released")), errors.New("broker gone")}}
+	left, failures := SplitStopErrors(err)
+	if left != 1 || len(failures) != 1 || failures[0].Error() != "broker gone" {
+		t.Fatalf("left %d, failures %v; want 1 and the broker error", left, failures)
+	}
+}
