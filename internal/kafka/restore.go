@@ -165,12 +165,13 @@ type partRestore struct {
 	toGo       int64
 	samples    []restoreSample
 	restoring  bool
-	counted    bool // in the current round's done line
+	counted    bool // in a done line already
 }
 
 // restoreWatch samples a goka processor's table partitions and reports their restore: the
 // metrics, a log line every logEvery while restoring, a line when every partition is done, and
-// the readiness reason until the stage is ready. All methods are called under mu.
+// the readiness reason until the stage is ready. observe and markReady take mu; the watch's
+// state is read and written only under it.
 type restoreWatch struct {
 	mu       sync.Mutex
 	stage    string
