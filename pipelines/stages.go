@@ -69,12 +69,17 @@ func (e *stageEnv) readyHook(name string) func(bool) {
 }
 
 // waitingHook returns the callback a stage reports its start-up wait with (its source topics
-// not in the metadata yet, or Kafka not answering): /readyz shows why it is not ready.
+// not in the metadata yet, or Kafka not answering, or its group table being restored):
+// /readyz shows why it is not ready.
 func (e *stageEnv) waitingHook(name string) func(error) {
 	return func(err error) {
-		if err == nil {
+		var restore *kafka.RestoreStatus
+		switch {
+		case err == nil:
 			err = errors.New("starting: topics found, no partitions assigned yet")
-		} else {
+		case errors.As(err, &restore):
+			// says itself what it waits for: "restoring table partition 2: 1.2M of 3.4M records, ..."
+		default:
 			err = fmt.Errorf("waiting: %w", err)
 		}
 		e.ready.SetStage(name, err)

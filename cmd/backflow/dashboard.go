@@ -34,7 +34,8 @@ A health strip on top shows the lag of each consumer group in --groups (asked of
 dead letters in the range (from ClickHouse), and the moderation circuit breaker, scraped from
 the ingest stage's Prometheus endpoint at --breaker-metrics-url (gauge
 backflow_moderation_breaker_state); without that URL, or when it does not answer, the breaker
-shows as unknown. With prometheus.url (BACKFLOW_PROMETHEUS_URL; the local stack's env file
+shows as unknown. The same scrape shows a group table restore in progress (the
+backflow_table_restore* gauges): records restored, to go, rate and time left, per partition. With prometheus.url (BACKFLOW_PROMETHEUS_URL; the local stack's env file
 sets it) it also shows the alerts that Prometheus has firing, from deploy/prometheus/rules.yaml,
 each with its severity and summary.
 
@@ -101,7 +102,7 @@ It runs until SIGINT or SIGTERM.`,
 	f.DurationVar(&cfg.Range, "range", 30*time.Minute, "time range the page opens with (the page can change it)")
 	f.DurationVar(&cfg.Refresh, "refresh", 10*time.Second, "auto-refresh period the page opens with (the page can change it)")
 	f.StringSliceVar(&cfg.Groups, "groups", dashboard.DefaultGroups, "consumer groups whose lag the health strip shows")
-	f.StringVar(&cfg.BreakerURL, "breaker-metrics-url", "", "Prometheus /metrics URL of the ingest stage, for the moderation breaker (empty: shown as unknown)")
+	f.StringVar(&cfg.BreakerURL, "breaker-metrics-url", "", "Prometheus /metrics URL of the ingest stage, for the moderation breaker and table restores (empty: breaker shown as unknown)")
 	f.DurationVar(&cfg.QueryTimeout, "query-timeout", 10*time.Second, "bound on one panel's query")
 	for _, k := range pipelines.KeysUnder("dashboard") {
 		_, key, _ := strings.Cut(k.Path, ".")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/dashboard"
+	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -71,7 +72,7 @@ const readPage = `({
 
 // checkBrowser serves the dashboard on the demo data, loads it in headless Chromium, checks that
 // every panel drew data and says which minutes it read from its rollup, and that the health
-// strip shows lag, dead letters, the breaker and the rollups' lag, and saves
+// strip shows lag, dead letters, the breaker, a table restore and the rollups' lag, and saves
 // a screenshot; then checks that the range selector and auto-refresh redraw it.
 func (d *demo) checkBrowser(t *testing.T) {
 	// The ingest stage's /metrics, as Prometheus's client serves it: the breaker gauge, closed.
@@ -79,6 +80,14 @@ func (d *demo) checkBrowser(t *testing.T) {
 	breaker := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: dashboard.BreakerMetric, Help: "0 closed, 1 half-open, 2 open"}, []string{"group"})
 	reg.MustRegister(breaker)
 	breaker.WithLabelValues(d.Ingest.Group).Set(0)
+	// and a table restore in progress on partition 2 of the ingest group (one done on 0)
+	for name, vals := range map[string][2]float64{kafka.MetricTableRestoring: {1, 0}, kafka.MetricTableRestored: {1_200_000, 3_400_000},
+		kafka.MetricTableRestoreToGo: {2_200_000, 0}, kafka.MetricTableRestoreRate: {370_000, 0}, kafka.MetricTableRestoreETA: {6, 0}} {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: name}, []string{"stage", "group", "partition"})
+		reg.MustRegister(g)
+		g.WithLabelValues("ingest", d.Ingest.Group, "2").Set(vals[0])
+		g.WithLabelValues("ingest", d.Ingest.Group, "0").Set(vals[1])
+	}
 	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer metrics.Close()
 
@@ -275,7 +284,7 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if rollupLag == 0 {
 		t.Fatalf("the newest event landed (%v) is not after the rollups' watermark %v: the card would show no lag", time.Unix(newest, 0), d.watermark)
 	}
-	lags, sawDLQ, sawBreaker, sawAlerts, sawRollup := 0, false, false, false, false
+	lags, sawDLQ, sawBreaker, sawAlerts, sawRollup, sawRestore := 0, false, false, false, false, false
 	for _, h := range ps.Health {
 		t.Logf("health %-8s %-48s %s", h.Kind, h.Key, h.Value)
 		switch h.Kind {
@@ -299,6 +308,11 @@ func (d *demo) checkBrowser(t *testing.T) {
 			if h.Key != "rollup lag" || h.Raw != strconv.FormatInt(rollupLag, 10) {
 				t.Errorf("rollup card %q shows %q (raw %q), want the lag %d s", h.Key, h.Value, h.Raw, rollupLag)
 			}
+		case "restore":
+			sawRestore = true
+			if h.Key != "table restore" || h.Raw != "2200000" {
+				t.Errorf("restore card %q shows %q (raw %q), want 2200000 records to go (partition 2 only)", h.Key, h.Value, h.Raw)
+			}
 		case "alerts":
 			sawAlerts = true
 			if h.Raw != "1" {
@@ -306,8 +320,8 @@ func (d *demo) checkBrowser(t *testing.T) {
 			}
 		}
 	}
-	if lags != len(groups) || !sawDLQ || !sawBreaker || !sawAlerts || !sawRollup {
-		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v, alerts %v, rollup %v", lags, len(groups), sawDLQ, sawBreaker, sawAlerts, sawRollup)
+	if lags != len(groups) || !sawDLQ || !sawBreaker || !sawAlerts || !sawRollup || !sawRestore {
+		t.Fatalf("health strip: %d lag cards (want %d), dlq %v, breaker %v, alerts %v, rollup %v, restore %v", lags, len(groups), sawDLQ, sawBreaker, sawAlerts, sawRollup, sawRestore)
 	}
 	if want := "critical · BackflowConsumerLagHigh: Consumer group " + d.SinkGroup + " is 25000 records behind"; len(ps.Alerts) != 1 || ps.Alerts[0] != want {
 		t.Errorf("the alerts card lists %q, want [%q]", ps.Alerts, want)

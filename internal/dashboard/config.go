@@ -30,7 +30,8 @@ type Config struct {
 	// Groups are the consumer groups whose lag the health strip shows. Default: DefaultGroups.
 	Groups []string
 	// BreakerURL is the Prometheus /metrics URL of the ingest stage, scraped for the gauge
-	// backflow_moderation_breaker_state. Default "": the breaker shows as unknown.
+	// backflow_moderation_breaker_state and the table restore gauges. Default "": the breaker
+	// shows as unknown, and no restore is shown.
 	BreakerURL string
 	// QueryTimeout bounds one panel's query, and the health strip's calls. Default: 10s.
 	QueryTimeout time.Duration

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/rollup"
 )
 
@@ -233,5 +234,51 @@ func TestCoverageOf(t *testing.T) {
 		if got := CoverageOf(c.r, wm); got != (Coverage{Rollup: c.r.Name, RawFrom: c.want}) {
 			t.Errorf("%s: %+v, want raw rows from %d", c.r.Name, got, c.want)
 		}
+	}
+}
+
+// TestScrapeStageRestore reads the table restore gauges as a stage exports them: only the
+// partitions restoring now, with their figures, in stage and partition order; none when the
+// stage exports no restore; the scrape's failure in Error.
+func TestScrapeStageRestore(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	ctx := context.Background()
+	if _, r := ScrapeStage(ctx, srv.Client(), srv.URL); r.Error != "" || len(r.Restoring) != 0 {
+		t.Fatalf("no restore gauges: %+v, want none and no error", r)
+	}
+	labels := []string{"stage", "group", "partition"}
+	gauge := func(name string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: name}, labels)
+		reg.MustRegister(g)
+		return g
+	}
+	restoring, restored, toGo := gauge(kafka.MetricTableRestoring), gauge(kafka.MetricTableRestored), gauge(kafka.MetricTableRestoreToGo)
+	rate, eta := gauge(kafka.MetricTableRestoreRate), gauge(kafka.MetricTableRestoreETA)
+	set := func(stage, part string, on, rd, tg, rt, e float64) {
+		restoring.WithLabelValues(stage, "g-"+stage, part).Set(on)
+		restored.WithLabelValues(stage, "g-"+stage, part).Set(rd)
+		toGo.WithLabelValues(stage, "g-"+stage, part).Set(tg)
+		rate.WithLabelValues(stage, "g-"+stage, part).Set(rt)
+		eta.WithLabelValues(stage, "g-"+stage, part).Set(e)
+	}
+	set("ingest", "10", 1, 1_200_000, 2_200_000, 370_000, 6)
+	set("ingest", "2", 1, 5, 95, 0, -1)
+	set("ingest", "0", 0, 3_400_000, 0, 0, 0) // done
+	set("sink-features", "1", 1, 7, 3, 1, 3)
+	_, r := ScrapeStage(ctx, srv.Client(), srv.URL)
+	want := []RestorePartition{
+		{Stage: "ingest", Group: "g-ingest", Partition: "2", Restored: 5, ToGo: 95, Rate: 0, ETA: -1},
+		{Stage: "ingest", Group: "g-ingest", Partition: "10", Restored: 1_200_000, ToGo: 2_200_000, Rate: 370_000, ETA: 6},
+		{Stage: "sink-features", Group: "g-sink-features", Partition: "1", Restored: 7, ToGo: 3, Rate: 1, ETA: 3},
+	}
+	if r.Error != "" || !reflect.DeepEqual(r.Restoring, want) || r.Source != srv.URL {
+		t.Fatalf("restore %+v, want %+v", r, want)
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	if b, r := ScrapeStage(ctx, srv.Client(), down.URL); r.Error == "" || b.State != "unknown" || len(r.Restoring) != 0 {
+		t.Fatalf("unreachable: %+v %+v", b, r)
 	}
 }

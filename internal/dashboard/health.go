@@ -6,12 +6,15 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/backflowhq/backflow/internal/alerts"
+	"github.com/backflowhq/backflow/internal/kafka"
 )
 
 // GroupLag is one consumer group's lag, summed over its partitions.
@@ -101,61 +104,90 @@ var breakerStates = []string{"closed", "half-open", "open"}
 // ScrapeBreaker reads BreakerMetric from the Prometheus text exposition at url. It never fails:
 // whatever goes wrong leaves the state "unknown" with the reason in Error.
 func ScrapeBreaker(ctx context.Context, hc *http.Client, url string) Breaker {
+	b, _ := ScrapeStage(ctx, hc, url)
+	return b
+}
+
+// ScrapeStage scrapes the stage's Prometheus endpoint at url once and reads from it the
+// moderation breaker and the group table restores in progress. It never fails: a failed
+// scrape leaves the breaker "unknown" and the restore's Error set, both with the reason.
+func ScrapeStage(ctx context.Context, hc *http.Client, url string) (Breaker, Restore) {
 	b := Breaker{State: "unknown", Source: url, Groups: []GroupBreaker{}}
+	r := Restore{Source: url, Restoring: []RestorePartition{}}
 	if url == "" {
 		b.Error = "not configured (backflow dashboard --breaker-metrics-url)"
-		return b
+		return b, r
 	}
+	families, err := scrape(ctx, hc, url)
+	if err != nil {
+		b.Error, r.Error = err.Error(), err.Error()
+		return b, r
+	}
+	readBreaker(&b, families, url)
+	r.Restoring = readRestore(families)
+	return b, r
+}
+
+func scrape(ctx context.Context, hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		b.Error = err.Error()
-		return b
+		return nil, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := hc.Do(req)
 	if err != nil {
-		b.Error = fmt.Sprintf("scrape: %v", err)
-		return b
+		return nil, fmt.Errorf("scrape: %v", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b.Error = fmt.Sprintf("scrape: %s answered %s", url, resp.Status)
-		return b
+		return nil, fmt.Errorf("scrape: %s answered %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		b.Error = fmt.Sprintf("scrape: parse %s: %v", url, err)
-		return b
+		return nil, fmt.Errorf("scrape: parse %s: %v", url, err)
 	}
+	return families, nil
+}
+
+// value is a gauge's (or an untyped sample's) value; false for other kinds.
+func value(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+func readBreaker(b *Breaker, families map[string]*dto.MetricFamily, url string) {
 	mf, ok := families[BreakerMetric]
 	if !ok || len(mf.GetMetric()) == 0 {
 		b.Error = fmt.Sprintf("%s does not export %s", url, BreakerMetric)
-		return b
+		return
 	}
 	worst := -1
 	for _, m := range mf.GetMetric() {
-		var v float64
-		switch {
-		case m.GetGauge() != nil:
-			v = m.GetGauge().GetValue()
-		case m.GetUntyped() != nil:
-			v = m.GetUntyped().GetValue()
-		default:
+		v, ok := value(m)
+		if !ok {
 			continue
-		}
-		group := ""
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == "group" {
-				group = lp.GetValue()
-			}
 		}
 		state := "unknown"
 		if i := int(v); float64(i) == v && i >= 0 && i < len(breakerStates) {
 			state = breakerStates[i]
 			worst = max(worst, i)
 		}
-		b.Groups = append(b.Groups, GroupBreaker{Group: group, State: state})
+		b.Groups = append(b.Groups, GroupBreaker{Group: label(m, "group"), State: state})
 	}
 	sort.Slice(b.Groups, func(i, j int) bool { return b.Groups[i].Group < b.Groups[j].Group })
 	if worst >= 0 {
@@ -163,16 +195,87 @@ func ScrapeBreaker(ctx context.Context, hc *http.Client, url string) Breaker {
 	} else {
 		b.Error = fmt.Sprintf("%s holds no value 0, 1 or 2", BreakerMetric)
 	}
-	return b
+}
+
+// Restore is the group table restores the scraped stage has in progress (kafka's
+// backflow_table_restore* gauges): what a stage waits for before it is ready.
+type Restore struct {
+	Source    string             `json:"source"`
+	Restoring []RestorePartition `json:"restoring"` // empty when none is in progress
+	Error     string             `json:"error,omitempty"`
+}
+
+// RestorePartition is one table partition being restored.
+type RestorePartition struct {
+	Stage     string  `json:"stage"`
+	Group     string  `json:"group"`
+	Partition string  `json:"partition"`
+	Restored  int64   `json:"restored"`
+	ToGo      int64   `json:"to_go"`
+	Rate      float64 `json:"rate"`        // records per second
+	ETA       float64 `json:"eta_seconds"` // -1 while unknown
+}
+
+// readRestore reads the partitions whose kafka.MetricTableRestoring is 1, with their figures,
+// by stage, group and partition.
+func readRestore(families map[string]*dto.MetricFamily) []RestorePartition {
+	key := func(m *dto.Metric) string {
+		return label(m, "stage") + "\x00" + label(m, "group") + "\x00" + label(m, "partition")
+	}
+	figures := func(name string) map[string]float64 {
+		out := map[string]float64{}
+		if mf, ok := families[name]; ok {
+			for _, m := range mf.GetMetric() {
+				if v, ok := value(m); ok {
+					out[key(m)] = v
+				}
+			}
+		}
+		return out
+	}
+	restored, toGo := figures(kafka.MetricTableRestored), figures(kafka.MetricTableRestoreToGo)
+	rate, eta := figures(kafka.MetricTableRestoreRate), figures(kafka.MetricTableRestoreETA)
+	out := []RestorePartition{}
+	mf, ok := families[kafka.MetricTableRestoring]
+	if !ok {
+		return out
+	}
+	for _, m := range mf.GetMetric() {
+		if v, ok := value(m); !ok || v != 1 {
+			continue
+		}
+		k := key(m)
+		e, ok := eta[k]
+		if !ok {
+			e = -1
+		}
+		out = append(out, RestorePartition{Stage: label(m, "stage"), Group: label(m, "group"), Partition: label(m, "partition"),
+			Restored: int64(restored[k]), ToGo: int64(toGo[k]), Rate: rate[k], ETA: e})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Stage != b.Stage {
+			return a.Stage < b.Stage
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		pa, _ := strconv.Atoi(a.Partition)
+		pb, _ := strconv.Atoi(b.Partition)
+		return pa < pb
+	})
+	return out
 }
 
 // Health is the page's health strip: lag per group, dead letters in the range, the breaker,
-// how far the rollups lag behind the newest landed event, and the alerts Prometheus has firing.
+// the group table restores in progress, how far the rollups lag behind the newest landed
+// event, and the alerts Prometheus has firing.
 type Health struct {
 	Lag     []GroupLag `json:"lag"`
 	DLQ     *uint64    `json:"dlq"` // entries in the range; null when ClickHouse did not answer
 	DLQErr  string     `json:"dlq_error,omitempty"`
 	Breaker Breaker    `json:"breaker"`
+	Restore Restore    `json:"restore"` // from the same scrape as the breaker
 	Rollups RollupLag  `json:"rollups"`
 	Alerts  Alerts     `json:"alerts"`
 }

@@ -249,7 +249,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	wg.Add(5)
 	go func() { defer wg.Done(); h.Lag = ReadLag(ctx, s.deps.Kafka, s.cfg.Groups) }()
 	go func() { defer wg.Done(); h.Alerts = ReadAlerts(ctx, s.deps.Alerts) }()
-	go func() { defer wg.Done(); h.Breaker = ScrapeBreaker(ctx, s.deps.HTTP, s.cfg.BreakerURL) }()
+	go func() { defer wg.Done(); h.Breaker, h.Restore = ScrapeStage(ctx, s.deps.HTTP, s.cfg.BreakerURL) }()
 	go func() { defer wg.Done(); h.Rollups = ReadRollupLag(ctx, s.deps.ClickHouse) }()
 	go func() {
 		defer wg.Done()

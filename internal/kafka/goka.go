@@ -2,14 +2,17 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lovoo/goka"
 
+	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 )
 
@@ -57,6 +60,15 @@ type GokaRun struct {
 	// OnStopping runs once Ctx is cancelled, while goka shuts down (e.g. to release work
 	// goka's shutdown would otherwise wait for).
 	OnStopping func()
+	// Metrics, if set, is where the table restore metrics are registered (see restore.go).
+	Metrics *ops.Stage
+	// Waiting, if set, is told (a *RestoreStatus) how far the group table's restore is until
+	// the stage is ready: the reason /readyz gives.
+	Waiting func(error)
+	// RestoreLogEvery is how often a restore in progress is logged; default RestoreLogEvery.
+	RestoreLogEvery time.Duration
+	// RestoreSampleEvery is how often the restore is sampled; default RestoreSampleEvery.
+	RestoreSampleEvery time.Duration
 }
 
 // Run runs proc until the parent context ends or proc fails, and returns proc's error.
@@ -65,14 +77,24 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	rw := newRestoreWatch(o.Name, string(proc.Graph().Group()), log, o.Metrics.Registerer(), o.Waiting, o.RestoreLogEvery)
+	watchDone := make(chan struct{})
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(l.Ctx) }()
 	go func() {
+		defer close(watchDone)
+		rw.watch(l.Ctx, proc, o.RestoreSampleEvery)
+	}()
+	go func() {
 		if err := proc.WaitForReadyContext(l.Ctx); err == nil {
-			log.Info(o.Name+" ready", "stage", o.Name)
-			if o.OnReady != nil {
-				o.OnReady()
-			}
+			// every partition is restored now: the last sample has the restore's totals
+			rw.observe(time.Now(), tableStats(l.Ctx, proc))
+			rw.markReady(func() {
+				log.Info(o.Name+" ready", "stage", o.Name)
+				if o.OnReady != nil {
+					o.OnReady()
+				}
+			})
 		}
 	}()
 	sweepStop, sweepDone := make(chan struct{}), make(chan struct{})
@@ -112,13 +134,86 @@ func (l *GokaLife) Run(proc *goka.Processor, o GokaRun) error {
 	err := <-done
 	l.cancel()
 	<-stopped
+	<-watchDone
 	l.failMu.Lock()
 	defer l.failMu.Unlock()
 	if l.failed != nil {
 		return l.failed
 	}
+	if l.parent.Err() != nil {
+		// A requested stop: records whose commit the stop cut short are redelivered to the
+		// next run, which is what a stop does, not a failure; anything else still is one.
+		left, failures := SplitStopErrors(err)
+		log.Info("stopped; left to redelivery", "stage", o.Name, "records", left)
+		if len(failures) == 0 {
+			return nil
+		}
+		err = errors.Join(failures...)
+		log.Error("stopped with errors", "stage", o.Name, "error", err)
+	}
 	return err
 }
+
+// SplitStopErrors sorts what a goka processor returned after a requested stop: left counts
+// the records whose commit the stop cut short (goka's "could not commit message": the stage
+// released them uncommitted, so they are redelivered to the next run); failures are the other
+// errors, except a cancelled context and goka's note that it stopped waiting for its tables.
+// goka and sarama collect errors in multierrors (often dozens, one per record in flight);
+// they are taken apart here, and an error met twice in them counts once.
+func SplitStopErrors(err error) (left int, failures []error) {
+	// sarama hands goka the same errors twice (Consume's and Close's), so each is taken once
+	seen := map[error]bool{}
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if reflect.TypeOf(e).Kind() == reflect.Pointer { // a value's == can panic; a pointer's cannot
+			if seen[e] {
+				return
+			}
+			seen[e] = true
+		}
+		if multi, ok := e.(interface{ WrappedErrors() []error }); ok {
+			for _, x := range multi.WrappedErrors() {
+				walk(x)
+			}
+			return
+		}
+		if multi, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range multi.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		msg := e.Error()
+		switch {
+		case strings.HasPrefix(msg, uncommitted):
+			left++
+			return
+		case strings.Contains(msg, stoppedWaitingForTables):
+			return
+		}
+		if inner := errors.Unwrap(e); inner != nil {
+			walk(inner)
+			return
+		}
+		if errors.Is(e, context.Canceled) {
+			return
+		}
+		failures = append(failures, e)
+	}
+	walk(err)
+	return left, failures
+}
+
+// What goka's errors say (it formats them with fmt, so only their text tells): a record's
+// commit failed (goka's context.go), and Run stopped while the tables were restoring
+// (processor.go).
+const (
+	uncommitted             = "could not commit message"
+	stoppedWaitingForTables = "context closed while waiting for startup tables"
+)
 
 // Close cancels Ctx; for the error paths before Run (Run cancels it itself).
 func (l *GokaLife) Close() { l.cancel() }
@@ -145,10 +240,29 @@ var gokaDebug = goka.Debug
 
 type gokaLogger struct{ log *slog.Logger }
 
-func (g gokaLogger) Print(v ...any)   { g.log.Info(strings.TrimSpace(fmt.Sprint(v...))) }
-func (g gokaLogger) Println(v ...any) { g.log.Info(strings.TrimSpace(fmt.Sprintln(v...))) }
+func (g gokaLogger) Print(v ...any)   { g.line(strings.TrimSpace(fmt.Sprint(v...))) }
+func (g gokaLogger) Println(v ...any) { g.line(strings.TrimSpace(fmt.Sprintln(v...))) }
 func (g gokaLogger) Printf(format string, v ...any) {
-	g.log.Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
+	g.line(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// line logs one of goka's lines. One that lists records whose commit failed goes to debug:
+// at a stop, that is every record in flight, dozens of lines of it, and GokaLife.Run says
+// how many in one line; a commit that fails while running stops the processor, and Run
+// returns that error to the stage, which reports it.
+func (g gokaLogger) line(msg string) {
+	if strings.Contains(msg, uncommitted) {
+		g.log.Debug(firstLine(msg), "records_uncommitted", strings.Count(msg, uncommitted))
+		return
+	}
+	g.log.Info(msg)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
 }
 
 // newGokaProcessor is goka.NewProcessor; tests replace it.

@@ -473,6 +473,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	log.Info("sink-features starting", "group", cfg.Group, "input", cfg.EnrichedTopic, "partitions", partitions, "project", cfg.Project,
 		"instance_id", rc.Kafka.InstanceID, "standby", rc.Standby)
 	err = life.Run(proc, kafka.GokaRun{Name: "sink-features", Log: log, Visitor: visitSweep, Every: cfg.SweepEvery,
+		Metrics: rc.Metrics, Waiting: rc.Waiting,
 		// Records whose deltas wait in the folder stay uncommitted; goka's shutdown waits for them.
 		OnStopping: func() { p.fold.close(errFolderClosed) },
 		OnReady: func() {

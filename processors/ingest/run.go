@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 	}
 	log.Info("ingest starting", "group", cfg.Group, "partitions", partitions, "epoch", epoch, "policy", cfg.Policy,
 		"instance_id", rc.Kafka.InstanceID, "standby", rc.Standby)
-	err = life.Run(proc, kafka.GokaRun{Name: "ingest", Log: log,
+	err = life.Run(proc, kafka.GokaRun{Name: "ingest", Log: log, Metrics: rc.Metrics, Waiting: rc.Waiting,
 		OnReady: func() {
 			if rc.OnReady != nil {
 				rc.OnReady(p)

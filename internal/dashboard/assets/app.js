@@ -238,6 +238,22 @@ async function loadHealth(seq) {
     const b = h.breaker, bcls = { closed: "ok", "half-open": "warn", open: "bad" }[b.state] || "warn";
     const bdetail = b.error ? b.error : b.groups.map(g => `${g.group || "(no group)"}: ${g.state}`).join(", ");
     cards.push(card(bcls, "moderation breaker", b.state, bdetail, "breaker", b.state));
+    const rs = h.restore;
+    if (rs && rs.restoring && rs.restoring.length > 0) { // shown only while a table restore runs
+      let done = 0, togo = 0, eta = 0;
+      for (const p of rs.restoring) {
+        done += p.restored; togo += p.to_go;
+        eta = eta < 0 || p.eta_seconds < 0 ? -1 : Math.max(eta, p.eta_seconds);
+      }
+      const c = card("warn", "table restore", `${fmtNum(done)} of ${fmtNum(done + togo)}`,
+        eta < 0 ? "time left unknown" : `about ${fmtSeconds(Math.ceil(eta))} left`, "restore", togo);
+      for (const p of rs.restoring) {
+        c.append(el("div", { class: "d", "data-restore": `${p.stage}/${p.partition}` },
+          `${p.stage} partition ${p.partition}: ${fmtNum(p.restored)} of ${fmtNum(p.restored + p.to_go)} records, ` +
+          `${fmtNum(Math.round(p.rate))}/s` + (p.eta_seconds < 0 ? "" : `, about ${fmtSeconds(Math.ceil(p.eta_seconds))} left`)));
+      }
+      cards.push(c);
+    }
     const ru = h.rollups;
     if (ru) {
       const known = ru.lag_s !== null && ru.lag_s !== undefined;
