@@ -72,8 +72,13 @@ func (s *Store) compact(g *segment) (*filter, error) {
 		kept int
 		rec  []byte
 	)
-	// <id>.active, if an Open left one (it removes what it reads), describes the old log.
-	if err := os.Remove(g.path + ".active"); err != nil && !os.IsNotExist(err) {
+	// <id>.active, if an Open left one (it removes what it reads), describes the old log: it
+	// goes for good before the new log takes the old one's name.
+	if err := os.Remove(g.path + ".active"); err == nil {
+		if err := syncDir(filepath.Dir(g.path)); err != nil {
+			return nil, err
+		}
+	} else if !os.IsNotExist(err) {
 		return nil, err
 	}
 	if _, err := g.f.Seek(0, io.SeekStart); err != nil {
