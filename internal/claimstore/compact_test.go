@@ -208,3 +208,28 @@ func TestSealCompactionSurvivesACrash(t *testing.T) {
 		}
 	})
 }
+
+// TestSealCompactsAfterACleanReopen: the newest segment's index, read back from the .active
+// file a clean Close left, points into the log the seal compacts; the positions it holds are
+// moved with the records.
+func TestSealCompactsAfterACleanReopen(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t0}
+	cfg := Config{Window: 28 * time.Hour, Segments: 28}
+	s, want := compactFixture(t, dir, cfg, c)
+	must0(t, s.Close())
+	r := openAt(t, dir, cfg, c)
+	if st := r.Stats(); st.OpenScanned != 0 {
+		t.Fatalf("the reopen scanned %d bytes: the .active file was not used", st.OpenScanned)
+	}
+	c.t = t0.Add(2 * time.Hour)
+	must0(t, r.Set("tick", []byte("x")))
+	if got := logSize(t, dir, 1); got != want || !r.segs[1].sealed() {
+		t.Fatalf("segment 1: %d bytes, sealed %v; want %d, true", got, r.segs[1].sealed(), want)
+	}
+	checkCompacted(t, r)
+	must0(t, r.Close())
+	r = openAt(t, dir, cfg, c)
+	defer r.Close()
+	checkCompacted(t, r)
+}
