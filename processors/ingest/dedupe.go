@@ -1,9 +1,9 @@
 package ingest
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
 	"time"
@@ -129,7 +129,13 @@ const (
 // wellKnownSlots are the slot names of the default source topics (avro.TopicGatewayLog and
 // its phases, avro.TopicInferenceResult), written as their index here (1..31): a value stores
 // the index, so an entry is never changed or removed, only appended.
-var wellKnownSlots = [...]string{"", "gateway-log/REQUEST", "gateway-log/RESPONSE", "model-inference-result"}
+var wellKnownSlots = [...]string{"", slotGatewayRequest, slotGatewayResponse, slotInference}
+
+const (
+	slotGatewayRequest  = "gateway-log/REQUEST"
+	slotGatewayResponse = "gateway-log/RESPONSE"
+	slotInference       = "model-inference-result"
+)
 
 const (
 	slotNameMask    = 0x1f
@@ -140,10 +146,13 @@ const (
 
 // slotCode is name's index in wellKnownSlots, or 0.
 func slotCode(name string) byte {
-	for i := 1; i < len(wellKnownSlots); i++ {
-		if wellKnownSlots[i] == name {
-			return byte(i)
-		}
+	switch name {
+	case slotGatewayRequest:
+		return 1
+	case slotGatewayResponse:
+		return 2
+	case slotInference:
+		return 3
 	}
 	return 0
 }
@@ -161,8 +170,7 @@ var names tablecodec.Interner
 
 // varintLen is the bytes of v as a zig-zag varint.
 func varintLen(v int64) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutVarint(b[:], v)
+	return max(1, (bits.Len64(uint64(v<<1)^uint64(v>>63))+6)/7)
 }
 
 // Encode accepts *State.
@@ -172,20 +180,16 @@ func (StateCodec) Encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("ingest: state codec: cannot encode %T", v)
 	}
 	slots := make([]string, 0, len(st.Slots))
-	size := 12
 	var base int64
 	for s, c := range st.Slots {
 		if len(slots) == 0 || c.Seen < base {
 			base = c.Seen
 		}
 		slots = append(slots, s)
-		size += 16
-		if slotCode(s) == 0 {
-			size += len(s) + len(c.Origin.Topic) + 2
-		}
 	}
 	sort.Strings(slots)
-	w := tablecodec.NewWriter(stateKind, size)
+	// Enough for the default topics' slots; a name written out grows the buffer.
+	w := tablecodec.NewWriter(stateKind, 12+16*len(slots))
 	w.Uint(uint64(len(slots)))
 	w.Int(base)
 	var prev Claim // the first slot's previous: epoch 0, offset 0

@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -207,6 +209,13 @@ func TestStateCodecLayouts(t *testing.T) {
 		b := must(c.Encode(st))
 		if got, err := c.Decode(b); err != nil || !reflect.DeepEqual(got, st) {
 			t.Fatalf("round trip: %+v, %v; want %+v", got, err, st)
+		}
+	}
+	// The encoder picks the shorter of an offset and its delta by their varint lengths.
+	var vb [binary.MaxVarintLen64]byte
+	for _, v := range []int64{0, 1, -1, 63, 64, -64, -65, 8191, 8192, 1 << 40, -(1 << 40), math.MaxInt64, math.MinInt64} {
+		if got, want := varintLen(v), binary.PutVarint(vb[:], v); got != want {
+			t.Fatalf("varintLen(%d) = %d, want %d", v, got, want)
 		}
 	}
 	// A slot code this version does not know is an error, not a name made up.
