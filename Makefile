@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-dashboard bench-restart
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-claim-bytes bench-dashboard bench-restart
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ bench-restart: check-go build stack-plain-up ## what a restart costs: 3 backflow
 
 bench-storage: check-go ## the dedupe claims' store at 1M, 10M and 30M live claims (BENCH_STORAGE_SIZES): CPU per claim and lookup, restore records/s, disk per claim; summary in bench/storage.json (commit it); about 15 min, 30 GB of TMPDIR
 	bench/storage.sh
+
+bench-claim-bytes: check-go ## ingest's dedupe table in bytes per request at 100k to 1M requests (BENCH_CLAIM_BYTES_SIZES), on disk and in the changelog; BENCH_CLAIM_BYTES_BASE=DIR (a checkout of another commit) for an A/B; summary in bench/claim-bytes.json (commit it); about 1 min a run
+	bench/claim-bytes.sh
 
 BENCH_DASHBOARD_FLAGS ?=
 bench-dashboard: check-go stack-plain-up ## every dashboard panel over 30 min to 30 days at 10M and 100M inference results, the old layout (views) against the new (rollups) on the same rows; summary in bench/dashboard.json (commit it), the table for docs/benchmarks.md on stdout (BENCH_DASHBOARD_FLAGS="--sizes 1M --runs 1": a quick look)

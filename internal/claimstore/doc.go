@@ -6,6 +6,7 @@
 // window), each an append-only log with a hash index: in memory while the segment is the newest,
 // in a file with a Bloom filter in memory once it is sealed. A lookup probes the newest
 // segment's index and each older segment's filter, so it costs the same whatever the number of
-// keys, and reads the disk only for a key that is there (or a filter's false positive). Nothing
-// is ever rewritten: a segment whose newest record is older than the window is deleted whole.
+// keys, and reads the disk only for a key that is there (or a filter's false positive). A
+// segment's log is rewritten once, when it is sealed, with only each key's newest record
+// (seal.go); a segment whose newest record is older than the window is deleted whole.
 package claimstore

@@ -23,7 +23,8 @@ import (
 //
 // The newest segment is active: its index lives in memory. A sealed segment has its index in
 // <id>.idx (a 64-byte header, then the slots, read with pread) and a Bloom filter of its keys
-// in <id>.bloom (filter.go), held in memory; its log is only read.
+// in <id>.bloom (filter.go), held in memory; its log, compacted by the seal to each key's
+// newest record and the segment's last offset record, is only read.
 const (
 	recHeader = 20
 
@@ -370,14 +371,18 @@ func writeWords(w *bufio.Writer, xs []uint64) {
 // writeFile writes a file whole, through a temporary file renamed into place once synced, so
 // a crash leaves the old file or the new one, never half of it.
 func writeFile(path string, write func(w *bufio.Writer)) error {
+	return writeFileChecked(path, func(w *bufio.Writer) error { write(w); return nil })
+}
+
+// writeFileChecked is writeFile with a write that can fail, which leaves the old file.
+func writeFileChecked(path string, write func(w *bufio.Writer) error) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	write(w)
-	err = errors.Join(w.Flush(), f.Sync(), f.Close())
+	err = errors.Join(write(w), w.Flush(), f.Sync(), f.Close())
 	if err != nil {
 		os.Remove(tmp)
 		return err

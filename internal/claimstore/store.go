@@ -124,6 +124,7 @@ func (s *Store) segPath(id uint64) string { return filepath.Join(s.dir, fmt.Spri
 // sealed unless it is the newest).
 func (s *Store) openSegment(id uint64, newest bool) (*segment, error) {
 	g := &segment{id: id, path: s.segPath(id)}
+	os.Remove(g.path + ".log.tmp") // a compaction a crash cut short: the log is the old one
 	f, err := os.OpenFile(g.path+".log", os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: %w", err)

@@ -68,6 +68,9 @@ func (w *Writer) Bytes() []byte { return w.b }
 // Uint appends an unsigned varint.
 func (w *Writer) Uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 
+// Byte appends one byte (flags, a code).
+func (w *Writer) Byte(v byte) { w.b = append(w.b, v) }
+
 // Int appends a zig-zag varint.
 func (w *Writer) Int(v int64) { w.b = binary.AppendVarint(w.b, v) }
 
@@ -166,6 +169,24 @@ func (r *Reader) Len(min int) int {
 		return 0
 	}
 	return int(n)
+}
+
+// Fail makes what was read an error (a value valid byte by byte that the codec rejects, such
+// as an unknown code); the first error sticks.
+func (r *Reader) Fail(what string) { r.fail(what) }
+
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("byte past the end")
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
 }
 
 // Bool reads one byte, 0 or 1.

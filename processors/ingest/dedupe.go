@@ -3,7 +3,9 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/backflowhq/backflow/internal/tablecodec"
@@ -100,16 +102,76 @@ func Expire(st *State, now time.Time, window time.Duration) *State {
 }
 
 // StateCodec is the goka codec of the dedupe table. It writes the compact binary layout of
-// internal/tablecodec (kind 's'): the slot count, then per slot in name order its name, origin
-// topic, partition and offset, epoch and seen time (unix ms). It reads that and the JSON values
-// earlier versions wrote ({"slots": …}), told apart by the first byte, so a running group's
-// table decodes across an upgrade; each key is rewritten in binary when it is next claimed.
+// internal/tablecodec, kind 'c':
+//
+//	0x01 'c' | slot count (uvarint) | base seen: the oldest slot's seen time, unix ms (varint)
+//	then per slot, in name order:
+//	  lead byte: bits 0-4 the slot's name from wellKnownSlots (0: the name follows as a
+//	    string); bit 5 the origin topic is the slot's topic (the name up to a '/'), else it
+//	    follows as a string; bit 6 the epoch is the previous slot's (the first slot's: 0),
+//	    else it follows (varint); bit 7 the offset is a delta from the previous slot's
+//	  [name] | [origin topic] | origin partition (varint) | origin offset, or its delta
+//	  (varint) | [epoch] | seen - base seen (uvarint)
+//
+// A request's three slots take 30 to 40 bytes (the names and topics are a byte, the seen
+// times a base and three deltas), where kind 's', written before, took about 150: the slot
+// count, then per slot its name, origin topic, partition, offset, epoch and seen time in full.
+// It reads both and the JSON values earlier versions still wrote ({"slots": …}), told apart by
+// the first two bytes, so a running group's table decodes across an upgrade; each key is
+// rewritten in the newest layout when it is next claimed.
 type StateCodec struct{}
 
-const stateKind = 's'
+const (
+	stateKindV1 = 's'
+	stateKind   = 'c'
+)
+
+// wellKnownSlots are the slot names of the default source topics (avro.TopicGatewayLog and
+// its phases, avro.TopicInferenceResult), written as their index here (1..31): a value stores
+// the index, so an entry is never changed or removed, only appended.
+var wellKnownSlots = [...]string{"", slotGatewayRequest, slotGatewayResponse, slotInference}
+
+const (
+	slotGatewayRequest  = "gateway-log/REQUEST"
+	slotGatewayResponse = "gateway-log/RESPONSE"
+	slotInference       = "model-inference-result"
+)
+
+const (
+	slotNameMask    = 0x1f
+	slotSameTopic   = 0x20
+	slotSameEpoch   = 0x40
+	slotOffsetDelta = 0x80
+)
+
+// slotCode is name's index in wellKnownSlots, or 0.
+func slotCode(name string) byte {
+	switch name {
+	case slotGatewayRequest:
+		return 1
+	case slotGatewayResponse:
+		return 2
+	case slotInference:
+		return 3
+	}
+	return 0
+}
+
+// slotTopic is the topic of a slot: its name up to a '/' (a gateway record's phase follows).
+func slotTopic(slot string) string {
+	if i := strings.IndexByte(slot, '/'); i >= 0 {
+		return slot[:i]
+	}
+	return slot
+}
 
 // names interns the slot and topic names the codec reads: a handful, read for every record.
 var names tablecodec.Interner
+
+// varintLen is the bytes of v as a zig-zag varint.
+func varintLen(v int64) int {
+	return max(1, (bits.Len64(uint64(v<<1)^uint64(v>>63))+6)/7)
+}
 
 // Encode accepts *State.
 func (StateCodec) Encode(v any) ([]byte, error) {
@@ -118,22 +180,49 @@ func (StateCodec) Encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("ingest: state codec: cannot encode %T", v)
 	}
 	slots := make([]string, 0, len(st.Slots))
-	size := 8
+	var base int64
 	for s, c := range st.Slots {
+		if len(slots) == 0 || c.Seen < base {
+			base = c.Seen
+		}
 		slots = append(slots, s)
-		size += len(s) + len(c.Origin.Topic) + 24
 	}
 	sort.Strings(slots)
-	w := tablecodec.NewWriter(stateKind, size)
+	// Enough for the default topics' slots; a name written out grows the buffer.
+	w := tablecodec.NewWriter(stateKind, 12+16*len(slots))
 	w.Uint(uint64(len(slots)))
+	w.Int(base)
+	var prev Claim // the first slot's previous: epoch 0, offset 0
 	for _, s := range slots {
 		c := st.Slots[s]
-		w.String(s)
-		w.String(c.Origin.Topic)
+		code := slotCode(s)
+		lead := code
+		sameTopic := c.Origin.Topic == slotTopic(s)
+		if sameTopic {
+			lead |= slotSameTopic
+		}
+		if c.Epoch == prev.Epoch {
+			lead |= slotSameEpoch
+		}
+		off, delta := c.Origin.Offset, c.Origin.Offset-prev.Origin.Offset
+		if varintLen(delta) < varintLen(off) {
+			lead |= slotOffsetDelta
+			off = delta
+		}
+		w.Byte(lead)
+		if code == 0 {
+			w.String(s)
+		}
+		if !sameTopic {
+			w.String(c.Origin.Topic)
+		}
 		w.Int(int64(c.Origin.Partition))
-		w.Int(c.Origin.Offset)
-		w.Int(int64(c.Epoch))
-		w.Int(c.Seen)
+		w.Int(off)
+		if c.Epoch != prev.Epoch {
+			w.Int(int64(c.Epoch))
+		}
+		w.Uint(uint64(c.Seen - base))
+		prev = c
 	}
 	return w.Bytes(), nil
 }
@@ -155,9 +244,61 @@ func (StateCodec) Decode(b []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: state codec: %w", err)
 	}
-	if kind != stateKind {
+	switch kind {
+	case stateKind:
+		decodeState(r, &st)
+	case stateKindV1:
+		decodeStateV1(r, &st)
+	default:
 		return nil, fmt.Errorf("ingest: state codec: %w: kind %q", tablecodec.ErrCorrupt, kind)
 	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("ingest: state codec: %w", err)
+	}
+	return &st, nil
+}
+
+// decodeState reads the layout Encode writes (kind 'c').
+func decodeState(r *tablecodec.Reader, st *State) {
+	n := r.Len(4)
+	base := r.Int()
+	st.Slots = make(map[string]Claim, n)
+	var prev Claim
+	for range n {
+		lead := r.Byte()
+		var s string
+		switch code := int(lead & slotNameMask); {
+		case code == 0:
+			s = r.StringIn(&names)
+		case code < len(wellKnownSlots):
+			s = wellKnownSlots[code]
+		default:
+			r.Fail("unknown slot name")
+		}
+		var c Claim
+		if lead&slotSameTopic != 0 {
+			c.Origin.Topic = slotTopic(s)
+		} else {
+			c.Origin.Topic = r.StringIn(&names)
+		}
+		c.Origin.Partition = r.Int32()
+		c.Origin.Offset = r.Int()
+		if lead&slotOffsetDelta != 0 {
+			c.Origin.Offset += prev.Origin.Offset
+		}
+		c.Epoch = prev.Epoch
+		if lead&slotSameEpoch == 0 {
+			c.Epoch = r.Int32()
+		}
+		c.Seen = base + int64(r.Uint())
+		st.Slots[s] = c
+		prev = c
+	}
+}
+
+// decodeStateV1 reads kind 's', the layout written before: per slot its name, origin topic,
+// partition, offset, epoch and seen time in full.
+func decodeStateV1(r *tablecodec.Reader, st *State) {
 	n := r.Len(6)
 	st.Slots = make(map[string]Claim, n)
 	for range n {
@@ -170,8 +311,4 @@ func (StateCodec) Decode(b []byte) (any, error) {
 		c.Seen = r.Int()
 		st.Slots[s] = c
 	}
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("ingest: state codec: %w", err)
-	}
-	return &st, nil
 }

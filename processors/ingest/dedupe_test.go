@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -156,4 +158,77 @@ func TestStateCodec(t *testing.T) {
 	if _, err := c.Encode(State{}); err == nil {
 		t.Fatal("encoding a State value (not a pointer) did not fail")
 	}
+}
+
+// TestStateCodecLayouts: a request's whole state (three slots of the default topics) takes 32
+// bytes where the layout written before (kind 's') took 151, decoded from the older layouts as
+// written; names outside the well-known ones, an origin topic other than the slot's, and
+// epochs and offsets that change from slot to slot round-trip too.
+func TestStateCodecLayouts(t *testing.T) {
+	var c StateCodec
+	st := &State{Slots: map[string]Claim{
+		"gateway-log/REQUEST":    {Origin: Origin{"gateway-log", 3, 123456789}, Epoch: 2, Seen: 1764590000123},
+		"gateway-log/RESPONSE":   {Origin: Origin{"gateway-log", 3, 123457000}, Epoch: 2, Seen: 1764590001500},
+		"model-inference-result": {Origin: Origin{"model-inference-result", 7, 987654321}, Epoch: 2, Seen: 1764590000900},
+	}}
+	// As the previous version's codec wrote st.
+	v1 := []byte("\x01s\x03\x13gateway-log/REQUEST\vgateway-log\x06\xaa\xb4\xdeu\x04\xf6ߔ\x9c\xdbf\x14gateway-log/RESPONSE\vgateway-log\x06з\xdeu\x04\xb8\xf5\x94\x9c\xdbf\x16model-inference-result\x16model-inference-result\x0e\xe2\xa2\xf3\xad\a\x04\x88씜\xdbf")
+	if len(v1) != 151 {
+		t.Fatalf("the kind-s value is %d bytes, want 151", len(v1))
+	}
+	if got, err := c.Decode(v1); err != nil || !reflect.DeepEqual(got, st) {
+		t.Fatalf("kind-s value: %+v, %v; want %+v", got, err, st)
+	}
+	b := must(c.Encode(st))
+	// 2 header + 1 count + 6 base seen; REQUEST: lead, partition, offset (4), epoch, seen
+	// delta (1); RESPONSE: lead, partition, offset delta (2), seen delta (2); inference: lead,
+	// partition, offset (5), seen delta (2).
+	if len(b) != 32 || b[1] != 'c' {
+		t.Fatalf("encoded %d bytes of kind %q, want 32 of kind 'c': %q", len(b), b[1], b)
+	}
+	if got, err := c.Decode(b); err != nil || !reflect.DeepEqual(got, st) {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, st)
+	}
+	// A request's first record (one slot), as Decide writes it.
+	_, one := Decide(nil, "gateway-log/REQUEST", Origin{"gateway-log", 3, 123456789}, 0, time.UnixMilli(1764590000123), 7*24*time.Hour)
+	if b := must(c.Encode(one)); len(b) != 16 {
+		t.Fatalf("one slot: %d bytes, want 16: %q", len(b), b)
+	}
+
+	odd := []*State{
+		{Slots: map[string]Claim{}},
+		{Slots: map[string]Claim{
+			"clicks/OPEN":         {Origin: Origin{"clicks", 0, 5}, Epoch: 0, Seen: 10},
+			"clicks/SHUT":         {Origin: Origin{"clicks-mirror", 0, 1 << 50}, Epoch: 9, Seen: 9},
+			"gateway-log":         {Origin: Origin{"gateway-log/REQUEST", -3, -1 << 62}, Epoch: -1, Seen: -1 << 40},
+			"model-inf/x/":        {Origin: Origin{"", 1<<31 - 1, 1<<63 - 1}, Epoch: 1<<31 - 1, Seen: 1<<62 + 3},
+			"gateway-log/REQUEST": {Origin: Origin{"gateway-log", 3, -(1 << 63)}, Epoch: 1<<31 - 1, Seen: 0},
+		}},
+	}
+	for _, st := range odd {
+		b := must(c.Encode(st))
+		if got, err := c.Decode(b); err != nil || !reflect.DeepEqual(got, st) {
+			t.Fatalf("round trip: %+v, %v; want %+v", got, err, st)
+		}
+	}
+	// The encoder picks the shorter of an offset and its delta by their varint lengths.
+	var vb [binary.MaxVarintLen64]byte
+	for _, v := range []int64{0, 1, -1, 63, 64, -64, -65, 8191, 8192, 1 << 40, -(1 << 40), math.MaxInt64, math.MinInt64} {
+		if got, want := varintLen(v), binary.PutVarint(vb[:], v); got != want {
+			t.Fatalf("varintLen(%d) = %d, want %d", v, got, want)
+		}
+	}
+	// A slot code this version does not know is an error, not a name made up.
+	bad := append([]byte{}, b...)
+	bad[9] = (bad[9] &^ slotNameMask) | 30
+	if _, err := c.Decode(bad); !errors.Is(err, tablecodec.ErrCorrupt) {
+		t.Fatalf("unknown slot code: %v, want ErrCorrupt", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
