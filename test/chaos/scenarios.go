@@ -81,6 +81,8 @@ var Scenarios = []*Scenario{
 		Asserts: "connects; a wrong secret fails fast naming the system; no secret in ps, logs or DLQ headers", Run: secured},
 	{ID: 21, Name: "clickhouse-disk-full", Records: 10_000, Fault: "a private ClickHouse whose data lives on a tmpfs that fills up mid-run; grown again after 30 s",
 		Asserts: "inserts refused for want of space are retried, never dead-lettered; exact once there is room", Run: clickhouseDiskFull},
+	{ID: 22, Name: "rolling-restart", Records: 30_000, Fault: "three instances of every stage (static ids, kept disks) under steady traffic, the enriched topic replayed into ClickHouse from the earliest offset; each SIGTERMed and started again in turn",
+		Asserts: "the replay: the replay tool creates a new ClickHouse sink group at the earliest offset (it refuses the pipeline's live groups) and a sink-clickhouse process re-reads it through the roll; each exits 0; the instances not restarted set up no new session of ingest's, the feature sink's or the ClickHouse sink's group in any restart window; freshness p99 of each window against steady reported", Run: rollingRestart},
 	{ID: 20, Name: "soak", Records: 0, Brokers: 3, Fault: "1, 2, 5, 9 and 15 in turn, over and over, under steady traffic",
 		Asserts: "exact at the end", Run: soak},
 }
