@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -394,5 +395,125 @@ func rollingRestart(ctx context.Context, r *Run) error {
 			ps[i].Name, p, p-sp, m, n)
 	}
 	r.Note("load ran %v", time.Since(loadStart).Round(time.Second))
+	return nil
+}
+
+// 23
+func failoverStandby(ctx context.Context, r *Run) error {
+	const session = 10 * time.Second
+	// Debug: goka's table recovery lines, which tell a warm takeover from a cold restore.
+	extra := map[string]string{"kafka": "session_timeout: " + session.String(), "ingest": "standby: true",
+		"sink_features": "standby: true", "log_level": "debug"}
+	ps, err := r.StartInstances(ctx, 3, extra)
+	if err != nil {
+		return err
+	}
+	load := r.Load(ctx, r.Traffic(60), "")
+	if err := sleep(ctx, r.Dur(20*time.Second)); err != nil {
+		return err
+	}
+	victim, survivors := ps[2], ps[:2]
+	// The victim's partitions of each group, and their committed offsets at the kill.
+	groups := []string{r.IngestGroup, r.FeaturesGroup, r.SinkGroup}
+	moved := map[string][]string{}
+	for _, g := range groups {
+		own, err := r.owners(ctx, g)
+		if err != nil {
+			return err
+		}
+		for tp, who := range own {
+			if who == victim.Name && !strings.HasSuffix(strings.Split(tp, "/")[0], "-loop") {
+				moved[g] = append(moved[g], tp)
+			}
+		}
+		sort.Strings(moved[g])
+	}
+	marks := markLogs(survivors...)
+	t0 := time.Now()
+	victim.Kill()
+	at := map[string]map[string]int64{}
+	for _, g := range groups {
+		if at[g], err = r.Committed(ctx, g); err != nil {
+			return err
+		}
+	}
+	r.Note("%s killed (SIGKILL, not restarted); its partitions: %v", victim.Name, moved)
+	// Processed again: every moved partition's committed offset went past where it was at the
+	// kill (the traffic goes on, so there is something to process). The bound is the session
+	// timeout plus 10 s: goka (1.1.14) waits 5 s after a session ends before it joins the
+	// next (processor.go), then a heartbeat (1 s) and the join and sync of both survivors (a
+	// second or two), goka's commit (every second), and the ClickHouse sink's partitions get
+	// records again only once ingest's did. reliability.md's 5 s is not reachable with
+	// that wait; the measured figure is reported against both.
+	taken := map[string]time.Duration{}
+	deadline := t0.Add(session + 2*time.Minute)
+	for _, g := range groups {
+		if len(moved[g]) == 0 {
+			r.Note("%s: the killed instance owned none of its partitions", g)
+			taken[g] = 0
+		}
+	}
+	for len(taken) < len(groups) && time.Now().Before(deadline) && !load.Done() {
+		for _, g := range groups {
+			if _, ok := taken[g]; ok {
+				continue
+			}
+			off, err := r.Committed(ctx, g)
+			if err != nil {
+				continue
+			}
+			all := true
+			for _, tp := range moved[g] {
+				if off[tp] <= at[g][tp] {
+					all = false
+				}
+			}
+			if all {
+				taken[g] = time.Since(t0)
+			}
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	worst := time.Duration(0)
+	for _, g := range groups {
+		d, ok := taken[g]
+		if ok && len(moved[g]) == 0 {
+			continue
+		}
+		if !ok {
+			r.Fail("%s: the killed instance's partitions %v not processed again within %v (or before the load ended)", g, moved[g], time.Since(t0).Round(time.Second))
+			continue
+		}
+		worst = max(worst, d)
+		r.Note("%s: the killed instance's partitions committed further %v after the kill", g, d.Round(100*time.Millisecond))
+	}
+	over := (worst - session).Round(100 * time.Millisecond)
+	if worst > session+10*time.Second {
+		r.Fail("taken over %v after the kill, over the session timeout %v + 10 s", worst.Round(100*time.Millisecond), session)
+	} else {
+		r.Note("taken over %v after the session timeout (bound 10 s; reliability.md's 5 s %s)", over, map[bool]string{true: "met", false: "not met"}[over <= 5*time.Second])
+	}
+	if _, err := load.Wait(); err != nil {
+		return err
+	}
+	r.Healed()
+	if _, err := r.WaitCaughtUp(ctx, 5*time.Minute); err != nil {
+		return err
+	}
+	// No cold restore: the survivors' table recoveries since the kill read little.
+	var n int
+	var most int64
+	for _, s := range survivors {
+		for _, rc := range recoveries(marks.since(s)) {
+			n++
+			most = max(most, rc.read())
+			if rc.cold() {
+				r.Fail("%s restored a table partition cold after the kill: %s", s.Name, rc.msg)
+			}
+		}
+	}
+	r.Note("survivors' table recoveries since the kill: %d, the largest read %d changelog records", n, most)
 	return nil
 }
