@@ -85,6 +85,8 @@ var Scenarios = []*Scenario{
 		Asserts: "the replay: the replay tool creates a new ClickHouse sink group at the earliest offset (it refuses the pipeline's live groups) and a sink-clickhouse process re-reads it through the roll; each exits 0; the instances not restarted set up no new session of ingest's, the feature sink's or the ClickHouse sink's group in any restart window; freshness p99 of each window against steady reported", Run: rollingRestart},
 	{ID: 23, Name: "failover-standby", Records: 20_000, Fault: "three instances with standby on and a 10 s session timeout; one SIGKILLed, not restarted",
 		Asserts: "its partitions of every group committed further within the session timeout + 10 s (goka waits 5 s after a session before it rejoins; the figure above the timeout is reported against reliability.md's 5 s); the survivors' table recoveries since the kill are warm (goka's Recovering lines: none from an empty store, none reading over half the changelog partition)", Run: failoverStandby},
+	{ID: 24, Name: "empty-disk-beside-full", Records: 20_000, Fault: "an instance started on an empty disk beside two with full state, under traffic",
+		Asserts: "every partition the other two own after the join commits further after the new instance's start; its restore reported: a \"table restored\" line with records for ingest's and the feature sink's group, backflow_table_restore_records > 0 (the 10 s progress line and /readyz's reason are not asserted: this restore ends sooner)", Run: emptyDiskBesideFull},
 	{ID: 20, Name: "soak", Records: 0, Brokers: 3, Fault: "1, 2, 5, 9 and 15 in turn, over and over, under steady traffic",
 		Asserts: "exact at the end", Run: soak},
 }
