@@ -39,7 +39,7 @@ type Scenario struct {
 	Run            func(ctx context.Context, r *Run) error
 }
 
-// Scenarios are reliability.md's twenty, in its order.
+// Scenarios are the rows of reliability.md's table.
 var Scenarios = []*Scenario{
 	{ID: 1, Name: "sigkill-processor", Records: 100_000, Fast: true, Fault: "SIGKILL the ingest process 10 times during the run (2 topics, 3 partitions)",
 		Asserts: "restarted each time; exact at the end", Run: sigkillProcessor},
