@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -184,6 +185,45 @@ func (r *Run) freshness(ctx context.Context, from, to time.Time) (p99, maxMs flo
 	return
 }
 
+// waitLanded waits (2 minutes at most per step) until what was sent before now has landed:
+// ingest committed the source topics up to their ends, then the ClickHouse sink the enriched
+// topic up to its end after that. t names the moment in the error.
+func (r *Run) waitLanded(ctx context.Context, t time.Time) error {
+	for _, step := range []struct {
+		group  string
+		topics []string
+	}{{r.IngestGroup, []string{r.Inf, r.GW}}, {r.SinkGroup, []string{r.Enriched}}} {
+		ends := map[string]int64{}
+		for _, topic := range step.topics {
+			e, err := r.endOffsets(ctx, topic)
+			if err != nil {
+				return err
+			}
+			for k, v := range e {
+				ends[k] = v
+			}
+		}
+		for start := time.Now(); ; {
+			var left int64
+			var err error
+			for _, topic := range step.topics {
+				n, e := r.behind(ctx, step.group, topic, ends)
+				left, err = left+n, errors.Join(err, e)
+			}
+			if err == nil && left == 0 {
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				return fmt.Errorf("%s did not commit what was sent before %s within 2 minutes: %d left (%v)", step.group, t.Format(time.TimeOnly), left, err)
+			}
+			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // startReplaySink replays the enriched topic into ClickHouse from its earliest offset while
 // the pipeline runs: the replay tool creates a new group of the ClickHouse sink (the sink's
 // group with "-replay") at the earliest offset (a group with no live member, so the tool
@@ -278,7 +318,21 @@ func rollingRestart(ctx context.Context, r *Run) error {
 	loadStart := time.Now()
 	load := r.Load(ctx, r.Traffic(seconds), "")
 	groups := []string{r.IngestGroup, r.FeaturesGroup, r.SinkGroup}
-	type window struct{ from, to time.Time }
+	type window struct {
+		from, to   time.Time
+		p99, maxMs float64
+		rows       uint64
+	}
+	// A window's freshness is read as soon as the ClickHouse sink committed past it, before
+	// the replay (slowed, far behind) re-writes its rows with a later landing time.
+	measure := func(w *window) error {
+		var err error
+		if err = r.waitLanded(ctx, w.to); err != nil {
+			return err
+		}
+		w.p99, w.maxMs, w.rows, err = r.freshness(ctx, w.from, w.to)
+		return err
+	}
 	var windows []window
 	rebalanced := 0
 	for i, p := range ps {
@@ -319,7 +373,11 @@ func rollingRestart(ctx context.Context, r *Run) error {
 		if err := sleep(ctx, 10*time.Second); err != nil {
 			return err
 		}
-		windows = append(windows, window{t0, time.Now()})
+		w := window{from: t0, to: time.Now()}
+		if err := measure(&w); err != nil {
+			return err
+		}
+		windows = append(windows, w)
 		r.Note("%s: SIGTERM, exit %d after %v, ready again %v after the SIGTERM; the replay had %d records left to re-read at the SIGTERM",
 			p.Name, code, took.Round(100*time.Millisecond), ready.Round(100*time.Millisecond), left)
 		for _, o := range others {
@@ -351,7 +409,10 @@ func rollingRestart(ctx context.Context, r *Run) error {
 	if err := sleep(ctx, 20*time.Second); err != nil {
 		return err
 	}
-	steady := window{windows[len(windows)-1].to, time.Now()}
+	steady := window{from: windows[len(windows)-1].to, to: time.Now()}
+	if err := measure(&steady); err != nil {
+		return err
+	}
 	if _, err := load.Wait(); err != nil {
 		return err
 	}
@@ -381,18 +442,10 @@ func rollingRestart(ctx context.Context, r *Run) error {
 	}
 	// Freshness (landed - event time of the inference results): each restart window against
 	// the steady one.
-	sp, smax, sn, err := r.freshness(ctx, steady.from, steady.to)
-	if err != nil {
-		return err
-	}
-	r.Note("freshness steady: p99 %.0f ms, max %.0f ms over %d rows", sp, smax, sn)
+	r.Note("freshness steady: p99 %.0f ms, max %.0f ms over %d rows", steady.p99, steady.maxMs, steady.rows)
 	for i, w := range windows {
-		p, m, n, err := r.freshness(ctx, w.from, w.to)
-		if err != nil {
-			return err
-		}
 		r.Note("freshness while %s restarted: p99 %.0f ms (%+.0f ms against steady), max %.0f ms over %d rows",
-			ps[i].Name, p, p-sp, m, n)
+			ps[i].Name, w.p99, w.p99-steady.p99, w.maxMs, w.rows)
 	}
 	r.Note("load ran %v", time.Since(loadStart).Round(time.Second))
 	return nil
