@@ -245,7 +245,8 @@ func (e *Env) Vars() map[string]string {
 
 // Config writes a config file for stages (comma-separated) with every name private. extra
 // adds keys to sections ("ingest" -> "policy: pass, batch_size: 10"); extra["shutdown_timeout"]
-// replaces the default 30s.
+// replaces the default 30s, extra["log_level"] the default info (debug also brings goka's
+// table recovery lines).
 func (e *Env) Config(name, stages string, extra map[string]string) (string, error) {
 	sec := func(section, keys string) string {
 		return section + ": {" + mergeKeys(keys, extra[section]) + "}\n"
@@ -254,10 +255,14 @@ func (e *Env) Config(name, stages string, extra map[string]string) (string, erro
 	if shutdown == "" {
 		shutdown = "30s"
 	}
+	level := extra["log_level"]
+	if level == "" {
+		level = "info"
+	}
 	dir := filepath.Join(e.Dir, name)
 	y := "stages: [" + stages + "]\n" +
 		"shutdown_timeout: " + shutdown + "\n" +
-		"log: {format: json, level: info}\n" +
+		"log: {format: json, level: " + level + "}\n" +
 		sec("metrics", `addr: "127.0.0.1:0", lag_interval: 2s, ready_timeout: 2s`) +
 		sec("kafka", fmt.Sprintf("client_id: %s, table_replication: %d", name, e.Replication)) +
 		sec("sensitive_words", "timeout: 5s") +
