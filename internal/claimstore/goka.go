@@ -31,7 +31,7 @@ func Builder(dir string, cfg Config) storage.Builder {
 // time, which places them in their time segment. now is the clock (time.Now).
 func Update(window time.Duration, now func() time.Time) goka.UpdateCallback {
 	return func(ctx goka.UpdateContext, s storage.Storage, key string, value []byte) error {
-		st, ok := unwrap(s).(*Store)
+		st, ok := Unwrap(s).(*Store)
 		if !ok {
 			return goka.DefaultUpdate(ctx, s, key, value)
 		}
@@ -52,9 +52,9 @@ func Update(window time.Duration, now func() time.Time) goka.UpdateCallback {
 	}
 }
 
-// unwrap returns the Store under a wrapper that keeps it open across group generations
-// (kafka.Tables), or s.
-func unwrap(s storage.Storage) storage.Storage {
+// Unwrap returns the storage under the wrappers that say what they wrap (an Unwrap method, as
+// kafka.Tables' partitions have), or s.
+func Unwrap(s storage.Storage) storage.Storage {
 	for {
 		w, ok := s.(interface{ Unwrap() storage.Storage })
 		if !ok {

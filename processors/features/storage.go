@@ -71,7 +71,7 @@ func Storage(dir string, aggregates storage.Builder, window time.Duration) stora
 func Update(window time.Duration, now func() time.Time) goka.UpdateCallback {
 	requests := claimstore.Update(window, now)
 	return func(ctx goka.UpdateContext, s storage.Storage, key string, value []byte) error {
-		st, ok := unwrap(s).(*splitStore)
+		st, ok := claimstore.Unwrap(s).(*splitStore)
 		if !ok {
 			return goka.DefaultUpdate(ctx, s, key, value)
 		}
@@ -79,17 +79,6 @@ func Update(window time.Duration, now func() time.Time) goka.UpdateCallback {
 			return goka.DefaultUpdate(ctx, st.aggregates, key, value)
 		}
 		return requests(ctx, st.requests, key, value)
-	}
-}
-
-// unwrap returns the storage under wrappers that say what they wrap (kafka.Tables).
-func unwrap(s storage.Storage) storage.Storage {
-	for {
-		w, ok := s.(interface{ Unwrap() storage.Storage })
-		if !ok {
-			return s
-		}
-		s = w.Unwrap()
 	}
 }
 
