@@ -86,6 +86,23 @@ func (c *counter) close() {
 	}
 }
 
+// createTable creates the group's table topic and waits until every partition has a leader,
+// as the stages do before goka starts (ingest's prepare): goka asks each partition's leader
+// for offsets right after creating the topic itself, and with recovery ahead of joining a
+// leader not known yet stops the processor (NOT_LEADER_FOR_PARTITION).
+func createTable(t *testing.T, ctx context.Context, cfg kafka.Conn, group goka.Group, partitions int32) {
+	t.Helper()
+	cl, err := cfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := kafka.EnsureTopics(ctx, cl, kafka.TopicSpec{Name: string(goka.GroupTable(group)), Partitions: partitions,
+		Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitFor polls cond until it holds or ctx ends.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
@@ -145,6 +162,7 @@ func TestStaticMembershipRestartMovesNothing(t *testing.T) {
 			group := goka.Group(topic + "-counter")
 			testenv.Groups(t, base, string(group))
 			testenv.RemoveTopics(t, base, string(goka.GroupTable(group)))
+			createTable(t, ctx, base, group, 4)
 			conn := func(id string) kafka.Conn {
 				c := base
 				if static {
@@ -223,6 +241,7 @@ func TestStandbyFailoverFindsWarmState(t *testing.T) {
 	group := goka.Group(topic + "-counter")
 	testenv.Groups(t, base, string(group))
 	testenv.RemoveTopics(t, base, string(goka.GroupTable(group)))
+	createTable(t, ctx, base, group, 4)
 	conn := func(id string) kafka.Conn {
 		c := base
 		c.InstanceID, c.SessionTimeout = id, kafka.MinSessionTimeout
