@@ -91,13 +91,9 @@ func readFilterFile(path string) (*filter, error) {
 	if string(h[:8]) != filterMagic || n == 0 || n%blockWords != 0 || k < 1 || k > 7 {
 		return nil, fmt.Errorf("claimstore: %s: not a filter file", path)
 	}
-	f := &filter{words: make([]uint64, n), k: uint(k)}
-	var b [8]byte
-	for i := range f.words {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, err
-		}
-		f.words[i] = binary.LittleEndian.Uint64(b[:])
+	words, err := readWords(r, int(n))
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	return &filter{words: words, k: uint(k)}, nil
 }

@@ -84,19 +84,25 @@ func (s *Store) loadActive(g *segment) (int64, error) {
 
 // readWords reads n little-endian words.
 func readWords(r io.Reader, n int) ([]uint64, error) {
-	out := make([]uint64, n)
+	out := make([]uint64, 0, n)
+	err := eachWord(r, n, func(w uint64) { out = append(out, w) })
+	return out, err
+}
+
+// eachWord calls fn with each of n little-endian words read from r, a megabyte at a time.
+func eachWord(r io.Reader, n int, fn func(uint64)) error {
 	buf := make([]byte, 1<<20)
-	for i := 0; i < n; {
-		m := min(len(buf)/8, n-i)
+	for n > 0 {
+		m := min(len(buf)/8, n)
 		if _, err := io.ReadFull(r, buf[:m*8]); err != nil {
-			return nil, err
+			return err
 		}
 		for j := range m {
-			out[i+j] = binary.LittleEndian.Uint64(buf[8*j:])
+			fn(binary.LittleEndian.Uint64(buf[8*j:]))
 		}
-		i += m
+		n -= m
 	}
-	return out, nil
+	return nil
 }
 
 // writeUnionLocked writes the union filter with the sealed segments it covers.
@@ -184,17 +190,17 @@ func (s *Store) loadUnion() (bool, error) {
 	return true, nil
 }
 
-// addIndexHashes adds a sealed segment's keys (the hashes of its index file) to f.
+// addIndexHashes adds a sealed segment's keys (the hashes of its index file) to f, reading the
+// index file once, a megabyte at a time.
 func addIndexHashes(f *filter, g *segment) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(g.idxFile, idxHeader, int64(g.mask+1)*8), 1<<20)
-	words, err := readWords(r, int(g.mask+1))
-	if err != nil {
-		return fmt.Errorf("claimstore: read index of segment %d: %w", g.id, err)
-	}
-	for _, e := range words {
+	r := io.NewSectionReader(g.idxFile, idxHeader, int64(g.mask+1)*8)
+	err := eachWord(r, int(g.mask+1), func(e uint64) {
 		if e != 0 {
 			f.add(unionHash(uint32(e >> 32)))
 		}
+	})
+	if err != nil {
+		return fmt.Errorf("claimstore: read index of segment %d: %w", g.id, err)
 	}
 	return nil
 }

@@ -177,15 +177,8 @@ func (s *Store) rebuildUnion() error {
 		if !g.sealed() {
 			continue
 		}
-		r := bufio.NewReaderSize(io.NewSectionReader(g.idxFile, idxHeader, int64(g.mask+1)*8), 1<<20)
-		var b [8]byte
-		for range g.mask + 1 {
-			if _, err := io.ReadFull(r, b[:]); err != nil {
-				return fmt.Errorf("claimstore: read index of segment %d: %w", g.id, err)
-			}
-			if e := binary.LittleEndian.Uint64(b[:]); e != 0 {
-				u.add(unionHash(uint32(e >> 32)))
-			}
+		if err := addIndexHashes(u, g); err != nil {
+			return err
 		}
 	}
 	s.union, s.unionKeys, s.unionDead, s.unionCap = u, total, 0, capacity
