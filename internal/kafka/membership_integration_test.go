@@ -103,6 +103,25 @@ func createTable(t *testing.T, ctx context.Context, cfg kafka.Conn, group goka.G
 	}
 }
 
+// requestKeys is n keys req-0 … req-(n-1).
+func requestKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("req-%d", i)
+	}
+	return keys
+}
+
+// waitSplit waits until each of the two instances owns two partitions.
+func waitSplit(t *testing.T, ctx context.Context, a, b *counter) {
+	t.Helper()
+	waitFor(t, ctx, "two partitions each", func() bool {
+		_, pa := a.generations()
+		_, pb := b.generations()
+		return len(pa) == 2 && len(pb) == 2
+	})
+}
+
 // waitFor polls cond until it holds or ctx ends.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
@@ -175,15 +194,8 @@ func TestStaticMembershipRestartMovesNothing(t *testing.T) {
 			defer a.close()
 			b := startCounter(t, ctx, conn("slot-b"), topic, group, dirB, false)
 			// Both own two partitions.
-			waitFor(t, ctx, "two partitions each", func() bool {
-				_, pa := a.generations()
-				_, pb := b.generations()
-				return len(pa) == 2 && len(pb) == 2
-			})
-			keys := make([]string, 40)
-			for i := range keys {
-				keys[i] = fmt.Sprintf("req-%d", i)
-			}
+			waitSplit(t, ctx, a, b)
+			keys := requestKeys(40)
 			emitAll(t, ctx, base, topic, keys, 1, a, b)
 			genA, partsA := a.generations()
 			_, partsB := b.generations()
@@ -250,15 +262,8 @@ func TestStandbyFailoverFindsWarmState(t *testing.T) {
 	a := startCounter(t, ctx, conn("slot-a"), topic, group, t.TempDir(), true)
 	defer a.close()
 	b := startCounter(t, ctx, conn("slot-b"), topic, group, t.TempDir(), true)
-	waitFor(t, ctx, "two partitions each", func() bool {
-		_, pa := a.generations()
-		_, pb := b.generations()
-		return len(pa) == 2 && len(pb) == 2
-	})
-	keys := make([]string, 40)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("req-%d", i)
-	}
+	waitSplit(t, ctx, a, b)
+	keys := requestKeys(40)
 	emitAll(t, ctx, base, topic, keys, 1, a, b)
 	emitAll(t, ctx, base, topic, keys, 2, a, b)
 	// Every partition, owned or standby, is open on a.
