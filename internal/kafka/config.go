@@ -335,12 +335,14 @@ func (c Conn) TopicManager() *goka.TopicManagerConfig {
 	return tm
 }
 
-// ProcessorOptions returns the goka options that point a processor at this cluster.
-func (c Conn) ProcessorOptions() []goka.ProcessorOption {
+// ProcessorOptions returns the goka options that point a processor at this cluster. Its
+// offset and partition lookups are retried while Kafka's errors are transient (IsTransient),
+// until ctx ends: pass the context the processor runs under.
+func (c Conn) ProcessorOptions(ctx context.Context) []goka.ProcessorOption {
 	sc := c.Sarama()
 	return []goka.ProcessorOption{
 		goka.WithClientID(c.withDefaults().ClientID),
-		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, c.TopicManager())),
+		goka.WithTopicManagerBuilder(retryingTopicManagerBuilder(ctx, nil, goka.TopicManagerBuilderWithConfig(sc, c.TopicManager()))),
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(c.GokaProducerBuilder()),

@@ -113,7 +113,7 @@ func TestGokaProcessor(t *testing.T) {
 		}),
 		goka.Persist(new(codec.Int64)),
 	)
-	opts := append(cfg.ProcessorOptions(), goka.WithStorageBuilder(storage.MemoryBuilder()))
+	opts := append(cfg.ProcessorOptions(context.Background()), goka.WithStorageBuilder(storage.MemoryBuilder()))
 	proc, err := goka.NewProcessor(brokers, g, opts...)
 	if err != nil {
 		t.Fatalf("processor: %v", err)

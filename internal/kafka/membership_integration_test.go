@@ -44,7 +44,7 @@ func startCounter(t *testing.T, ctx context.Context, cfg kafka.Conn, topic strin
 		}),
 		goka.Persist(new(codec.Int64)),
 	)
-	opts := append(cfg.ProcessorOptions(), c.tables.Options(nil)...)
+	opts := append(cfg.ProcessorOptions(context.Background()), c.tables.Options(nil)...)
 	opts = append(opts, goka.WithRebalanceCallback(func(a goka.Assignment) {
 		c.mu.Lock()
 		c.assignments = append(c.assignments, maps.Clone(a))

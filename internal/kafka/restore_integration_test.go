@@ -124,7 +124,7 @@ func TestTableRestoreReported(t *testing.T) {
 		goka.Input(goka.Stream(input), new(codec.String), func(ctx goka.Context, _ any) {}),
 		goka.Persist(new(codec.String)),
 	)
-	proc, err := goka.NewProcessor(cfg.Brokers, g, append(cfg.ProcessorOptions(), goka.WithStorageBuilder(builder))...)
+	proc, err := goka.NewProcessor(cfg.Brokers, g, append(cfg.ProcessorOptions(context.Background()), goka.WithStorageBuilder(builder))...)
 	if err != nil {
 		t.Fatalf("processor: %v", err)
 	}
@@ -291,7 +291,7 @@ func TestStopLeavesRecordsToRedelivery(t *testing.T) {
 	)
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	proc, err := goka.NewProcessor(cfg.Brokers, g, append(cfg.ProcessorOptions(), goka.WithStorageBuilder(storage.MemoryBuilder()),
+	proc, err := goka.NewProcessor(cfg.Brokers, g, append(cfg.ProcessorOptions(context.Background()), goka.WithStorageBuilder(storage.MemoryBuilder()),
 		goka.WithLogger(kafka.GokaLogger(log)))...)
 	if err != nil {
 		t.Fatal(err)

@@ -460,7 +460,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 			log.Warn("sink-features: close table storage", "error", err)
 		}
 	}()
-	opts := append(rc.Kafka.ProcessorOptions(),
+	opts := append(rc.Kafka.ProcessorOptions(runCtx),
 		goka.WithHasher(kafka.Murmur2Hasher),
 		goka.WithLogger(kafka.GokaLogger(log)),
 	)

@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config, rc RunConfig) error {
 			log.Warn("ingest: close table storage", "error", err)
 		}
 	}()
-	opts := append(rc.Kafka.ProcessorOptions(), GokaOptions()...)
+	opts := append(rc.Kafka.ProcessorOptions(life.Ctx), GokaOptions()...)
 	opts = append(opts, tables.Options(nil)...)
 	opts = append(opts, goka.WithUpdateCallback(claimstore.Update(cfg.DedupeWindow, time.Now)),
 		goka.WithLogger(kafka.GokaLogger(log)), p.ProducerOption(rc.Kafka.GokaProducerBuilder()))
