@@ -51,8 +51,16 @@ func (s *Sink) startFlush(ctx context.Context) *flight {
 
 // stopAfter waits for the flush under way (it runs on lctx, so it may take until InsertTimeout
 // after the stop), then makes the final flush, unless the one under way failed: committing
-// the records behind it would pass it.
+// the records behind it would pass it. A sink that abandonOnStop only waits for the flush
+// under way to see its cancelled ctx, and flushes nothing more.
 func (s *Sink) stopAfter(lctx context.Context, fl *flight) error {
+	if s.abandonOnStop {
+		if fl != nil {
+			<-fl.ended.Done() // it runs on the stopped ctx: it ends at once
+		}
+		s.cl.AllowRebalance()
+		return nil
+	}
 	if fl != nil {
 		<-fl.ended.Done()
 		if fl.err != nil {

@@ -47,8 +47,7 @@ func NewRollups(cfg Config, rc RunConfig) (*Sink, error) {
 	rm := newRollupMapping()
 	loop := cfg
 	loop.Group, loop.Topic = cfg.RollupGroup, cfg.RollupTopic
-	s := newSink(loop, rc, rm, RollupStage)
-	s.ledger, s.marks = false, ""
+	s := newRollupSink(loop, rc, rm)
 	if rc.Metrics != nil {
 		reg := rc.Metrics.Registerer()
 		for _, source := range rollup.Sources() {
@@ -59,6 +58,14 @@ func NewRollups(cfg Config, rc RunConfig) (*Sink, error) {
 		}
 	}
 	return s, nil
+}
+
+// newRollupSink is the rollup loop on cfg's group and topic: no ledger, no marks of its own,
+// and a stop that leaves the rollup under way to the next owner (abandonOnStop).
+func newRollupSink(cfg Config, rc RunConfig, rm *rollupMapping) *Sink {
+	s := newSink(cfg, rc, rm, RollupStage)
+	s.ledger, s.marks, s.abandonOnStop = false, "", true
+	return s
 }
 
 // rollupMapping is the rollup loop's mapping: a mark becomes a markRow, and a flush

@@ -75,3 +75,41 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 		t.Fatalf("insert while refused until the stop = %v, want the context's error and no ErrClickHouseFatal", err)
 	}
 }
+
+// TestRollupLoopStopsWithoutFinishingItsFlush: the rollup loop's flush under way (here a
+// rollup ClickHouse keeps refusing) is cancelled at the stop, not finished within
+// InsertTimeout, and its mark stays uncommitted for the partition's next owner. Finishing it
+// held every stop of a process for up to InsertTimeout on a loaded server.
+func TestRollupLoopStopsWithoutFinishingItsFlush(t *testing.T) {
+	k := fakeKafka(t, "in", "dlq")
+	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
+	rec := marksOf(rollup.InferenceResults, []time.Time{minute})[0].record("in")
+	produce(t, k, "in", 0, string(rec.Value))
+
+	cfg := Config{Group: "g", Topic: "in", DLQTopic: "dlq", FromStart: true, BatchRows: 1, BatchInterval: time.Hour,
+		InsertTimeout: time.Hour, BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond}
+	s := newRollupSink(cfg, RunConfig{Kafka: k, Logger: quiet()}, newRollupMapping())
+	w := &stmtWriter{refuse: 1 << 30}
+	s.w = w
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); s.Stats().Retries == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the rollup was never tried", s.Stats())
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v after a stop, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after the stop: it waits for the rollup under way (InsertTimeout 1 h)")
+	}
+	if got := committed(t, k); got[0] != 0 || len(w.execs) != 0 {
+		t.Fatalf("committed %v, statements run %q: want the mark uncommitted and no rollup run", got, w.execs)
+	}
+}

@@ -112,11 +112,16 @@ type Sink struct {
 	// marks is the topic each flush marks the minutes it wrote into on, for the rollup loop
 	// (rollup_marks.go); "": no marks (rollups off, a declared stream, the rollup loop itself).
 	marks string
-	retry *retrier
-	w     sinks.BatchWriter[Batch] // ClickHouse, once Run has connected (set before: a test's)
-	cl    *kgo.Client
-	dlqw  *dlq.Writer
-	pcl   *kgo.Client
+	// abandonOnStop: at a stop, the flush under way is cancelled and no last flush is made;
+	// what they held stays uncommitted and is read again by the partition's next owner. For
+	// the rollup loop, whose flush re-aggregates minutes (safe to repeat) and can take seconds
+	// on a loaded server: finishing it held every stop of the process for up to InsertTimeout.
+	abandonOnStop bool
+	retry         *retrier
+	w             sinks.BatchWriter[Batch] // ClickHouse, once Run has connected (set before: a test's)
+	cl            *kgo.Client
+	dlqw          *dlq.Writer
+	pcl           *kgo.Client
 
 	mu       sync.Mutex
 	buf      map[int32][]pending
@@ -201,6 +206,9 @@ func (s *Sink) Run(ctx context.Context) error {
 	// time by the partition's next owner).
 	lctx, lcancel := afterStop(ctx, s.cfg.InsertTimeout)
 	defer lcancel()
+	if s.abandonOnStop {
+		lctx = ctx
+	}
 	var fl *flight // the flush under way; nil: none
 	for {
 		if ctx.Err() != nil {
