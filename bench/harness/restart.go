@@ -80,6 +80,10 @@ type restartSize struct {
 	Baseline     eventMeasure            `json:"baseline"`              // steady traffic, no event
 	Events       []eventMeasure          `json:"events"`
 	Medians      map[string]eventSummary `json:"medians"`
+	// Standby: what hot standby costs while nothing fails, one pair of windows per run (with
+	// --standby failover), and their medians.
+	Standby        []standbyCost   `json:"standby_cost,omitempty"`
+	StandbyMedians *standbySummary `json:"standby_cost_medians,omitempty"`
 }
 
 // eventMeasure is one event (for rolling: one instance's restart) of one run.
@@ -226,10 +230,16 @@ func (h *harness) restartSize(ctx context.Context, idx int, sz *restartSize, che
 				ms = append(ms, m)
 			case eventFailover:
 				if o.standby == standbyFailover {
-					say("restart %s run %d: restarting the instances with hot standby on for the failover (not measured)", tag, run)
+					sc := standbyCost{Run: run, Off: rc.costWindow(ctx, 20*time.Second)}
+					say("restart %s run %d: restarting the instances with hot standby on for the failover", tag, run)
 					if err := rc.rollUnmeasured(ctx, true, settleLag); err != nil {
 						return err
 					}
+					sleepCtx(ctx, standbySettle)
+					sc.On = rc.costWindow(ctx, 20*time.Second)
+					sz.Standby = append(sz.Standby, sc)
+					sz.StandbyMedians = summarizeStandby(sz.Standby)
+					say("restart %s run %d: standby costs %+v against %+v without", tag, run, sc.On, sc.Off)
 				}
 				victim := rc.inst[len(rc.inst)-1]
 				m, err := rc.failover(ctx, run, victim, settleLag)

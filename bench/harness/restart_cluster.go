@@ -39,6 +39,7 @@ type restartCluster struct {
 	bl      backlog
 	inst    []*instance
 	lag     *lagPoller
+	tables  []string // the two table changelogs: ingest's and sink-features'
 	stopGen context.CancelFunc
 	genDone chan struct{}
 }
@@ -67,6 +68,7 @@ func (h *harness) newRestartCluster(ctx context.Context, tag string, bl backlog)
 	rc := &restartCluster{h: h, tag: tag, pr: pr, bl: bl, lag: &lagPoller{}}
 	enriched, dlqT, control := name+".enriched", name+".dlq", name+".control"
 	gIngest, gSink, gFeat, gMirror := name+"-ingest", name+"-sink-clickhouse", name+"-features", name+"-dlq-mirror"
+	rc.tables = []string{gIngest + "-table", gFeat + "-table"}
 	for n := 1; n <= restartInstances; n++ {
 		port, err := childproc.FreePort()
 		if err != nil {

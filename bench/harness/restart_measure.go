@@ -390,6 +390,12 @@ func restartMarkdown(res *restartResults) string {
 				fp(s.FeatReady), f(s.Rebalances), f(s.LagPeak), f(s.FreshnessP99), f(s.Restored), f(s.RestoredOth))
 		}
 	}
+	for _, sz := range res.Sizes {
+		if s := sz.StandbyMedians; s != nil {
+			fmt.Fprintf(&b, "\nStandby while nothing fails, %d requests (%d samples): CPU %s× of without, state on disk %s×, changelog reads %s records/s more\n",
+				sz.Requests, s.Samples, f(s.CPURatio), f(s.StateRatio), f(s.ChangelogReads))
+		}
+	}
 	return b.String()
 }
 
@@ -406,6 +412,7 @@ func restartSummary(res *restartResults) ([]byte, error) {
 		BaselineP99Ms float64                 `json:"baseline_freshness_p99_ms"`
 		BaselineLag   int64                   `json:"baseline_lag_peak"`
 		Events        map[string]eventSummary `json:"events"`
+		Standby       *standbySummary         `json:"standby_cost,omitempty"`
 	}
 	out := struct {
 		Started string         `json:"started"`
@@ -416,7 +423,7 @@ func restartSummary(res *restartResults) ([]byte, error) {
 	}{Started: res.Started.Format(time.RFC3339), Commit: res.Commit, Machine: res.Machine, Options: res.Options}
 	for _, sz := range res.Sizes {
 		out.Sizes = append(out.Sizes, size{Requests: sz.Requests, BuildSeconds: round1(sz.BuildSeconds), StateMB: sz.StateMB,
-			BaselineP99Ms: sz.Baseline.FreshnessP99Ms, BaselineLag: sz.Baseline.LagPeak, Events: sz.Medians})
+			BaselineP99Ms: sz.Baseline.FreshnessP99Ms, BaselineLag: sz.Baseline.LagPeak, Events: sz.Medians, Standby: sz.StandbyMedians})
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	return append(b, '\n'), err

@@ -92,3 +92,19 @@ func TestRestartMarkdownNoStageReady(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+func TestSummarizeStandby(t *testing.T) {
+	cs := []standbyCost{
+		{Run: 1, Off: costWindow{WindowSeconds: 20, CPUCores: 0.5, StateMB: 900}, On: costWindow{WindowSeconds: 20, CPUCores: 0.6, StateMB: 2700, ChangelogRecords: 1000}},
+		{Run: 2, Off: costWindow{WindowSeconds: 20, CPUCores: 0.4, StateMB: 900}, On: costWindow{WindowSeconds: 20, CPUCores: 0.6, StateMB: 1800, ChangelogRecords: 2000}},
+		{Run: 3}, // no windows measured: left out
+	}
+	s := summarizeStandby(cs)
+	if s.Samples != 2 || s.CPURatio != (spread{Median: 1.4, Min: 1.2, Max: 1.5}) || s.StateRatio != (spread{Median: 2.5, Min: 2, Max: 3}) ||
+		s.ChangelogReads != (spread{Median: 150, Min: 100, Max: 200}) {
+		t.Fatalf("summary %+v", *s)
+	}
+	if summarizeStandby(nil) != nil {
+		t.Fatal("a summary of no samples")
+	}
+}
