@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -249,6 +250,7 @@ func growth(b *testing.B, kind string, n int) {
 	if err := cs.Close(); err != nil {
 		b.Fatal(err)
 	}
+	reopen(b, dir+"/store", Config{Window: window, Clock: now, DropEvery: time.Minute, FlushEvery: window}, benchKey(kb, live-1))
 
 	// Restore: the fill's records again, in the order they were written, through Update.
 	r, err := Open(dir+"/restored", Config{Window: window, Clock: now, FlushEvery: window})
@@ -277,6 +279,43 @@ func growth(b *testing.B, kind string, n int) {
 	b.ReportMetric(float64(records)/restoreCPU.Seconds(), "restore-records/cpu-s")
 	b.ReportMetric(float64(records)/restoreWall.Seconds(), "restore-records/s")
 	b.ReportMetric(float64(r.Stats().Skipped), "restore-skipped")
+}
+
+// reopen opens the store in dir again after its clean Close (reopen-ms, what a restart on a
+// kept disk pays), then after a crash (crash-reopen-ms: the files a clean Close writes
+// removed, so Open rebuilds the newest segment's index from its log and the union filter
+// from the sealed indexes), each time finding key.
+func reopen(b *testing.B, dir string, cfg Config, key string) {
+	open := func(metric string) Stats {
+		c, w := cpuNow(b), time.Now()
+		s, err := Open(dir, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall, cpu := time.Since(w), cpuNow(b)-c
+		if v, err := s.Get(key); err != nil || v == nil {
+			b.Fatalf("%s: key %s not found after the open: %v", metric, key, err)
+		}
+		st := s.Stats()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(wall.Microseconds())/1000, metric+"-ms")
+		b.ReportMetric(float64(cpu.Microseconds())/1000, metric+"-cpu-ms")
+		return st
+	}
+	st := open("reopen")
+	b.ReportMetric(float64(st.OpenScanned), "reopen-scanned")
+	for _, pattern := range []string{"*.active", unionFile} {
+		files, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, f := range files {
+			if err := os.Remove(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	st = open("crash-reopen")
+	b.ReportMetric(float64(st.OpenScanned), "crash-reopen-scanned")
 }
 
 type restoreCtx struct{ ts time.Time }
