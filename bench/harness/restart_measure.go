@@ -96,14 +96,15 @@ func summarizeEvents(evs []eventMeasure) map[string]eventSummary {
 }
 
 // groupKinds are the stage names whose groups' rebalances are counted, and the log line that
-// marks a new session of each in a process's log.
+// marks a new session of each in a process's log. The ClickHouse sink's line counts when it
+// names a partition: a group epoch that hands a member nothing new logs partitions=[].
 var groupKinds = []struct {
 	name string
 	re   *regexp.Regexp
 }{
 	{"ingest", regexp.MustCompile(`\[Processor [^\]]*-ingest\] setup generation \d+,`)},
 	{"sink-features", regexp.MustCompile(`\[Processor [^\]]*-features\] setup generation \d+,`)},
-	{"sink-clickhouse", regexp.MustCompile(`msg="clickhouse sink: partitions assigned" .*\bgroup=\S+-sink-clickhouse `)},
+	{"sink-clickhouse", regexp.MustCompile(`msg="clickhouse sink: partitions assigned" .*\bgroup=\S+-sink-clickhouse partitions=\S*\d`)},
 }
 
 // setupDoneRe marks the end of a goka group's session setup (its tables recovered).

@@ -18,6 +18,8 @@ func TestLogStats(t *testing.T) {
 		`time=2026-12-06T21:50:59.305Z level=INFO msg="clickhouse sink: partitions assigned" stage=sink-clickhouse part=dlq-mirror group=b-dlq-mirror partitions=[1]`,
 		`time=2026-12-06T21:50:59.307Z level=INFO msg="clickhouse sink: partitions assigned" stage=sink-clickhouse group=b-sink-clickhouse partitions="[0 1]"`,
 		`time=2026-12-06T21:50:59.321Z level=INFO msg="clickhouse sink: partitions assigned" stage=sink-clickhouse part=rollups group=b-sink-clickhouse-rollups partitions=[1]`,
+		// A new group epoch that adds nothing to this member: no session of its own.
+		`time=2026-12-06T21:51:10.811Z level=INFO msg="clickhouse sink: partitions assigned" stage=sink-clickhouse group=b-sink-clickhouse partitions=[]`,
 	}, "\n")
 	s, r := logStats(log)
 	if s["ingest"] != 1 || s["sink-features"] != 1 || s["sink-clickhouse"] != 1 {
