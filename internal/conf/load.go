@@ -40,11 +40,17 @@ func (s *Schema) Load(dst any, path string, getenv func(string) string, override
 }
 
 // LoadOffline checks the file at path alone, as it would be checked where it is deployed:
-// no variable is read, and the secret files it names are not opened (they exist where it
+// no variable of the environment is read, and the secret files it names are not opened (they exist where it
 // runs, not where it is checked). Everything else is checked as Load checks it; dst holds a
 // placeholder, not a secret, for each secret file.
-func (s *Schema) LoadOffline(dst any, path string) (Sources, error) {
-	return s.load(dst, path, func(string) string { return "" }, true, nil)
+//
+// getenv, when not nil, gives the variables of where it is deployed (an env file's): they are
+// read as Load reads them, and nothing else is.
+func (s *Schema) LoadOffline(dst any, path string, getenv func(string) string) (Sources, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return s.load(dst, path, getenv, true, nil)
 }
 
 func (s *Schema) load(dst any, path string, getenv func(string) string, offline bool, overrides []Override) (Sources, error) {
@@ -218,7 +224,7 @@ func (l *loader) unknownKey(lvl *level, name string) string {
 // keys lvl has.
 func (s *Schema) unknownKey(lvl *level, name string) string {
 	here := strings.Join(lvl.names, ", ")
-	if n := nearest(name, lvl.names); n != "" {
+	if n := Nearest(name, lvl.names); n != "" {
 		return fmt.Sprintf("unknown key; did you mean %s? (keys here: %s)", n, here)
 	}
 	var elsewhere []string
@@ -233,9 +239,9 @@ func (s *Schema) unknownKey(lvl *level, name string) string {
 	return fmt.Sprintf("unknown key; keys here: %s", here)
 }
 
-// nearest is the name of names closest to name, when it is close enough to be a misspelling
+// Nearest is the name of names closest to name, when it is close enough to be a misspelling
 // of it: at most a third of its letters (and 1 at least) added, dropped or changed. "" for none.
-func nearest(name string, names []string) string {
+func Nearest(name string, names []string) string {
 	best, out := max(1, len(name)/3)+1, ""
 	for _, n := range names {
 		if d := distance(name, n); d < best {

@@ -15,7 +15,7 @@ import (
 // (an unclosed '[' on line 6 is "line 5"); github.com/goccy/go-yaml's parser gives the token
 // where the problem is, so its line and column are used when it refuses the file too.
 func syntaxError(file string, data []byte, yerr error) *Error {
-	e := &Error{Path: file, Msg: "not valid YAML: " + strings.TrimPrefix(yerr.Error(), "yaml: ")}
+	e := &Error{Path: file, Msg: "not valid YAML: " + strings.TrimPrefix(yerr.Error(), "yaml: "), Err: ErrSyntax}
 	_, gerr := goccyparser.ParseBytes(data, 0)
 	var ge goccy.Error
 	if !errors.As(gerr, &ge) || ge.GetToken() == nil || ge.GetToken().Position == nil {
