@@ -21,19 +21,24 @@ func newCheckConfigCmd() *cobra.Command {
 		Use:   "check-config",
 		Short: "Check a config file (and the BACKFLOW_* variables) without starting anything",
 		Long: `check-config reads the configuration backflow run would use: the defaults, --config, then the
-BACKFLOW_* variables. It reports every problem at once, each with its key path (and the variable
-it came from, or its line in the file): unknown keys, values of the wrong form, values a stage
-refuses, secrets written inline, secret files it cannot read. It contacts no service (backflow ping
-does that) but the schema registry, when streams are declared: each stream is checked against its
-subject's current schema, and a field path that is missing or does not fit (a dedupe key that is
-nullable, an event time that is no timestamp) is reported with its key and line.
+BACKFLOW_* variables. It reports every problem at once, each once, with its key path (and the
+variable it came from, or its line in the file): unknown keys (with the key meant), values of the
+wrong form, values a stage refuses, secrets written inline, secret files it cannot read. A file
+that is not YAML is one problem, at its path and the line of the fault.
+
+It contacts one service, the schema registry, and only when streams are declared: each stream
+is checked against its subject's current schema, and a field path that is missing (with the
+path meant) or does not fit (a dedupe key that is nullable, an event time that is no timestamp)
+is reported with its key and line. backflow ping asks every service.
 
 --offline checks the file alone, as it would be checked where it is deployed: no BACKFLOW_*
-variable is read and the secret files it names are not opened (they exist in the pod, not on
-the machine that checks a ConfigMap), and the streams are not checked against the registry.
+variable of the environment is read and the secret files it names are not opened (they exist in
+the pod, not on the machine that checks a ConfigMap), and the streams are not checked against
+the registry. With --env-file, the variables of that file are read (the deployment's).
 Everything else is checked.
 
-Exit codes: 0 the configuration is valid; 2 it is not (or bad usage).
+Exit codes: 0 the configuration is valid; 2 it is not (or bad usage); 1 the registry did not
+answer, so the streams were not checked (--offline skips that check).
 
 --print-example prints every key with its default and meaning as a YAML file (what
 deploy/config.example.yaml holds); --print-reference prints the same as a Markdown table.`,
