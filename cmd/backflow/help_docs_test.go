@@ -95,3 +95,22 @@ func TestMigrateHelpOnTypeChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestDLQExamplesNameTheEnvFile: every example of the dlq commands reaches the local stack as
+// pasted in a fresh shell. Regression: dlq tail's and redrive's examples left out --env-file,
+// and failed there with kafka.brokers not set (TestHelpExamplesRun runs them without the
+// stack's variables).
+func TestDLQExamplesNameTheEnvFile(t *testing.T) {
+	n := 0
+	for _, e := range helpExamples(newRootCmd()) {
+		if strings.HasPrefix(e.cmd, "backflow dlq") {
+			n++
+			if !strings.Contains(e.line, "--env-file .stack/env") {
+				t.Errorf("%s --help: %q does not name the env file", e.cmd, e.line)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d dlq examples", n)
+	}
+}
