@@ -792,7 +792,7 @@ func TestConfigMapPassesOfflineCheck(t *testing.T) {
 	if _, err := pipelines.Load(p, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "cannot read the secret") {
 		t.Fatalf("online, the pod's secret files are missing here and must be reported: %v", err)
 	}
-	l, err := pipelines.LoadOffline(p)
+	l, err := pipelines.LoadOffline(p, nil)
 	if err != nil {
 		t.Fatalf("the shipped ConfigMap fails check-config --offline:\n%v", err)
 	}
@@ -806,7 +806,7 @@ func TestConfigMapPassesOfflineCheck(t *testing.T) {
 	if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pipelines.LoadOffline(p); err == nil || !strings.Contains(err.Error(), "sink_clickhouse.batch_rows") {
+	if _, err := pipelines.LoadOffline(p, nil); err == nil || !strings.Contains(err.Error(), "sink_clickhouse.batch_rows") {
 		t.Fatalf("--offline missed a real mistake: %v", err)
 	}
 }
@@ -837,7 +837,7 @@ func TestKubernetesClusterOverlay(t *testing.T) {
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pipelines.LoadOffline(p); err != nil {
+	if _, err := pipelines.LoadOffline(p, nil); err != nil {
 		t.Errorf("check-config --offline: %v", err)
 	}
 

@@ -48,10 +48,12 @@ func LoadCommand(path string, getenv func(string) string, overrides ...Override)
 }
 
 // LoadOffline checks the config file at path alone, as check-config --offline does: no
-// variable is read and no secret file is opened (conf.Schema.LoadOffline).
-func LoadOffline(path string) (Loaded, error) {
+// variable of the environment is read and no secret file is opened
+// (conf.Schema.LoadOffline). getenv, when not nil, gives the variables of where the file is
+// deployed (check-config --env-file): those are read.
+func LoadOffline(path string, getenv func(string) string) (Loaded, error) {
 	var l Loaded
-	src, err := schema.LoadOffline(&l.Config, path)
+	src, err := schema.LoadOffline(&l.Config, path, getenv)
 	l.Sources = src
 	return l, err
 }

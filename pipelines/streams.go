@@ -233,13 +233,22 @@ func LatestSchema(ctx context.Context, reg *sr.Client, subject string) (hamba.Sc
 	return s, ss.ID, nil
 }
 
+// ErrRegistryUnreachable: CheckStreams could not ask the registry (down, refusing, or not a
+// registry at that URL), so the streams were not checked; the configuration may be valid.
+var ErrRegistryUnreachable = errors.New("pipelines: the streams were not checked: the registry did not answer")
+
 // CheckStreams checks each declared stream of l against its subject's current schema: the
 // subject exists, and the field paths it names exist and fit (a dedupe key is a single
 // non-null value, an event time a timestamp or date). Each problem is a conf.Error at its
 // key (streams[1].dedupe_key) with its line in the file at path ("" for none).
-func CheckStreams(ctx context.Context, l Loaded, path string) conf.Errors {
-	if len(l.Config.Streams) == 0 {
-		return nil
+//
+// found are the problems Load reported, if any: a stream they make uncheckable (its topic or
+// subject is bad) is skipped, none is checked when the registry's settings are bad, and a
+// problem at a key they already name is not reported again. When the registry cannot be
+// asked, the error matches ErrRegistryUnreachable and the problems found so far are returned.
+func CheckStreams(ctx context.Context, l Loaded, path string, found conf.Errors) (conf.Errors, error) {
+	if len(l.Config.Streams) == 0 || !l.Config.Conns.IsSet(SystemRegistry) || reported(found, "registry") {
+		return nil, nil
 	}
 	var lines map[string]int
 	if path != "" {
@@ -247,6 +256,9 @@ func CheckStreams(ctx context.Context, l Loaded, path string) conf.Errors {
 	}
 	var out conf.Errors
 	add := func(p, msg string) {
+		if reported(found, p) {
+			return
+		}
 		e := &conf.Error{Path: p, Msg: msg}
 		if ln, ok := lines[p]; ok {
 			e.Line = ln
@@ -257,20 +269,29 @@ func CheckStreams(ctx context.Context, l Loaded, path string) conf.Errors {
 	}
 	reg, err := avro.NewRegistryClient(l.Config.Registry)
 	if err != nil {
-		add("registry", err.Error())
-		return out
+		return nil, fmt.Errorf("%w: %w", ErrRegistryUnreachable, err)
 	}
 	for i, s := range l.Config.Streams {
+		item := fmt.Sprintf("streams[%d]", i)
+		if reported(found, item+".topic") || reported(found, item+".subject") || slices.ContainsFunc(found, func(e *conf.Error) bool { return e.Path == item }) {
+			continue
+		}
+		given := s.Subject != ""
 		s = s.WithDefaults()
 		at := "Streams[" + strconv.Itoa(i) + "]"
 		sch, id, err := LatestSchema(ctx, reg, s.Subject)
-		if err != nil {
-			add(schema.PathOf(at+".Subject"), fmt.Sprintf("subject %s: %v", s.Subject, err))
+		switch {
+		case errors.Is(err, errNoSubject) && given:
+			add(item+".subject", fmt.Sprintf("the registry has no schema under subject %s: register the values' schema there first", s.Subject))
 			continue
+		case errors.Is(err, errNoSubject):
+			add(item+".topic", fmt.Sprintf("the registry has no schema under subject %s (the topic's, as subject is not set): register the values' schema there first, or set subject", s.Subject))
+			continue
+		case err != nil:
+			return out, fmt.Errorf("%w: at %s (registry.url): %w", ErrRegistryUnreachable, l.Config.Registry.URL, err)
 		}
 		if _, err := s.Columns(sch, clickhouse.Capabilities{}); err != nil {
-			fes := conf.Fields(err)
-			for _, fe := range fes {
+			for _, fe := range conf.Fields(err) {
 				p := schema.PathOf(at)
 				if fe.Field != "" {
 					p = schema.PathOf(at + "." + fe.Field)
@@ -279,7 +300,14 @@ func CheckStreams(ctx context.Context, l Loaded, path string) conf.Errors {
 			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+// reported says whether found holds a problem at the key path p or under it (p's section).
+func reported(found conf.Errors, p string) bool {
+	return slices.ContainsFunc(found, func(e *conf.Error) bool {
+		return e.Path == p || strings.HasPrefix(e.Path, p+".")
+	})
 }
 
 // PlanStreams plans each declared stream's table against its subject's latest schema on the

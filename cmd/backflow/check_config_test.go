@@ -76,6 +76,34 @@ func TestCheckConfig(t *testing.T) {
 			stderr:   []string{"kafka.brokerz (line 1): unknown key", "clickhouse.password (line 2): secrets are never read from the config file", "ingest.batch_size (line 3): -3, want more than 0", "nope (line 4): unknown key"},
 			problems: 4,
 		},
+		{
+			// Regression: a tab on line 3 was reported at line 2 of "(file)", after five
+			// "not set" problems that were only guesses about a file not read.
+			name: "a YAML syntax error comes alone, at the file and line", bare: true,
+			args: []string{"--config", write("tab.yaml", "log:\n  level: info\n\tformat: text\n")},
+			code: exitUsage, problems: 1, stderr: []string{filepath.Join(dir, "tab.yaml") + " (line 3): not valid YAML: a tab in the indentation"},
+		},
+		{
+			name: "an unclosed [ on line 6", bare: true,
+			args: []string{"--config", write("bracket.yaml", "kafka:\n  brokers: [a:1]\nlog:\n  level: info\nmetrics:\n  lag_groups: [a, b\n")},
+			code: exitUsage, problems: 1, stderr: []string{filepath.Join(dir, "bracket.yaml") + " (line 6): not valid YAML: "},
+		},
+		{
+			// Regression: --offline ignored --env-file without a word, then suggested it for
+			// the addresses it did not read.
+			name: "--offline reads the variables of --env-file, and no others", bare: true,
+			args: []string{"--offline", "--config", write("offline.yaml", "stages: [ingest]\n"), "--env-file", write("deployed.env",
+				"BACKFLOW_KAFKA_BROKERS=k:9092\nBACKFLOW_REGISTRY_URL=http://r:8081\nBACKFLOW_SENSITIVE_WORDS_URL=http://s:8090\nBACKFLOW_INGEST_BATCH_SIZE=7\n")},
+			env:  map[string]string{"BACKFLOW_INGEST_POLICY": "nonsense"}, // the shell's: not read
+			code: exitOK, stdout: []string{"configuration is valid (" + filepath.Join(dir, "offline.yaml") + ", offline, with the variables of " + filepath.Join(dir, "deployed.env") + ")",
+				"ingest.batch_size", "from BACKFLOW_INGEST_BATCH_SIZE"},
+		},
+		{
+			name: "an unknown key gets the key meant; the DLQ topic clash names its key and line",
+			args: []string{"--config", write("meant.yaml", "kafka:\n  broker: [a:1]\nsink_clickhouse:\n  topic: t\n  dlq_topic: t\n")},
+			code: exitUsage, problems: 2, stderr: []string{"kafka.broker (line 2): unknown key; did you mean brokers?",
+				`sink_clickhouse.dlq_topic (line 5): clickhouse sink: dlq topic: "t" is also its topic`},
+		},
 		{name: "a missing file", args: []string{"--config", filepath.Join(dir, "missing.yaml")}, code: exitUsage, stderr: []string{"--config: open"}, problems: 1},
 		{name: "a bad variable", env: map[string]string{"BACKFLOW_METRICS_ADDR": "nowhere"}, code: exitUsage, stderr: []string{`metrics.addr (BACKFLOW_METRICS_ADDR): "nowhere" is not host:port`}, problems: 1},
 		{name: "extra arguments", args: []string{"x"}, code: exitUsage},

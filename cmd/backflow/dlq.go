@@ -25,12 +25,15 @@ where the record came from and why it failed. Outages are retried, never dead-le
   tail     print new entries as they arrive, until Ctrl-C
   redrive  re-produce selected entries to their origin topics; a dry run unless --execute
 
+Kafka's address comes from BACKFLOW_KAFKA_BROKERS, --config or --env-file; the examples read
+the local stack's, .stack/env (where the variable is set already, as in a pod, leave it out).
+
 Error classes (--class):
 ` + classHelp(),
 		Example: `  backflow dlq list --env-file .stack/env
-  backflow dlq tail --class unknown_schema
-  backflow dlq redrive --class unknown_schema            # dry run: what would go where
-  backflow dlq redrive --offsets 0:12,2:7 --execute`,
+  backflow dlq tail --env-file .stack/env --class unknown_schema
+  backflow dlq redrive --env-file .stack/env --class unknown_schema            # dry run: what would go where
+  backflow dlq redrive --env-file .stack/env --offsets 0:12,2:7 --execute`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}

@@ -48,10 +48,10 @@ base64-encoded, null for a null key; the value as its length, value_bytes; repea
 
 A record in the topic that does not follow the DLQ conventions is reported on stderr and counted
 as undecodable. A topic that does not exist is an error (exit 1).`,
-		Example: `  backflow dlq list
-  backflow dlq list --all                                  # every entry, repeats included
-  backflow dlq list --class unknown_schema --origin-topic model-inference-result --limit 20
-  backflow dlq list -o json | jq -r .message`,
+		Example: `  backflow dlq list --env-file .stack/env
+  backflow dlq list --env-file .stack/env --all                                  # every entry, repeats included
+  backflow dlq list --env-file .stack/env --class unknown_schema --origin-topic model-inference-result --limit 20
+  backflow dlq list --env-file .stack/env -o json | jq -r .message`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}

@@ -50,10 +50,10 @@ runs: re-driving an entry twice produces it twice (ingest drops the second copy 
 
 Exit codes: 0 all selected entries were (or would be) re-driven; 1 nothing selected, an entry
 skipped or a produce failed; 2 bad or conflicting flags.`,
-		Example: `  backflow dlq redrive --class unknown_schema                   # dry run
-  backflow dlq redrive --class unknown_schema --execute
-  backflow dlq redrive --offsets 0:12,2:7 --execute
-  backflow dlq redrive --all --origin-topic gateway-log --execute`,
+		Example: `  backflow dlq redrive --env-file .stack/env --class unknown_schema                   # dry run
+  backflow dlq redrive --env-file .stack/env --class unknown_schema --execute
+  backflow dlq redrive --env-file .stack/env --offsets 0:12,2:7 --execute
+  backflow dlq redrive --env-file .stack/env --all --origin-topic gateway-log --execute`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}

@@ -20,8 +20,8 @@ func newDLQTailCmd() *cobra.Command {
 entry written after that, in the same columns as list (or as JSON lines with -o json), until
 Ctrl-C (or SIGTERM) or, with --limit N, until it has printed N entries. Partitions added while it runs are not
 followed. A topic that does not exist is an error (exit 1).`,
-		Example: `  backflow dlq tail
-  backflow dlq tail --class corrupt -o json`,
+		Example: `  backflow dlq tail --env-file .stack/env
+  backflow dlq tail --env-file .stack/env --class corrupt -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {

@@ -73,8 +73,11 @@ func joinContinuations(text string) []string {
 }
 
 // TestHelpExamplesRun runs every example of every --help against the stack, as an operator
-// would paste it, and wants each to exit 0. Regression: the first example of replay --help
-// named a group that does not exist, and failed.
+// would paste it, and wants each to exit 0; an example that names --env-file runs without the
+// stack's variables in its environment, so the file must be enough. Then it runs the examples
+// of README.md and docs/*.md (runDocExamples). Regression: the first example of replay --help
+// named a group that does not exist, and failed; the dlq tail and redrive examples, and
+// docs/streams.md's migrate --dry-run, failed when pasted in a fresh shell.
 //
 // The examples name production's topics, groups and project; the test gives them its own
 // pipeline instead (made by pipelinetest.Run: traffic with poison through ingest and the
@@ -172,6 +175,7 @@ func TestHelpExamplesRun(t *testing.T) {
 	}
 	replace := strings.NewReplacer(pairs...)
 
+	bare := withoutStack(t, env)
 	examples := helpExamples(newRootCmd())
 	if len(examples) < 30 {
 		t.Fatalf("found %d examples; the parser lost some", len(examples))
@@ -183,14 +187,19 @@ func TestHelpExamplesRun(t *testing.T) {
 		} else {
 			line += x
 		}
+		runEnv := env
+		if strings.Contains(e.line, "--env-file") {
+			runEnv = bare // the env file must be enough
+		}
 		t.Run(e.cmd+": "+e.line, func(t *testing.T) {
-			code, out := runExample(t, ctx, dir, env, line, stopOf(e))
+			code, out := runExample(t, ctx, dir, runEnv, line, stopOf(e))
 			if code != 0 {
 				t.Errorf("%s\nran as: %s\nexit %d:\n%s", e.line, line, code, out)
 			}
 		})
 	}
 	t.Logf("%d examples ran", len(examples))
+	runDocExamples(t, ctx, d, dir, env, replace, extra)
 }
 
 // How an example ends.

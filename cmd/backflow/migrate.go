@@ -37,12 +37,13 @@ until the server has TTL (19.6 and later) and is applied on the first migrate af
 
 With streams declared in --config (docs/streams.md), migrate then plans each stream's table
 against its subject's latest schema and shows the plan: the CREATE TABLE and its v_<table> view
-for a new stream, the ALTER TABLE ... ADD COLUMN statements for fields a newer schema added
-with defaults, or nothing, each as the stream's next versioned migration. Without --dry-run it
-applies them and records each in the stream_migrations table (version, schema id, change and
-DDL). A change the table cannot follow
-(a field whose type changed, a field added without a default) stops migrate with an error
-naming the field.
+for a new stream; for a newer schema, ALTER TABLE ... ADD COLUMN for the fields it added with
+defaults and MODIFY COLUMN for the types ClickHouse converts with the rows kept (int to long,
+float to double, enum symbols added, a field made optional); or nothing, each as the stream's
+next versioned migration. Without --dry-run it applies them and records each in the
+stream_migrations table (version, schema id, change and DDL). A change the table cannot follow
+(a narrowed or other changed type, a field no longer optional, a field added without a default,
+a sorting-key column's type changed) stops migrate with an error naming the field.
 
 Two migrations do long work of their own, each recorded as it goes, so a run that stops (a
 crash, --timeout) goes on where it was when run again, and each showing its progress on stderr:

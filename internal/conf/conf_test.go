@@ -2,6 +2,7 @@ package conf_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -196,7 +197,7 @@ func TestLoad(t *testing.T) {
 				"db.password (line 2): secrets are never read from the config file; put it in a file and set db.password_file to its path, or set APP_DB_PASSWORD",
 				`db.tls_ca_file (line 2): db: tls ca file: "bad" is bad`,
 				`cache.timeout (APP_CACHE_TIMEOUT): want a duration`,
-				"cache: cache: user: empty while a password is set",
+				"cache (line 3): cache: user: empty while a password is set",
 				`stage.batch (line 4): want a whole number, got "lots"`,
 				"stage.topics (line 4): want a single value",
 				"extra (line 5): unknown key",
@@ -212,7 +213,7 @@ func TestLoad(t *testing.T) {
 		{
 			name:    "a rule between keys is reported at the section",
 			yaml:    "name: clash\nstage: {group: clash}\n",
-			wantErr: []string{"stage: group and name clash"},
+			wantErr: []string{"stage (line 2): group and name clash"},
 			nErr:    1,
 		},
 		{
@@ -224,7 +225,7 @@ func TestLoad(t *testing.T) {
 		{
 			name:    "not YAML, and a section that is no mapping",
 			yaml:    "db: [x\n",
-			wantErr: []string{"(file): "},
+			wantErr: []string{".yaml (line 1): not valid YAML: "},
 			nErr:    1,
 		},
 		{
@@ -327,5 +328,56 @@ func TestExampleIsShownNotApplied(t *testing.T) {
 	var r root
 	if _, err := schema.Load(&r, "", func(string) string { return "" }); err != nil || r.Stage.URL != "" {
 		t.Fatalf("loaded %q, %v", r.Stage.URL, err)
+	}
+}
+
+// TestSyntaxErrorAtItsLine: a file that is not YAML is one error, at the file's path and the
+// line of the problem. Regression: go.yaml.in/yaml/v3's line is where the enclosing construct
+// began, counted from 0 for a parser error, so a tab on line 3 was "line 2" and an unclosed
+// '[' on line 6 "line 5", and the file was named "(file)".
+func TestSyntaxErrorAtItsLine(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		line       int
+		msg        string
+	}{
+		{name: "a tab that indents a key", yaml: "name: a\ndb:\n  addr: \"x:1\"\n\ttimeout: 2s\n", line: 4, msg: "a tab in the indentation: YAML indents with spaces only"},
+		{name: "a tab on line 3", yaml: "db:\n  timeout: 2s\n\tuser: u\n", line: 3, msg: "a tab in the indentation"},
+		{name: "an unclosed [ on the last line", yaml: "name: a\ndb:\n  addr: \"x:1\"\nstage:\n  batch: 5\n  topics: [a, b\n", line: 6, msg: "not valid YAML: "},
+		{name: "an unclosed quote", yaml: "name: a\nstage:\n  group: \"g\n", line: 3, msg: "not valid YAML: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := write(t, tt.yaml)
+			var r root
+			_, err := schema.Load(&r, path, func(string) string { return "" })
+			var es conf.Errors
+			if !errors.As(err, &es) || len(es) != 1 {
+				t.Fatalf("error %v, want one", err)
+			}
+			want := fmt.Sprintf("%s (line %d): ", path, tt.line)
+			if got := es[0].Error(); !strings.HasPrefix(got, want) || !strings.Contains(got, tt.msg) {
+				t.Fatalf("error %q, want it to start %q and say %q", got, want, tt.msg)
+			}
+		})
+	}
+}
+
+// TestUnknownKeySuggests: an unknown key gets the nearest key of its section, or the path of
+// a key of that name in another section, as a misspelled variable gets the nearest variable.
+// Regression: kafka.broker was "unknown key" with a list of fourteen names to read through.
+func TestUnknownKeySuggests(t *testing.T) {
+	var r root
+	_, err := schema.Load(&r, write(t, "db:\n  adr: \"x:1\"\n  timout: 2s\nstage:\n  from_start: true\n  group: g\n  grup: 5\nbatch: 5\nzzz: 1\n"), func(string) string { return "" })
+	for _, want := range []string{
+		"db.adr (line 2): unknown key; did you mean addr? (keys here: addr, db,",
+		"db.timout (line 3): unknown key; did you mean timeout?",
+		"stage.grup (line 7): unknown key; did you mean group? (keys here: group, url,",
+		"batch (line 8): unknown key here; did you mean stage.batch? (keys here: name, db, cache, stage, note)",
+		"zzz (line 9): unknown key; keys here: name, db, cache, stage, note",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors do not say %q:\n%v", want, err)
+		}
 	}
 }

@@ -9,6 +9,10 @@ import (
 // ErrInvalid is what every Errors matches (errors.Is): a configuration the caller must fix.
 var ErrInvalid = errors.New("conf: invalid configuration")
 
+// ErrSyntax is what the error about a config file that is not YAML matches: nothing else in
+// the file was checked.
+var ErrSyntax = errors.New("conf: not valid YAML")
+
 // ErrNotSet is what a Validate error matches when a required value, such as a service's
 // address, which has no default, was given nowhere.
 var ErrNotSet = errors.New("not set")

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -139,7 +138,7 @@ func (l *loader) decodeList(n *yaml.Node, lst *List) {
 			seen[kn.Value] = true
 			ki, ok := lst.elem.root.keys[kn.Value]
 			if !ok {
-				msg := fmt.Sprintf("unknown key; keys here: %s", strings.Join(lst.elem.root.names, ", "))
+				msg := lst.elem.unknownKey(lst.elem.root, kn.Value)
 				if secretKey(kn.Value) {
 					msg = "secrets are never read from the config file"
 				}

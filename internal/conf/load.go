@@ -40,11 +40,17 @@ func (s *Schema) Load(dst any, path string, getenv func(string) string, override
 }
 
 // LoadOffline checks the file at path alone, as it would be checked where it is deployed:
-// no variable is read, and the secret files it names are not opened (they exist where it
+// no variable of the environment is read, and the secret files it names are not opened (they exist where it
 // runs, not where it is checked). Everything else is checked as Load checks it; dst holds a
 // placeholder, not a secret, for each secret file.
-func (s *Schema) LoadOffline(dst any, path string) (Sources, error) {
-	return s.load(dst, path, func(string) string { return "" }, true, nil)
+//
+// getenv, when not nil, gives the variables of where it is deployed (an env file's): they are
+// read as Load reads them, and nothing else is.
+func (s *Schema) LoadOffline(dst any, path string, getenv func(string) string) (Sources, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return s.load(dst, path, getenv, true, nil)
 }
 
 func (s *Schema) load(dst any, path string, getenv func(string) string, offline bool, overrides []Override) (Sources, error) {
@@ -67,7 +73,11 @@ func (s *Schema) load(dst any, path string, getenv func(string) string, offline 
 		if err != nil {
 			return l.sources, Errors{{Path: "--config", Msg: err.Error()}}
 		}
-		l.decodeFile(data)
+		if e := l.decodeFile(path, data); e != nil {
+			// Nothing else is known about a file that is not YAML: what follows would be
+			// guesses (every address "not set"), so its syntax error is reported alone.
+			return l.sources, Errors{e}
+		}
 	}
 	for _, k := range s.keys {
 		if v := getenv(k.Env); v != "" {
@@ -122,8 +132,11 @@ func (l *loader) add(path, msg string) {
 	case "file":
 		e.Line = l.lines[path]
 	case "default", "":
-		// A key of a list item left at its default: the item's line.
-		if i := strings.Index(path, "]"); i > 0 {
+		// A section's rule (or a key of a list item left at its default): the section's (or
+		// the item's) line.
+		if ln, ok := l.lines[path]; ok {
+			e.Line = ln
+		} else if i := strings.Index(path, "]"); i > 0 {
 			e.Line = l.lines[path[:i+1]]
 		}
 	default:
@@ -134,17 +147,18 @@ func (l *loader) add(path, msg string) {
 }
 
 // decodeFile decodes YAML key by key, so that every unknown key, inline secret and bad value
-// is reported with its path and line, not only the first.
-func (l *loader) decodeFile(data []byte) {
+// is reported with its path and line, not only the first. A file that is not YAML is one
+// error, returned, at the file's path and the problem's line.
+func (l *loader) decodeFile(path string, data []byte) *Error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		l.errs = append(l.errs, &Error{Path: "(file)", Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
-		return
+		return syntaxError(path, data, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return // empty file: every default
+		return nil // empty file: every default
 	}
 	l.decodeMapping(doc.Content[0], l.s.root)
+	return nil
 }
 
 func (l *loader) decodeMapping(n *yaml.Node, lvl *level) {
@@ -170,6 +184,7 @@ func (l *loader) decodeMapping(n *yaml.Node, lvl *level) {
 		}
 		seen[name] = true
 		if sub, ok := lvl.subs[name]; ok {
+			l.lines[path] = kn.Line
 			l.decodeMapping(vn, sub)
 			continue
 		}
@@ -201,7 +216,39 @@ func (l *loader) unknownKey(lvl *level, name string) string {
 	if secretKey(name) {
 		return "secrets are never read from the config file; pass it in an environment variable or a file (see the config reference)"
 	}
-	return fmt.Sprintf("unknown key; keys here: %s", strings.Join(lvl.names, ", "))
+	return l.s.unknownKey(lvl, name)
+}
+
+// unknownKey says that name is no key of lvl, with the nearest name there (a misspelling) or
+// else the path of a key of that name elsewhere (a key put in the wrong section), and the
+// keys lvl has.
+func (s *Schema) unknownKey(lvl *level, name string) string {
+	here := strings.Join(lvl.names, ", ")
+	if n := Nearest(name, lvl.names); n != "" {
+		return fmt.Sprintf("unknown key; did you mean %s? (keys here: %s)", n, here)
+	}
+	var elsewhere []string
+	for _, k := range s.keys {
+		if k.Path != join(lvl.path, name) && (k.Path == name || strings.HasSuffix(k.Path, "."+name)) {
+			elsewhere = append(elsewhere, k.Path)
+		}
+	}
+	if len(elsewhere) > 0 {
+		return fmt.Sprintf("unknown key here; did you mean %s? (keys here: %s)", strings.Join(elsewhere, " or "), here)
+	}
+	return fmt.Sprintf("unknown key; keys here: %s", here)
+}
+
+// Nearest is the name of names closest to name, when it is close enough to be a misspelling
+// of it: at most a third of its letters (and 1 at least) added, dropped or changed. "" for none.
+func Nearest(name string, names []string) string {
+	best, out := max(1, len(name)/3)+1, ""
+	for _, n := range names {
+		if d := distance(name, n); d < best {
+			best, out = d, n
+		}
+	}
+	return out
 }
 
 // secretKey reports whether a key looks like it holds a secret inline.

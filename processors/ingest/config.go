@@ -83,7 +83,7 @@ func (c Config) Validate() error {
 		{"GatewayTopic", "gateway topic", c.GatewayTopic}, {"EnrichedTopic", "enriched topic", c.EnrichedTopic},
 		{"DLQTopic", "dlq topic", c.DLQTopic}, {"ControlTopic", "control topic", c.ControlTopic}} {
 		if other, dup := topics[t.topic]; dup {
-			bad("", "%s and %s are both %q", t.name, other, t.topic)
+			bad(t.field, "%s and %s are both %q", t.name, other, t.topic)
 		}
 		topics[t.topic] = t.name
 	}

@@ -198,7 +198,7 @@ func (c Config) Validate() error {
 	case !kafkaName.MatchString(c.DLQTopic):
 		bad("DLQTopic", "dlq topic: %q is not a valid Kafka topic name", c.DLQTopic)
 	case c.DLQTopic == c.Topic:
-		bad("", "dlq topic: %q is the topic the sink reads", c.DLQTopic)
+		bad("DLQTopic", "dlq topic: %q is also its topic, the one the sink reads: give the DLQ a topic of its own", c.DLQTopic)
 	}
 	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
 		bad("BatchRows", "batch rows: %d, want 1..1000000", c.BatchRows)

@@ -91,23 +91,28 @@ func (c StreamConfig) View() string { return "v_" + c.WithDefaults().Table }
 
 // Validate reports every bad field that can be told without the schema, each a
 // conf.FieldError naming it; CheckSchema checks the field paths against a schema.
+//
+// A name made from another (the table and group from the name, the subject from the topic) is
+// checked only when that one is good: a bad name is one problem, not three.
 func (c StreamConfig) Validate() error {
+	given := c
 	c = c.WithDefaults()
 	var errs []error
 	bad := func(field, format string, a ...any) { errs = append(errs, conf.Errorf(field, format, a...)) }
-	if !streamName.MatchString(c.Name) {
+	goodName, goodTopic := streamName.MatchString(c.Name), kafkaName.MatchString(c.Topic)
+	if !goodName {
 		bad("Name", "name: %q, want lowercase letters, digits, '_' or '-' (at most 57)", c.Name)
 	}
-	if !kafkaName.MatchString(c.Topic) {
+	if !goodTopic {
 		bad("Topic", "topic: %q is not a valid Kafka topic name", c.Topic)
 	}
-	if strings.TrimSpace(c.Subject) == "" {
+	if strings.TrimSpace(c.Subject) == "" && (given.Subject != "" || goodTopic) {
 		bad("Subject", "subject: empty")
 	}
-	if !identName.MatchString(c.Table) || strings.HasPrefix(c.Table, "v_") || strings.HasSuffix(c.Table, LocalSuffix) {
+	if (given.Table != "" || goodName) && (!identName.MatchString(c.Table) || strings.HasPrefix(c.Table, "v_") || strings.HasSuffix(c.Table, LocalSuffix)) {
 		bad("Table", "table: %q, want letters, digits and '_', not starting with v_ or ending in %s", c.Table, LocalSuffix)
 	}
-	if !kafkaName.MatchString(c.Group) {
+	if (given.Group != "" || goodName) && !kafkaName.MatchString(c.Group) {
 		bad("Group", "group: %q is not a valid group name (letters, digits, '.', '_', '-')", c.Group)
 	}
 	for _, f := range []struct{ name, path string }{{"DedupeKey", c.DedupeKey}, {"EventTime", c.EventTime}} {
@@ -258,6 +263,8 @@ func columnOf(cols []Column, field string) (Column, bool) {
 }
 
 // missing says why field has no column: not in the schema, or left out by include/exclude.
+// A field not in the schema gets the path meant, when one is near: the dotted path of a nested
+// field named by its column (agent_id for agent.id), or a field path a misspelling away.
 func missing(all []Column, field string) string {
 	if _, ok := columnOf(all, field); ok {
 		return "left out by include or exclude"
@@ -267,7 +274,26 @@ func missing(all []Column, field string) string {
 			return "a record, not a single value"
 		}
 	}
+	if f := nearField(all, field); f != "" {
+		return "not in the schema; did you mean " + f + "?"
+	}
 	return "not in the schema"
+}
+
+// nearField is the field path of all that field most likely meant: the one whose column name
+// (its path joined with '_') is field, or else the nearest path (conf.Nearest). "" for none.
+func nearField(all []Column, field string) string {
+	var paths []string
+	for _, c := range all {
+		if c.MapPart != "" {
+			continue
+		}
+		if strings.ReplaceAll(c.Field, ".", "_") == field {
+			return c.Field
+		}
+		paths = append(paths, c.Field)
+	}
+	return conf.Nearest(field, paths)
 }
 
 // Spec is the stream's table for cols: backflow's columns after the schema's, ordered by the

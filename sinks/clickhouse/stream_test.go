@@ -98,6 +98,10 @@ func TestStreamColumnsNameTheField(t *testing.T) {
 		{"rename missing", StreamConfig{Rename: map[string]string{"usr": "u"}}, "Rename", "rename usr: no such column"},
 		{"screen a number", StreamConfig{Screen: []string{"rating"}}, "Screen", "field rating is Nullable(Int32): only a string (or an optional string) is screened"},
 		{"screen missing", StreamConfig{Screen: []string{"comment"}}, "Screen", "field comment: not in the schema"},
+		// Regression: a nested field named by its column (user_tenant for user.tenant), or
+		// misspelt, was "not in the schema" with no word on the path meant.
+		{"a nested field by its column", StreamConfig{DedupeKey: "user_tenant"}, "DedupeKey", "field user_tenant: not in the schema; did you mean user.tenant?"},
+		{"a misspelt field", StreamConfig{EventTime: "event_tme"}, "EventTime", "field event_tme: not in the schema; did you mean event_time?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Name, tc.cfg.Topic = "s", "t"
@@ -187,5 +191,31 @@ func TestRecastRowsAfterModify(t *testing.T) {
 	}
 	if got := strings.Join(ps[0].cols.insert, ","); got != strings.Join(old.insert, ",") {
 		t.Errorf("insert columns %s, want %s", got, strings.Join(old.insert, ","))
+	}
+}
+
+// TestStreamValidateReportsABadNameOnce: the table and group made from a bad name are not
+// reported as problems of their own. Regression: one bad name was three problems (name,
+// table, group), at keys the file did not set.
+func TestStreamValidateReportsABadNameOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    StreamConfig
+		fields []string
+	}{
+		{"a bad name", StreamConfig{Name: "Bad Name!", Topic: "t"}, []string{"Name"}},
+		{"a bad name with a bad table given", StreamConfig{Name: "Bad Name!", Topic: "t", Table: "v_x"}, []string{"Name", "Table"}},
+		{"no topic", StreamConfig{Name: "s"}, []string{"Topic"}},
+		{"a good name", StreamConfig{Name: "s", Topic: "t"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, fe := range conf.Fields(tc.cfg.Validate()) {
+				got = append(got, fe.Field)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.fields, ",") {
+				t.Fatalf("errors at %v, want %v: %v", got, tc.fields, tc.cfg.Validate())
+			}
+		})
 	}
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+)
+
+// TestCheckConfigStreams is check-config against a registry (srfake) holding the example
+// agent-task-event schema: every problem of a stream at once, at its key and line, each once,
+// with the field path meant; and a registry that does not answer is exit 1 and names
+// --offline, not a problem of the file.
+func TestCheckConfigStreams(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	avsc, err := os.ReadFile(filepath.Join("..", "..", "deploy", "streams", "agent-task-event.avsc"))
+	must(t, err)
+	if _, _, err := reg.RegisterSchema("agent-task-event-value", sr.Schema{Schema: string(avsc), Type: sr.TypeAvro}); err != nil {
+		t.Fatal(err)
+	}
+	closed := srfake.New()
+	closedURL := closed.URL()
+	closed.Close()
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".yaml")
+		must(t, os.WriteFile(p, []byte(body), 0o600))
+		return p
+	}
+	tests := []struct {
+		name     string
+		yaml     string
+		registry string
+		code     int
+		stderr   []string
+		not      []string
+		problems int
+	}{
+		{
+			// Regression: a registry refusing connections made a valid file invalid (exit 2),
+			// as a problem of streams[0].subject, a key the file does not set.
+			name: "the registry does not answer", registry: closedURL, code: exitFailure,
+			yaml:   "streams:\n  - name: agent-task-event\n    topic: agent-task-event\n    dedupe_key: event_id\n",
+			stderr: []string{"the streams were not checked: the registry did not answer", "(registry.url)", "connection refused", "check-config --offline checks the file without it"},
+			not:    []string{"streams[0].subject", "problem(s)"},
+		},
+		{
+			// Regression: a bad name hid the schema's problems, and was reported three times
+			// (name, and the table and group made from it).
+			name: "a bad name and the schema's problems, all at once", code: exitUsage, problems: 3,
+			yaml: "streams:\n  - name: Bad Name!\n    topic: agent-task-event\n    dedupe_key: nope\n    event_time: agent.model\n",
+			stderr: []string{`streams[0].name (line 2): name: "Bad Name!"`, "streams[0].dedupe_key (line 4): field nope: not in the schema",
+				"streams[0].event_time (line 5): field agent.model is Nullable(String): an event time must be"},
+			not: []string{"streams[0].table", "streams[0].group"},
+		},
+		{
+			name: "a nested field by its column gets its dotted path", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: agent\n    topic: agent-task-event\n    dedupe_key: agent_id\n",
+			stderr: []string{"streams[0].dedupe_key (line 4): field agent_id: not in the schema; did you mean agent.id? (subject agent-task-event-value"},
+		},
+		{
+			name: "a field path the file already refused is not checked again", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: agent\n    topic: agent-task-event\n    dedupe_key: agent..id\n",
+			stderr: []string{`streams[0].dedupe_key (line 4): "agent..id" is not an Avro field path`},
+		},
+		{
+			name: "no schema under the topic's subject is a problem at the topic", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: other\n    topic: other-events\n",
+			stderr: []string{"streams[0].topic (line 3): the registry has no schema under subject other-events-value (the topic's, as subject is not set)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range addressVars {
+				t.Setenv(k, v)
+			}
+			url := reg.URL()
+			if tt.registry != "" {
+				url = tt.registry
+			}
+			t.Setenv("BACKFLOW_REGISTRY_URL", url)
+			code, out, errOut := runCLIErr(t, "check-config", "--config", write(tt.yaml))
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, out, errOut)
+			}
+			for _, w := range tt.stderr {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(errOut, w) {
+					t.Errorf("stderr has %q:\n%s", w, errOut)
+				}
+			}
+			if tt.problems > 0 && (!strings.Contains(errOut, fmt.Sprintf("%d problem(s)", tt.problems)) || strings.Count(errOut, "\n") != tt.problems+1) {
+				t.Errorf("stderr does not hold exactly %d problems:\n%s", tt.problems, errOut)
+			}
+		})
+	}
+}
