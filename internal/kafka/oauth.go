@@ -236,8 +236,8 @@ func (f fileSource) token(context.Context) (string, error) {
 		return "", err
 	}
 	if !exp.IsZero() && !time.Now().Before(exp) {
-		return "", fmt.Errorf("kafka: sasl oauth token file %s: %w at %s; whatever rotates the file has stopped",
-			f, ErrTokenExpired, exp.UTC().Format(time.RFC3339))
+		return "", fmt.Errorf("%w: token file %s holds a token that expired at %s; whatever rotates the file has stopped",
+			ErrTokenExpired, f, exp.UTC().Format(time.RFC3339))
 	}
 	return tok, nil
 }
