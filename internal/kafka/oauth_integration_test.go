@@ -174,16 +174,16 @@ func TestOAuthBearerRefusals(t *testing.T) {
 	}
 }
 
-// TestOAuthBearerTokenFileRotation: one franz-go client logs in with the file's token and keeps
-// running while the file is rotated. Rotated to a token of another audience, the client's next
-// re-authentication is refused; rotated to a good token, the same client writes again, and the
-// record it wrote after the rotation is read back.
+// TestOAuthBearerTokenFileRotation: a franz-go client and a sarama producer (goka's client) log
+// in with the file's token and keep running while the file is rotated. Rotated to a token of
+// another audience, each one's next re-authentication is refused; rotated to a good token, the
+// same clients write again, and the records they wrote after the rotation are read back.
 func TestOAuthBearerTokenFileRotation(t *testing.T) {
 	tokenURL, cfg := oauthStack(t, kafka.SASL{})
 	file := filepath.Join(t.TempDir(), "token")
 	writeTokenFile(t, file, fetchToken(t, tokenURL, "kafka"))
 	cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismOAuthBearer, OAuth: kafka.OAuth{TokenFile: file}}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second) // a good token lives 120 s
 	defer cancel()
 	topic := fmt.Sprintf("oauth-rotation-%d", time.Now().UnixNano())
 	cl, err := cfg.NewClient(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(5*time.Second))
@@ -194,37 +194,59 @@ func TestOAuthBearerTokenFileRotation(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	produce := func(v string) error {
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		defer pcancel()
-		return cl.ProduceSync(pctx, &kgo.Record{Value: []byte(v)}).FirstErr()
+	sc := cfg.Sarama()
+	sc.Producer.Return.Successes = true
+	sc.Producer.Retry.Max = 0
+	sp, err := sarama.NewSyncProducer(cfg.Brokers, sc)
+	if err != nil {
+		t.Fatalf("sarama producer: %v", err)
 	}
-	if err := produce("before rotation"); err != nil {
-		t.Fatalf("produce with the first token: %v", err)
+	defer sp.Close()
+	clients := map[string]func(v string) error{
+		"franz-go": func(v string) error {
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer pcancel()
+			return cl.ProduceSync(pctx, &kgo.Record{Value: []byte(v)}).FirstErr()
+		},
+		"sarama": func(v string) error {
+			_, _, err := sp.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)})
+			return err
+		},
+	}
+	for name, produce := range clients {
+		if err := produce("before rotation " + name); err != nil {
+			t.Fatalf("%s: produce with the first token: %v", name, err)
+		}
 	}
 
 	writeTokenFile(t, file, fetchToken(t, tokenURL, "not-kafka"))
-	var refused error
-	for i := 0; refused == nil; i++ { // the next re-authentication (every 15 s) reads the file
-		err := produce(fmt.Sprintf("during rotation %d", i))
-		switch {
-		case kafka.IsAuthError(err):
-			refused = err
-		case ctx.Err() != nil:
-			t.Fatalf("the client kept logging in after the file was rotated to a token of another audience (last error %v)", err)
-		case err != nil:
-			t.Logf("produce %d: %v", i, err)
-		default:
+	for name, produce := range clients {
+		for i := 0; ; i++ { // the next re-authentication (every 15 s) reads the file
+			err := produce(fmt.Sprintf("during rotation %s %d", name, i))
+			if kafka.IsAuthError(err) {
+				t.Logf("%s: refused after rotation: %v", name, err)
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s kept logging in after the file was rotated to a token of another audience (last error %v)", name, err)
+			}
+			if err != nil {
+				t.Logf("%s: produce %d: %v", name, i, err)
+			}
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	t.Logf("refused after rotation: %v", refused)
 
 	writeTokenFile(t, file, fetchToken(t, tokenURL, "kafka"))
-	for produce("after rotation") != nil {
-		if ctx.Err() != nil {
-			t.Fatal("the client did not log in again once the file held a good token")
+	want := map[string]bool{}
+	for name, produce := range clients {
+		for produce("after rotation "+name) != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("%s did not log in again once the file held a good token", name)
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
+		want["after rotation "+name] = true
 	}
 	rd, err := cfg.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -232,14 +254,14 @@ func TestOAuthBearerTokenFileRotation(t *testing.T) {
 	}
 	defer rd.Close()
 	var got []string
-	for len(got) == 0 || got[len(got)-1] != "after rotation" {
+	for len(want) > 0 {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %q, want it to end with the record written after the rotation", got)
+			t.Fatalf("read %q; still missing %v", got, want)
 		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)); delete(want, string(r.Value)) })
 	}
-	if got[0] != "before rotation" {
-		t.Fatalf("read %q, want it to start with the record written before the rotation", got)
+	if !strings.HasPrefix(got[0], "before rotation") {
+		t.Fatalf("read %q, want it to start with a record written before the rotation", got)
 	}
 }
