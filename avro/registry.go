@@ -31,6 +31,13 @@ type RegistryConn struct {
 	// PasswordFile is a file holding the basic-auth password (trailing newline ignored), read
 	// when the client is built. Set Password or PasswordFile, not both.
 	PasswordFile string `key:"password_file" secret:"Password" doc:"file holding the basic-auth password"`
+	// Token is a bearer token sent with every request, from the environment (the variable of
+	// token_file without _FILE); a config file never carries it inline.
+	Token string `doc:"bearer token"`
+	// TokenFile is a file holding a bearer token (an OIDC access token that the platform
+	// rotates), read at every request, so a rotated token is used without a restart. Set
+	// Token or TokenFile, not both, and not with Username. Default: none.
+	TokenFile string `key:"token_file" secret:"Token" doc:"file holding a bearer token, read at every request (a rotated token is used without a restart); not with username"`
 	// Timeout bounds one HTTP request.
 	Timeout time.Duration `key:"timeout" default:"10s" doc:"bound on one HTTP request"`
 	// TLS checks the registry's certificate (CAFile, ServerName) and can present a client
@@ -64,6 +71,11 @@ func (c RegistryConn) Validate() error {
 			field = "PasswordFile"
 		}
 		errs = append(errs, conf.Errorf(field, "username: empty while a password is set"))
+	}
+	if tok, err := c.bearer(); err != nil {
+		errs = append(errs, conf.Field("TokenFile", err))
+	} else if tok != "" && c.Username != "" {
+		errs = append(errs, conf.Errorf("Username", "username: set with a bearer token; set one of basic auth and the token"))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, conf.Errorf("Timeout", "timeout: %v is negative", c.Timeout))
@@ -99,11 +111,26 @@ func NewRegistryClient(c RegistryConn) (*sr.Client, error) {
 		}
 		opts = append(opts, sr.BasicAuth(c.Username, pw))
 	}
+	if c.Token != "" || c.TokenFile != "" {
+		opts = append(opts, sr.PreReq(func(req *http.Request) error {
+			tok, err := c.bearer()
+			if err != nil {
+				return fmt.Errorf("avro: registry %w", err)
+			}
+			req.Header.Set("Authorization", "Bearer "+tok)
+			return nil
+		}))
+	}
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("avro: registry client: %w", err)
 	}
 	return cl, nil
+}
+
+// bearer returns the bearer token, read from TokenFile anew at each call, or "" without one.
+func (c RegistryConn) bearer() (string, error) {
+	return secure.ReadSecret("token", c.Token, c.TokenFile)
 }
 
 // PingRegistry makes one real request (list subjects) to prove the registry answers.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,34 @@ func TestRegistryConnValidateSecurity(t *testing.T) {
 		{Name: "empty password file", Config: RegistryConn{Username: "u", PasswordFile: securetest.SecretFile(t, "")}, WantErr: "avro: registry password file: ", Field: "PasswordFile"},
 		{Name: "missing ca", Config: RegistryConn{URL: "https://sr", TLS: secure.TLS{CAFile: "/nonexistent"}}, WantErr: "avro: registry tls ca file", Field: "TLS.CAFile"},
 		{Name: "bad url", Config: RegistryConn{URL: "ftp://sr"}, WantErr: `avro: registry url: "ftp://sr"`, Field: "URL"},
-	}, "pa55")
+		{Name: "token file", Config: RegistryConn{URL: "https://sr", TokenFile: securetest.SecretFile(t, "t0ken-value")}},
+		{Name: "token and user", Config: RegistryConn{URL: "https://sr", Username: "u", Token: "t0ken-value"}, WantErr: "avro: registry username: set with a bearer token", Field: "Username"},
+		{Name: "token twice", Config: RegistryConn{URL: "https://sr", Token: "t0ken-value", TokenFile: "/x"}, WantErr: "avro: registry token: set inline and as a file", Field: "TokenFile"},
+		{Name: "missing token file", Config: RegistryConn{URL: "https://sr", TokenFile: "/nonexistent/token"}, WantErr: "avro: registry token file: open /nonexistent/token", Field: "TokenFile"},
+	}, "pa55", "t0ken-value")
+}
+
+// TestRegistryBearerTokenRotation: the registry client sends the token file's bearer token
+// with each request, read anew each time: a registry that refuses the file's first token
+// (IsAuthError) accepts the same client's next request once the file holds the token it wants.
+func TestRegistryBearerTokenRotation(t *testing.T) {
+	reg := srfake.NewRegistry(srfake.WithAuth("Bearer second-token"))
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	file := securetest.SecretFile(t, "first-token")
+	cl, err := NewRegistryClient(RegistryConn{URL: srv.URL, TokenFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := PingRegistry(ctx, cl); !IsAuthError(err) {
+		t.Fatalf("ping with the first token: %v, want an auth error", err)
+	}
+	if err := os.WriteFile(file, []byte("second-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PingRegistry(ctx, cl); err != nil {
+		t.Fatalf("ping after rotation: %v", err)
+	}
 }

@@ -180,7 +180,7 @@ func settingsOf(system string) string {
 		switch {
 		case k.Secret != "":
 			out = append(out, k.Secret+"[_FILE]")
-		case slices.Contains([]string{"sasl_mechanism", "sasl_username", "username", "user", "tls_ca_file"}, name):
+		case slices.Contains([]string{"sasl_mechanism", "sasl_username", "sasl_oauth_token_url", "sasl_oauth_token_file", "username", "user", "tls_ca_file"}, name):
 			out = append(out, k.Env)
 		}
 	}

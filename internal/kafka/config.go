@@ -68,13 +68,15 @@ const (
 	MechanismPlain       = "PLAIN"
 	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
 	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
+	MechanismOAuthBearer = "OAUTHBEARER"
 )
 
 // SASL says how to authenticate to the brokers. The zero value means no authentication.
 type SASL struct {
-	// Mechanism is MechanismPlain, MechanismSCRAMSHA256 or MechanismSCRAMSHA512, in any case;
-	// "" turns SASL off. PLAIN sends the password as is: use it only with TLS.
-	Mechanism string `key:"sasl_mechanism" doc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL"`
+	// Mechanism is MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512 or
+	// MechanismOAuthBearer, in any case; "" turns SASL off. PLAIN sends the password as is,
+	// OAUTHBEARER the token: use them only with TLS.
+	Mechanism string `key:"sasl_mechanism" doc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; empty: no SASL"`
 	// Username is the SASL user. Required with a mechanism.
 	Username string `key:"sasl_username" doc:"SASL user"`
 	// Password is the user's password, from the environment (the variable of
@@ -83,6 +85,9 @@ type SASL struct {
 	// PasswordFile is a file holding the password (trailing newline ignored), read on each
 	// new connection. Set Password or PasswordFile, not both.
 	PasswordFile string `key:"sasl_password_file" secret:"Password" doc:"file holding the SASL password (read on each new connection)"`
+	// OAuth is where MechanismOAuthBearer takes its tokens: an OIDC token endpoint or a token
+	// file. Default: none.
+	OAuth OAuth `key:",squash"`
 }
 
 // On reports whether SASL is used.
@@ -97,6 +102,12 @@ func (s SASL) password() (string, error) {
 // value brings the rule into force: a mechanism asks for a user and a password, a user or a
 // password for a mechanism.
 func (s SASL) validate() error {
+	if s.Mechanism == MechanismOAuthBearer || (!s.On() && s.OAuth.set()) {
+		return s.validateOAuth()
+	}
+	if s.OAuth.set() {
+		return conf.Errorf(s.OAuth.firstSet(), "sasl oauth: set with mechanism %s; its keys are for %s", s.Mechanism, MechanismOAuthBearer)
+	}
 	if !s.On() {
 		field := "Username"
 		switch {
@@ -115,7 +126,7 @@ func (s SASL) validate() error {
 	switch s.Mechanism {
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
 	default:
-		return conf.Errorf("Mechanism", "sasl mechanism: %q, want %s, %s or %s", s.Mechanism, MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
+		return conf.Errorf("Mechanism", "sasl mechanism: %q, want %s, %s, %s or %s", s.Mechanism, MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer)
 	}
 	if s.Username == "" {
 		return conf.Errorf("Mechanism", "sasl username: empty with mechanism %s", s.Mechanism)
@@ -221,6 +232,8 @@ func (s SASL) franz() sasl.Mechanism {
 			return scram.Sha256(auth)
 		}
 		return scram.Sha512(auth)
+	case MechanismOAuthBearer:
+		return s.OAuth.franz()
 	}
 	return nil
 }
@@ -295,7 +308,12 @@ func (c Conn) Sarama() *sarama.Config {
 			sc.Net.TLS.Config = tc
 		}
 	}
-	if c.SASL.On() {
+	if c.SASL.Mechanism == MechanismOAuthBearer {
+		sc.Net.SASL.Enable = true
+		sc.Net.SASL.Handshake = true
+		sc.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+		sc.Net.SASL.TokenProvider = c.SASL.OAuth.sarama()
+	} else if c.SASL.On() {
 		pw, _ := c.SASL.password() // Validate has read it
 		sc.Net.SASL.Enable = true
 		sc.Net.SASL.Handshake = true

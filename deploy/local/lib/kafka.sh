@@ -64,7 +64,9 @@ PROPS
 }
 
 # kafka_write_secure_config VOTERS DIR writes the secured node's config (one node): clients and
-# brokers on a SASL_SSL listener with SCRAM-SHA-512 or SCRAM-SHA-256, the controller quorum on
+# brokers on a SASL_SSL listener with SCRAM-SHA-512 or SCRAM-SHA-256, clients also with
+# OAUTHBEARER tokens checked against the OIDC test server's JWKS (lib/oauth.sh; a session
+# re-authenticates every 15 s, so a rotated or refused token shows within a test), the controller quorum on
 # SSL, both with the stack's certificate (PEM keystore, no keytool). The broker's own SCRAM
 # user is admin; the credentials of admin and backflow are created when the storage is
 # formatted (kafka_format). The file holds admin's password, so it is 0600.
@@ -82,10 +84,16 @@ advertised.listeners=SASL_SSL://$HOST:$KAFKA_PORT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SSL
 inter.broker.listener.name=SASL_SSL
-sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,OAUTHBEARER
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms=15000
+sasl.oauthbearer.jwks.endpoint.url=$(oauth_jwks_url)
+sasl.oauthbearer.expected.audience=kafka
+sasl.oauthbearer.expected.issuer=$(oauth_issuer_url)
 ssl.keystore.type=PEM
 ssl.keystore.location=$TLS_DIR/server.pem
 ssl.truststore.type=PEM
@@ -170,6 +178,11 @@ kafka_up() {
   fi
   kafka_install
   [ "$SECURE" != 1 ] || [ "$n" -eq 1 ] || die "the secured stack runs one Kafka node; --brokers $n is for the plain stack"
+  local jvm=()
+  if [ "$SECURE" = 1 ]; then
+    oauth_up # the brokers fetch its JWKS at start
+    jvm=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$(oauth_jwks_url)")
+  fi
   local cluster="$KAFKA_HOME/cluster-$n"
   mkdir -p "$cluster"
   [ -f "$cluster/cluster-id" ] || kafka_java 256m kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1 >"$cluster/cluster-id"
@@ -188,7 +201,7 @@ kafka_up() {
     require_port_free "kafka-$i" "$port"
     require_port_free "kafka-$i controller" "$((KAFKA_CONTROLLER_PORT + (i - 1) * 100))"
     log "starting Kafka node $i on $HOST:$port"
-    start_bg "kafka-$i" java -Xms256m -Xmx${BACKFLOW_KAFKA_HEAP:-512m} -Djava.awt.headless=true \
+    start_bg "kafka-$i" java -Xms256m -Xmx${BACKFLOW_KAFKA_HEAP:-512m} -Djava.awt.headless=true ${jvm[@]+"${jvm[@]}"} \
       -Dlog4j2.configurationFile="$LOCAL_DIR/kafka/log4j2.yaml" \
       -cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties"
   done
@@ -214,6 +227,7 @@ kafka_down() {
   for i in $(seq 1 9); do names+=("kafka-$i"); done
   stop_pid "${names[@]}"
   rm -f "$KAFKA_HOME/brokers.running"
+  [ "$SECURE" != 1 ] || oauth_down
 }
 
 kafka_status() {
@@ -225,4 +239,5 @@ kafka_status() {
     if pid_of "kafka-$i" >/dev/null; then state="running (pid $(pid_of "kafka-$i"))"; else state="stopped"; fi
     printf '%-12s %-28s %s\n' "kafka-$i" "$HOST:$port" "$state"
   done
+  [ "$SECURE" != 1 ] || oauth_status
 }
