@@ -90,30 +90,7 @@ func TestOAuthBearerLogin(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatalf("create topic with a token: %v", err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("from franz-go")}).FirstErr(); err != nil {
-		t.Fatalf("franz-go produce: %v", err)
-	}
-	sc := cfg.Sarama()
-	sc.Producer.Return.Successes = true
-	prod, err := sarama.NewSyncProducer(cfg.Brokers, sc)
-	if err != nil {
-		t.Fatalf("sarama producer with a token: %v", err)
-	}
-	if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("from sarama")}); err != nil {
-		t.Fatalf("sarama produce: %v", err)
-	}
-	prod.Close()
-	var got []string
-	for len(got) < 2 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %q, want 2 records: %v", got, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	if len(got) != 2 || got[0] != "from franz-go" || got[1] != "from sarama" {
-		t.Fatalf("read %q, want [from franz-go from sarama]", got)
-	}
+	kafka.RoundTripBothClients(ctx, t, cfg, cl, topic)
 }
 
 // TestOAuthBearerRefusals: a token of another audience and an expired token are refused by the

@@ -57,35 +57,11 @@ func TestSASLOverTLSBothClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "secured", Value: []byte("from franz-go")}).FirstErr(); err != nil {
-				t.Fatalf("franz-go produce: %v", err)
-			}
-
 			sc := cfg.Sarama()
 			if !sc.Net.TLS.Enable || !sc.Net.SASL.Enable || string(sc.Net.SASL.Mechanism) != mech {
 				t.Fatalf("sarama config: tls %v sasl %v %q", sc.Net.TLS.Enable, sc.Net.SASL.Enable, sc.Net.SASL.Mechanism)
 			}
-			sc.Producer.Return.Successes = true
-			prod, err := sarama.NewSyncProducer(cfg.Brokers, sc)
-			if err != nil {
-				t.Fatalf("sarama producer: %v", err)
-			}
-			if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "secured", Value: sarama.StringEncoder("from sarama")}); err != nil {
-				t.Fatalf("sarama produce: %v", err)
-			}
-			prod.Close()
-
-			var got []string
-			for len(got) < 2 {
-				fs := cl.PollFetches(ctx)
-				if err := ctx.Err(); err != nil {
-					t.Fatalf("read %q, want 2 records: %v", got, err)
-				}
-				fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-			}
-			if len(got) != 2 || got[0] != "from franz-go" || got[1] != "from sarama" {
-				t.Fatalf("read %q, want [from franz-go from sarama]", got)
-			}
+			RoundTripBothClients(ctx, t, cfg, cl, "secured")
 		})
 	}
 }
@@ -212,4 +188,35 @@ func TestConnValidateSecurity(t *testing.T) {
 		{Name: "cert without key", Config: Conn{Brokers: b, TLS: secure.TLS{CertFile: pki.CertFile}}, WantErr: "kafka: tls key file: empty while cert file is set", Field: "TLS.CertFile"},
 		{Name: "bad broker", Config: Conn{Brokers: []string{"k1:9092", "nohost"}}, WantErr: `kafka: brokers: "nohost" is not host:port`, Field: "Brokers"},
 	}, "pa55")
+}
+
+// RoundTripBothClients writes "from franz-go" to topic with cl and "from sarama" with a sarama
+// producer of cfg, then reads topic with cl (which consumes it from the start) until it has
+// both, in that order. Shared by the SASL tests of this package and of kafka_test.
+func RoundTripBothClients(ctx context.Context, t *testing.T, cfg Conn, cl *kgo.Client, topic string) {
+	t.Helper()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("from franz-go")}).FirstErr(); err != nil {
+		t.Fatalf("franz-go produce: %v", err)
+	}
+	sc := cfg.Sarama()
+	sc.Producer.Return.Successes = true
+	prod, err := sarama.NewSyncProducer(cfg.Brokers, sc)
+	if err != nil {
+		t.Fatalf("sarama producer: %v", err)
+	}
+	if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("from sarama")}); err != nil {
+		t.Fatalf("sarama produce: %v", err)
+	}
+	prod.Close()
+	var got []string
+	for len(got) < 2 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %q, want 2 records: %v", got, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if len(got) != 2 || got[0] != "from franz-go" || got[1] != "from sarama" {
+		t.Fatalf("read %q, want [from franz-go from sarama]", got)
+	}
 }
