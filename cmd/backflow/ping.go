@@ -81,7 +81,7 @@ set (for the local stack: --env-file .stack/env).`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for all answers")
+	durationVar(cmd.Flags(), &timeout, "timeout", 10*time.Second, "how long to wait for all answers")
 	addOutputFlag(cmd, &format)
 	return cmd
 }
