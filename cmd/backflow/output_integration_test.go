@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,26 @@ func TestOutputFormatsOnTheStack(t *testing.T) {
 		t.Errorf("groups -o json: %+v", g)
 	}
 	checkPartitions("groups -o json", g.Partitions)
+	// members has one shape: the list of live members, at group level only. Before, it was a
+	// list at group level and a number inside topics.
+	var raw []map[string]any
+	if err := json.Unmarshal([]byte(run("groups", "-o", "json", group)), &raw); err != nil || len(raw) != 1 {
+		t.Fatalf("groups -o json: %v", err)
+	}
+	if m, ok := raw[0]["members"].([]any); !ok || len(m) != 0 {
+		t.Errorf("groups -o json: members %#v, want an empty list", raw[0]["members"])
+	}
+	for _, tp := range raw[0]["topics"].([]any) {
+		if m, ok := tp.(map[string]any)["members"]; ok {
+			t.Errorf("groups -o json: a topic carries members %#v", m)
+		}
+	}
+	// groups' errors are its own: a group Kafka does not know is named, with what lists them.
+	missing := testenv.ID("output-missing-")
+	if _, _, err := execRoot(ctx, "groups", missing); classify(err) != exitFailure ||
+		!strings.HasPrefix(fmt.Sprint(err), "groups: group "+missing+": Kafka knows no such group") {
+		t.Errorf("groups %s: exit %d, %v; want exit 1 with a groups: error naming the group", missing, classify(err), err)
+	}
 
 	var st statusDoc
 	if err := yaml.Unmarshal([]byte(run("replay", "status", "--group", group, "--control-topic", testenv.ID("output-control-"), "-o", "yaml")), &st); err != nil {
