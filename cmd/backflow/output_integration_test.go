@@ -105,3 +105,39 @@ func TestOutputFormatsOnTheStack(t *testing.T) {
 		t.Errorf("plan table:\n%s", out)
 	}
 }
+
+// TestPingMisaddressedOnTheStack: ping with ClickHouse pointed at its HTTP port, or Kafka at
+// Redis' port, says MISADDRESSED and names the variable, as the registry's wrong path does;
+// before, both said DOWN after the timeout.
+func TestPingMisaddressedOnTheStack(t *testing.T) {
+	testenv.Integration(t)
+	httpAddr, redisAddr := testenv.Get("BACKFLOW_CLICKHOUSE_HTTP_ADDR"), testenv.Get(testenv.RedisAddr)
+	if httpAddr == "" || redisAddr == "" {
+		t.Fatal("the stack's env file names no ClickHouse HTTP or Redis address")
+	}
+	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", httpAddr)
+	t.Setenv("BACKFLOW_KAFKA_BROKERS", redisAddr)
+	for _, k := range []string{"BACKFLOW_REGISTRY_URL", "BACKFLOW_REDIS_ADDR", "BACKFLOW_SENSITIVE_WORDS_URL"} {
+		t.Setenv(k, testenv.Get(k))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code, out, _ := runDLQ(t, ctx, "ping", "--timeout", "30s", "-o", "json")
+	var rows []pingRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || code != exitFailure {
+		t.Fatalf("ping: exit %d, %v\n%s", code, err, out)
+	}
+	want := map[string]string{
+		"kafka":      "answers as Redis, not as kafka: check BACKFLOW_KAFKA_BROKERS",
+		"clickhouse": "answers as an HTTP server, not as clickhouse; this looks like ClickHouse's HTTP port",
+	}
+	for _, r := range rows {
+		w, ok := want[r.System]
+		switch {
+		case ok && (r.State != "MISADDRESSED" || !strings.Contains(r.Detail, w)):
+			t.Errorf("%s at %s: %s %q, want MISADDRESSED saying %q", r.System, r.Address, r.State, r.Detail, w)
+		case !ok && r.State != "ok":
+			t.Errorf("%s: %s %q, want ok", r.System, r.State, r.Detail)
+		}
+	}
+}
