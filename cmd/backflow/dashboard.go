@@ -31,8 +31,10 @@ letters per class and origin, sink throughput and freshness, and replay history.
 its charts are built into the binary (no CDN, no build step); it refreshes itself and has a
 time-range selector.
 
-A health strip on top shows the lag of each consumer group in --groups (asked of Kafka), the
-dead letters in the range (from ClickHouse), and the moderation circuit breaker, scraped from
+A health strip on top shows the lag of each consumer group in --groups (asked of Kafka; a
+group that no member reads is red while its topics have records or BackflowProcessDown fires,
+whatever its lag), the dead letters in the range (from ClickHouse), and the moderation circuit
+breaker, scraped from
 the ingest stage's Prometheus endpoint at --breaker-metrics-url (gauge
 backflow_moderation_breaker_state); without that URL, or when it does not answer, the breaker
 shows as unknown. The same scrape shows a group table restore in progress (the
