@@ -76,7 +76,7 @@ func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			detail, err := ch.run(ctx)
+			detail, err := checkAddressed(ctx, c, name, ch.run)
 			out[i] = CheckResult{System: name, Address: ch.addr, Detail: detail, Err: err, Took: time.Since(start)}
 		}()
 	}
@@ -85,8 +85,10 @@ func CheckSystems(ctx context.Context, c Conns, systems ...string) []CheckResult
 }
 
 // ErrMisaddressed: a system answered, but not as the system it should be: a registry URL whose
-// path is wrong answers 404 to its subject list. Waiting does not fix it, so Preflight refuses
-// to start (ErrRefused) and ping shows it as MISADDRESSED, naming the setting to check.
+// path is wrong answers 404 to its subject list; ClickHouse's address at its HTTP port, or
+// Kafka's at Redis', answers as an HTTP server or as Redis (checkAddressed). Waiting does not
+// fix it, so Preflight refuses to start (ErrRefused) and ping shows it as MISADDRESSED, naming
+// the setting to check.
 var ErrMisaddressed = errors.New("pipelines: not the expected service at this address")
 
 // ErrRefused marks a Preflight failure: a system refused our credentials, or the TLS
@@ -163,10 +165,12 @@ func isRefusal(system string, err error) bool {
 var sectionOf = map[string]string{SystemKafka: "kafka", SystemRegistry: "registry", SystemClickHouse: "clickhouse",
 	SystemRedis: "redis", SystemSensitiveWords: "sensitive_words"}
 
-// addressOf names the variable of the system's address (its first key: addr, brokers, url).
+// addressOf names the variable of the system's address: its key addr, brokers or url.
 func addressOf(system string) string {
-	if keys := KeysUnder(sectionOf[system]); len(keys) > 0 {
-		return keys[0].Env
+	for _, k := range KeysUnder(sectionOf[system]) {
+		if _, name, _ := strings.Cut(k.Path, "."); name == "addr" || name == "brokers" || name == "url" {
+			return k.Env
+		}
 	}
 	return sectionOf[system]
 }

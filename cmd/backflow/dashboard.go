@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -30,8 +31,10 @@ letters per class and origin, sink throughput and freshness, and replay history.
 its charts are built into the binary (no CDN, no build step); it refreshes itself and has a
 time-range selector.
 
-A health strip on top shows the lag of each consumer group in --groups (asked of Kafka), the
-dead letters in the range (from ClickHouse), and the moderation circuit breaker, scraped from
+A health strip on top shows the lag of each consumer group in --groups (asked of Kafka; a
+group that no member reads is red while its topics have records or BackflowProcessDown fires,
+whatever its lag), the dead letters in the range (from ClickHouse), and the moderation circuit
+breaker, scraped from
 the ingest stage's Prometheus endpoint at --breaker-metrics-url (gauge
 backflow_moderation_breaker_state); without that URL, or when it does not answer, the breaker
 shows as unknown. The same scrape shows a group table restore in progress (the
@@ -70,6 +73,12 @@ It runs until SIGINT or SIGTERM.`,
 				return fmt.Errorf("%w: configuration: %w", errUsage, err)
 			}
 			conn := all.Conns
+			// Bind first: an address in use fails here, before anything says it serves.
+			ln, err := net.Listen("tcp", cfg.Addr)
+			if err != nil {
+				return fmt.Errorf("dashboard: --addr %s cannot be bound: %w; stop what listens there, or choose another address with --addr", cfg.Addr, err)
+			}
+			defer ln.Close()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			db, err := clickhouse.Open(ctx, conn.ClickHouse)
@@ -96,16 +105,16 @@ It runs until SIGINT or SIGTERM.`,
 			log.Info("dashboard serving", "url", srv.URL(), "basic_auth", cfg.Auth.Password != "" || cfg.Auth.PasswordFile != "", "clickhouse", conn.ClickHouse.Endpoint(), "groups", cfg.Groups, "breaker_metrics_url", cfg.BreakerURL,
 				"prometheus", conn.Prometheus.URL)
 			fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s\n", srv.URL())
-			return srv.Run(cmd.Context())
+			return srv.Serve(cmd.Context(), ln)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Addr, "addr", dashboard.DefaultAddr, "host:port to serve the page on")
-	f.DurationVar(&cfg.Range, "range", 30*time.Minute, "time range the page opens with (the page can change it)")
-	f.DurationVar(&cfg.Refresh, "refresh", 10*time.Second, "auto-refresh period the page opens with (the page can change it)")
+	durationVar(f, &cfg.Range, "range", 30*time.Minute, "time range the page opens with, as 30m, 6h or 7d (the page can change it)")
+	durationVar(f, &cfg.Refresh, "refresh", 10*time.Second, "auto-refresh period the page opens with (the page can change it)")
 	f.StringSliceVar(&cfg.Groups, "groups", dashboard.DefaultGroups, "consumer groups whose lag the health strip shows")
 	f.StringVar(&cfg.BreakerURL, "breaker-metrics-url", "", "Prometheus /metrics URL of the ingest stage, for the moderation breaker and table restores (empty: breaker shown as unknown)")
-	f.DurationVar(&cfg.QueryTimeout, "query-timeout", 10*time.Second, "bound on one panel's query")
+	durationVar(f, &cfg.QueryTimeout, "query-timeout", 10*time.Second, "bound on one panel's query")
 	for _, k := range pipelines.KeysUnder("dashboard") {
 		_, key, _ := strings.Cut(k.Path, ".")
 		authFlags.add(f, strings.ReplaceAll(key, "_", "-"), k)

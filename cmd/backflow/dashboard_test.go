@@ -58,7 +58,7 @@ func TestDashboardCommandServes(t *testing.T) {
 	var out bytes.Buffer
 	root := newRootCmd()
 	root.SetOut(&out)
-	root.SetArgs([]string{"dashboard", "--addr", addr})
+	root.SetArgs([]string{"dashboard", "--addr", addr, "--range", "7d"})
 	done := make(chan int, 1)
 	go func() { done <- classify(root.ExecuteContext(ctx)) }()
 	deadline := time.Now().Add(30 * time.Second)
@@ -76,6 +76,23 @@ func TestDashboardCommandServes(t *testing.T) {
 			// A fresh cluster answers group requests only once its offsets topic is up, so
 			// the first polls may say "unknown" (with Kafka's error); the state must settle.
 			if h.Lag[0].State != "unknown" {
+				// --range 7d and ?range=7d take days, in the config's one duration form.
+				var l struct {
+					RangeS int64 `json:"range_s"`
+				}
+				resp, err := http.Get("http://" + addr + "/api/panels")
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = json.NewDecoder(resp.Body).Decode(&l)
+				resp.Body.Close()
+				if err != nil || l.RangeS != 7*24*3600 {
+					t.Fatalf("--range 7d: the page opens with %d s (%v), want 604800", l.RangeS, err)
+				}
+				if resp, err = http.Get("http://" + addr + "/api/health?range=7d"); err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("/api/health?range=7d: %v %v, want 200", resp, err)
+				}
+				resp.Body.Close()
 				break
 			}
 			err = fmt.Errorf("health still unknown: %+v", h.Lag)
@@ -93,5 +110,29 @@ func TestDashboardCommandServes(t *testing.T) {
 	stop()
 	if code := <-done; code != exitOK || !strings.Contains(out.String(), "dashboard: http://"+addr+"/") {
 		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+}
+
+// TestDashboardAddrInUse: on an address another process holds, dashboard fails before it says
+// it serves, naming --addr. Before, it printed "dashboard: http://…" and "dashboard serving",
+// then failed to bind.
+func TestDashboardAddrInUse(t *testing.T) {
+	testenv.Integration(t)
+	for _, k := range []string{testenv.KafkaBrokers, testenv.ClickHouseAddr} {
+		if v := testenv.Get(k); v != "" {
+			t.Setenv(k, v)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, errOut, err := execRoot(ctx, "dashboard", "--addr", ln.Addr().String())
+	if code := classify(err); code != exitFailure || strings.Contains(out, "dashboard: http") || strings.Contains(errOut, "dashboard serving") ||
+		!strings.Contains(fmt.Sprint(err), "--addr "+ln.Addr().String()+" cannot be bound") || !strings.Contains(fmt.Sprint(err), "address already in use") {
+		t.Fatalf("exit %d, err %v\nstdout %q\nstderr %q\nwant exit %d naming --addr, and nothing saying it serves", code, err, out, errOut, exitFailure)
 	}
 }

@@ -355,6 +355,12 @@ func TestDLQTail(t *testing.T) {
 	if res.code != exitOK {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
 	}
+	// It said what it waited for, on stderr (stdout holds the JSON lines alone). Before, an
+	// idle tail printed nothing.
+	if want := "waiting for new entries in " + f.dlqTopic + " ("; !strings.HasPrefix(res.stderr, want) ||
+		!strings.Contains(res.stderr, ", of class invalid; stops after 2; Ctrl-C stops\n") {
+		t.Errorf("stderr %q, want %q… naming the class and the limit", res.stderr, want)
+	}
 	lines := strings.Split(strings.TrimSuffix(res.out, "\n"), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d lines, want 2:\n%s", len(lines), res.out)

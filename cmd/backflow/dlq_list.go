@@ -57,7 +57,7 @@ as undecodable. A topic that does not exist is an error (exit 1).`,
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.all, "all", false, "list every entry, repeats of an origin record included (default: each origin record and stage once, with its repeats)")
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long the whole read may take")
+	durationVar(cmd.Flags(), &o.timeout, "timeout", 2*time.Minute, "how long the whole read may take")
 	return cmd
 }
 

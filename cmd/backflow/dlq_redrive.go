@@ -63,7 +63,7 @@ skipped or a produce failed; 2 bad or conflicting flags.`,
 	cmd.Flags().BoolVar(&o.all, "all", false, "re-drive every entry")
 	cmd.Flags().StringVar(&o.originTopic, "origin-topic", "", "only entries that came from this topic")
 	cmd.Flags().BoolVar(&o.execute, "execute", false, "produce the records (default: dry run)")
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long reading and producing may take")
+	durationVar(cmd.Flags(), &o.timeout, "timeout", 2*time.Minute, "how long reading and producing may take")
 	return cmd
 }
 

@@ -24,7 +24,8 @@ func newGroupsCmd() *cobra.Command {
 and per topic the partitions, the sum of committed offsets, the sum of log ends and the lag.
 --partitions prints one row per partition instead, with the client consuming it. Then the
 members of each live group: consumer id, client id and host. -o json or -o yaml prints every
-group with its members, topics and partitions, under the same names as the table's columns.`,
+group with its members, topics and partitions, under the same names as the table's columns;
+"members" is always the list of live members (empty when none), at group level only.`,
 		Example: `  backflow groups
   backflow groups backflow-ingest --partitions
   backflow groups -o json backflow-ingest`,
@@ -48,7 +49,7 @@ group with its members, topics and partitions, under the same names as the table
 			defer cancel()
 			sts, err := replay.Status(ctx, kadm.NewClient(cl), args...)
 			if err != nil {
-				return err
+				return fmt.Errorf("groups: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			if format != formatTable {
@@ -76,9 +77,9 @@ group with its members, topics and partitions, under the same names as the table
 			} else {
 				rows := []topicRow{}
 				for _, st := range sts {
-					d := newGroupDoc(st)
-					rows = append(rows, d.Topics...)
-					if len(d.Topics) == 0 {
+					ts := topicRows(st)
+					rows = append(rows, ts...)
+					if len(ts) == 0 {
 						rows = append(rows, topicRow{Group: st.Group, State: st.State, Members: len(st.Members), Partitions: -1, CurrentOffset: -1, LogEndOffset: -1, Lag: -1})
 					}
 				}
@@ -98,7 +99,7 @@ group with its members, topics and partitions, under the same names as the table
 		},
 	}
 	cmd.Flags().BoolVar(&partitions, "partitions", false, "one row per partition")
-	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	durationVar(cmd.Flags(), &timeout, "timeout", 30*time.Second, "give up after this long")
 	addOutputFlag(cmd, &format)
 	return cmd
 }

@@ -135,7 +135,7 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations without applying them")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long migrate may take in all (a rebuild of a large table needs more: it goes on where it stopped when run again)")
+	durationVar(cmd.Flags(), &timeout, "timeout", 2*time.Minute, "how long migrate may take in all (a rebuild of a large table needs more: it goes on where it stopped when run again)")
 	return cmd
 }
 

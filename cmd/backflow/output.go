@@ -169,24 +169,48 @@ type memberRow struct {
 	InstanceID string `json:"instance_id,omitempty" yaml:"instance_id,omitempty"`
 }
 
-// groupDoc is one group as groups -o json|yaml prints it.
+// groupDoc is one group as groups -o json|yaml prints it. members is always the list of live
+// members (empty when none: their count is its length), at group level only; the table's
+// MEMBERS column, a count, is not repeated in topics.
 type groupDoc struct {
 	Group      string         `json:"group" yaml:"group"`
 	State      string         `json:"state" yaml:"state"`
 	Members    []memberRow    `json:"members" yaml:"members"`
-	Topics     []topicRow     `json:"topics" yaml:"topics"`
+	Topics     []topicDoc     `json:"topics" yaml:"topics"`
 	Partitions []partitionRow `json:"partitions" yaml:"partitions"`
 	Lag        int64          `json:"lag" yaml:"lag"`
 }
 
+// topicDoc is a topicRow in groupDoc: without the member count, which the group's members list
+// gives.
+type topicDoc struct {
+	Group         string `json:"group" yaml:"group"`
+	State         string `json:"state" yaml:"state"`
+	Topic         string `json:"topic" yaml:"topic"`
+	Partitions    int    `json:"partitions" yaml:"partitions"`
+	CurrentOffset int64  `json:"current_offset" yaml:"current_offset"`
+	LogEndOffset  int64  `json:"log_end_offset" yaml:"log_end_offset"`
+	Lag           int64  `json:"lag" yaml:"lag"`
+}
+
 func newGroupDoc(st replay.GroupStatus) groupDoc {
 	d := groupDoc{Group: st.Group, State: st.State, Lag: st.Lag(), Members: memberRows(st),
-		Topics: []topicRow{}, Partitions: partitionRows(st)}
-	for _, t := range st.Topics() {
-		d.Topics = append(d.Topics, topicRow{Group: st.Group, State: st.State, Members: len(st.Members), Topic: t.Topic,
-			Partitions: t.Partitions, CurrentOffset: t.Committed, LogEndOffset: t.End, Lag: t.Lag})
+		Topics: []topicDoc{}, Partitions: partitionRows(st)}
+	for _, r := range topicRows(st) {
+		d.Topics = append(d.Topics, topicDoc{Group: r.Group, State: r.State, Topic: r.Topic, Partitions: r.Partitions,
+			CurrentOffset: r.CurrentOffset, LogEndOffset: r.LogEndOffset, Lag: r.Lag})
 	}
 	return d
+}
+
+// topicRows are the group's rows of the groups table, one per topic.
+func topicRows(st replay.GroupStatus) []topicRow {
+	out := []topicRow{}
+	for _, t := range st.Topics() {
+		out = append(out, topicRow{Group: st.Group, State: st.State, Members: len(st.Members), Topic: t.Topic,
+			Partitions: t.Partitions, CurrentOffset: t.Committed, LogEndOffset: t.End, Lag: t.Lag})
+	}
+	return out
 }
 
 func memberRows(st replay.GroupStatus) []memberRow {
@@ -238,10 +262,11 @@ type planDoc struct {
 	Exists     bool        `json:"exists" yaml:"exists"`
 	Members    []memberRow `json:"members" yaml:"members"`
 	Spec       string      `json:"spec" yaml:"spec"`
+	Scope      string      `json:"scope" yaml:"scope"` // as flags: --all-topics, --topic T[:P,...], or (none) with --from-file
 	Partitions []planRow   `json:"partitions" yaml:"partitions"`
 	Reread     int64       `json:"re_read" yaml:"re_read"` // records to read again, over all partitions
 	Warnings   []string    `json:"warnings" yaml:"warnings"`
-	Stage      []string    `json:"stage_actions" yaml:"stage_actions"` // what the stage's own steps do
+	Stage      []string    `json:"stage_actions" yaml:"stage_actions"` // the stage's own steps, taken only with --execute
 }
 
 func planRows(p *replay.Plan) []planRow {
@@ -260,7 +285,7 @@ func planRows(p *replay.Plan) []planRow {
 
 func newPlanDoc(p *replay.Prepared) planDoc {
 	plan := p.Plan
-	d := planDoc{Group: plan.Group, State: plan.State, Exists: plan.Exists, Members: []memberRow{}, Spec: plan.Spec.String(),
+	d := planDoc{Group: plan.Group, State: plan.State, Exists: plan.Exists, Members: []memberRow{}, Spec: plan.Spec.String(), Scope: plan.Scope.String(),
 		Partitions: planRows(plan), Reread: plan.Reread(), Warnings: append(append([]string{}, p.Warnings...), plan.Warnings...), Stage: []string{}}
 	for _, m := range plan.Members {
 		d.Members = append(d.Members, memberRow{Group: plan.Group, ConsumerID: m.ID, ClientID: m.ClientID, Host: m.Host, InstanceID: m.Instance})
@@ -277,7 +302,7 @@ func writePlan(w io.Writer, p *replay.Plan) error {
 	if !p.Exists {
 		state = "does not exist (created with --create)"
 	}
-	fmt.Fprintf(w, "group %s (%s, %d live member(s)), spec %s\n", p.Group, state, len(p.Members), p.Spec)
+	fmt.Fprintf(w, "group %s (%s, %d live member(s)), spec %s, scope %s\n", p.Group, state, len(p.Members), p.Spec, p.Scope)
 	if err := writeTable(w, planRows(p)); err != nil {
 		return err
 	}

@@ -20,7 +20,10 @@ func newPingCmd() *cobra.Command {
 		Long: `ping makes one real request to each system backflow depends on (Kafka metadata, the
 registry's subject list, ClickHouse's server version, Redis INFO, one text checked by the
 sensitive-word service) and prints a table of what answered (-o json or -o yaml: the same rows
-for scripts). A system whose address is given nowhere shows as NOT-SET and is not asked.
+for scripts). A system whose address is given nowhere shows as NOT-SET and is not asked. One
+that answers as another kind of service shows as MISADDRESSED, naming the variable to fix: a
+registry URL without its API path, ClickHouse at its HTTP port, Kafka or Redis at another
+service's port (a check that has not answered within 750 ms asks the address what it is).
 
 Exit codes: 0 every system answered; 1 one did not answer within --timeout; 2 an address is not
 set (for the local stack: --env-file .stack/env).`,
@@ -81,7 +84,7 @@ set (for the local stack: --env-file .stack/env).`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for all answers")
+	durationVar(cmd.Flags(), &timeout, "timeout", 10*time.Second, "how long to wait for all answers")
 	addOutputFlag(cmd, &format)
 	return cmd
 }

@@ -125,7 +125,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.project, "project", "backflow", "--reset-state: the Feast project whose aggregate rows are deleted from Redis")
 	f.StringVar(&o.enrichedTopic, "enriched-topic", "backflow.enriched", "--reset-state: the aggregator's input topic")
 	f.StringVar(&o.reason, "reason", "", "why, kept with the record")
-	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	durationVar(f, &o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	addOutputFlag(cmd, &o.format)
 }
 
@@ -208,8 +208,12 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 	if o.export || o.format != formatTable { // stdout holds the CSV or the document alone
 		info = stderr
 	}
-	for _, a := range p.Actions {
-		fmt.Fprintf(info, "stage: %s\n", a.Describe())
+	for _, a := range p.Actions { // steps to take, not taken: "done:" lines follow an --execute
+		if o.execute {
+			fmt.Fprintf(info, "stage, to do: %s\n", a.Describe())
+		} else {
+			fmt.Fprintf(info, "stage, with --execute (not done): %s\n", a.Describe())
+		}
 	}
 	if !o.execute {
 		if plan.Live() {

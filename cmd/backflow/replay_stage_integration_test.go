@@ -70,3 +70,57 @@ func TestReplayRefusesStageStepsOnAnotherStagesGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayResetStateSaysItsScope: --reset-state without a scope planned the enriched topic
+// and the loopback without saying so (a plain replay is refused for want of a scope), and the
+// dry run's stage line read as done ("table … re-created empty, … deleted"). The plan now names
+// its scope, a warning says where it came from, and the stage line says it is not done.
+func TestReplayResetStateSaysItsScope(t *testing.T) {
+	kcfg := testenv.Kafka(t, "replay-scope-test")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t.Setenv("BACKFLOW_KAFKA_BROKERS", kcfg.Endpoint())
+	group := testenv.ID("replay-scope-features-") // a feature group: the enriched topic and a loopback
+	enriched, loop := group+"-enriched", group+"-loop"
+	testenv.Topics(t, ctx, kcfg, 1, enriched, loop)
+	testenv.Groups(t, kcfg, group)
+	cl, err := kcfg.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: enriched, Value: []byte("v")}, &kgo.Record{Topic: loop, Value: []byte("d")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: enriched, Partition: 0, At: 1, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: loop, Partition: 0, At: 1, LeaderEpoch: -1})
+	if resp, err := kadm.NewClient(cl).CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	out, errOut, err := execRoot(ctx, "replay", "--group", group, "--to-earliest", "--reset-state", "--enriched-topic", enriched)
+	if err != nil {
+		t.Fatalf("replay --reset-state: %v\nstderr:\n%s", err, errOut)
+	}
+	if want := "warning: no scope given: --reset-state moves " + enriched; !strings.Contains(errOut, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, errOut)
+	}
+	if want := "spec --to-earliest, scope --topic " + enriched + "\n"; !strings.Contains(out, want) {
+		t.Errorf("the plan's header does not name its scope %q:\n%s", want, out)
+	}
+	var stage string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "stage") {
+			stage = line
+		}
+	}
+	if !strings.HasPrefix(stage, "stage, with --execute (not done): feature state of "+group+": re-create table ") ||
+		strings.Contains(stage, "re-created") || strings.Contains(stage, " deleted") {
+		t.Errorf("the dry run's stage line reads as done or is missing: %q", stage)
+	}
+	// Named, the scope needs no warning.
+	_, errOut, err = execRoot(ctx, "replay", "--group", group, "--to-earliest", "--reset-state", "--enriched-topic", enriched, "--topic", enriched)
+	if err != nil || strings.Contains(errOut, "no scope given") {
+		t.Errorf("with --topic: %v, stderr %q", err, errOut)
+	}
+}

@@ -69,7 +69,7 @@ printed once the lag is 0.`,
 				defer cancel()
 				st, err := replay.Status(c, adm, group)
 				if err != nil {
-					return replay.GroupStatus{}, err
+					return replay.GroupStatus{}, fmt.Errorf("replay status: %w", err)
 				}
 				if len(st) == 0 || len(st[0].Partitions) == 0 {
 					return replay.GroupStatus{}, fmt.Errorf("group %s has no committed offsets and no members", group)
@@ -142,7 +142,7 @@ printed once the lag is 0.`,
 	f := cmd.Flags()
 	f.StringVar(&group, "group", "", "the consumer group (required)")
 	f.BoolVar(&watch, "watch", false, "poll until the lag is 0")
-	f.DurationVar(&interval, "interval", 2*time.Second, "how often --watch polls")
+	durationVar(f, &interval, "interval", 2*time.Second, "how often --watch polls")
 	f.StringVar(&controlTopic, "control-topic", "backflow.control", "where replay records are kept")
 	f.BoolVar(&noProgress, "no-progress", false, "plain lines even on a terminal")
 	addOutputFlag(cmd, &format)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout string) {
@@ -123,5 +124,35 @@ func TestHintForARefusedConnection(t *testing.T) {
 	}
 	if h := hintFor(errors.New("group x has no committed offsets")); h != "" {
 		t.Errorf("a hint for an error that says enough: %q", h)
+	}
+}
+
+// TestDurationFlagsTakeOneForm: every duration flag of every command takes backflow's one
+// duration form, days and ISO-8601 included, as the config's keys do. Before, the commands'
+// own duration flags were pflag's, which refuse 7d: dashboard --range 7d was an error.
+func TestDurationFlagsTakeOneForm(t *testing.T) {
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Value.Type() != "duration" {
+				return
+			}
+			n++
+			for in, want := range map[string]string{"7d": "168h0m0s", "1d12h": "36h0m0s", "PT30M": "30m0s", "90s": "1m30s"} {
+				if err := f.Value.Set(in); err != nil {
+					t.Errorf("%s --%s %s: %v", c.CommandPath(), f.Name, in, err)
+				} else if _, ok := f.Value.(durationFlag); ok && f.Value.String() != want {
+					t.Errorf("%s --%s %s reads as %s, want %s", c.CommandPath(), f.Name, in, f.Value, want)
+				}
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	if n < 10 {
+		t.Fatalf("%d duration flags in the tree, want the commands' 10 or more", n)
 	}
 }

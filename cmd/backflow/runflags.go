@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -40,6 +41,35 @@ func (f *keyFlag) Set(s string) error {
 		return fmt.Errorf("want a %s", f.key.Type)
 	}
 	f.val = s
+	return nil
+}
+
+// durationFlag is a duration flag in backflow's one duration form (conf.ParseDuration: 90s,
+// 1h30m, 7d, P1DT6H), as the config's keys take it; pflag's own takes Go's form only, without
+// days.
+type durationFlag struct{ d *time.Duration }
+
+// durationVar defines a duration flag in backflow's one form, with its default.
+func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
+}
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Type() string { return "duration" }
+
+func (f durationFlag) Set(s string) error {
+	d, err := conf.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
 	return nil
 }
 

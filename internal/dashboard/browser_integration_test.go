@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/dashboard"
@@ -54,21 +56,92 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
-// pageState is what the page reports of itself through its data attributes.
+// pageState is what the page reports of itself through its data attributes and its text.
 type pageState struct {
 	Refreshed string
-	Panels    []struct{ ID, Kind, State, Points, RawFrom, Note string }
-	Health    []struct{ Kind, Key, Value, Raw string }
-	Alerts    []string // the firing alerts' lines of the alerts card
+	Updated   string // the header's "updated …"
+	Panels    []struct {
+		ID, Kind, State, Points, RawFrom, Note string
+		YTicks, XTicks                         []string // a chart's axis labels
+		Cells                                  []string // a table's cells, as "column=text"
+		Notes                                  []string // a table's notes under it
+	}
+	Health []struct{ Kind, Key, Value, Raw, Status, Detail string }
+	Alerts []string // the firing alerts' lines of the alerts card
 }
 
 const readPage = `({
   refreshed: document.body.dataset.refreshed || "",
+  updated: document.getElementById("updated").textContent,
   panels: [...document.querySelectorAll(".panel[data-panel]")].map(p => ({id: p.dataset.panel, kind: p.dataset.kind, state: p.dataset.state, points: p.dataset.points || "",
-    rawFrom: p.dataset.rawFrom || "", note: p.querySelector(".source").textContent})),
-  health: [...document.querySelectorAll("#health .card")].map(c => ({kind: c.dataset.health, key: c.querySelector(".k").textContent, value: c.querySelector(".v").textContent, raw: c.dataset.value || ""})),
+    rawFrom: p.dataset.rawFrom || "", note: p.querySelector(".source").textContent,
+    yTicks: [...p.querySelectorAll("text.ytick")].map(t => t.textContent), xTicks: [...p.querySelectorAll("text.xtick")].map(t => t.textContent),
+    cells: [...p.querySelectorAll("td[data-col]")].map(td => td.dataset.col + "=" + td.textContent), notes: [...p.querySelectorAll(".note")].map(n => n.textContent)})),
+  health: [...document.querySelectorAll("#health .card")].map(c => ({kind: c.dataset.health, key: c.querySelector(".k").textContent, value: c.querySelector(".v").textContent,
+    raw: c.dataset.value || "", status: c.dataset.status || "", detail: c.querySelector(".d") ? c.querySelector(".d").textContent : ""})),
   alerts: [...document.querySelectorAll("#health .card .alert")].map(a => a.textContent),
 })`
+
+// readState reads the page's state.
+func readState(t *testing.T, ctx context.Context) pageState {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](readPage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps pageState
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// browserZone is the zone the browser runs in: half an hour off any whole-hour zone, so that a
+// time written in the browser's zone never reads as UTC.
+const browserZone = "Asia/Kolkata"
+
+// liveMember joins group as a consumer of topic that commits nothing, and returns once Kafka
+// lists it as the group's one member of a stable group.
+func (d *demo) liveMember(t *testing.T, group, topic string) {
+	t.Helper()
+	cl, err := d.Kafka.NewClient(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	adm := kadm.NewClient(d.Admin)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		gs, err := adm.DescribeGroups(context.Background(), group)
+		if err == nil && gs[group].State == "Stable" && len(gs[group].Members) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s has no stable member after a minute: %+v %v", group, gs[group], err)
+		}
+	}
+}
+
+var (
+	utcTime  = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2} UTC$`)
+	axisTime = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}( UTC)?$`)
+)
+
+// utcText is how the page writes a time: UTC, with the date unless it is today (UTC).
+func utcText(at time.Time, layout string) string {
+	at = at.UTC()
+	if at.Format(time.DateOnly) != time.Now().UTC().Format(time.DateOnly) {
+		layout = time.DateOnly + " " + layout
+	}
+	return at.Format(layout) + " UTC"
+}
 
 // checkBrowser serves the dashboard on the demo data, loads it in headless Chromium, checks that
 // every panel drew data and says which minutes it read from its rollup, and that the health
@@ -146,7 +219,8 @@ func (d *demo) checkBrowser(t *testing.T) {
 		chromedp.ExecPath(chromiumPath(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 900))
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 900),
+		chromedp.Env("TZ="+browserZone))
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	defer cancelBrowser()
@@ -214,6 +288,9 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if c := cancelled.Load(); c < 1 {
 		t.Fatalf("the browser met %d challenges without credentials, want at least 1", c)
 	}
+	// The sink's group gets a live member; ingest's and the mirror's have none, while their
+	// topics have records: the stages stopped.
+	d.liveMember(t, d.SinkGroup, d.Ingest.EnrichedTopic)
 	// With the password typed into the prompt it renders as before.
 	withPassword.Store(true)
 	if resp, err := chromedp.RunResponse(bctx, chromedp.Navigate(web.URL+"/?auth#range=30m&refresh=0")); err != nil || resp.Status != http.StatusOK {
@@ -226,14 +303,7 @@ func (d *demo) checkBrowser(t *testing.T) {
 		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
 		t.Fatalf("the page did not finish drawing: %v", err)
 	}
-	raw, err := chromedp.Run(bctx, chromedp.Evaluate[json.RawMessage](readPage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps pageState
-	if err := json.Unmarshal(raw, &ps); err != nil {
-		t.Fatal(err)
-	}
+	ps := readState(t, bctx)
 
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -293,6 +363,15 @@ func (d *demo) checkBrowser(t *testing.T) {
 			if h.Raw == "" || (h.Key == "lag · "+d.SinkGroup && h.Raw != "0") {
 				t.Errorf("%s shows %q (raw %q), want a known lag (0 for the sink)", h.Key, h.Value, h.Raw)
 			}
+			// A group no member reads is not green, though its lag is 0: the stage stopped.
+			// The sink's group, with its live member and lag 0, is.
+			if h.Key == "lag · "+d.SinkGroup {
+				if h.Status != "ok" || h.Detail != "Stable, 1 member" {
+					t.Errorf("%s with a live member and lag 0: %s, %q; want ok, \"Stable, 1 member\"", h.Key, h.Status, h.Detail)
+				}
+			} else if h.Status != "bad" || !strings.Contains(h.Detail, "0 members: no member consumes its topics, which have records") {
+				t.Errorf("%s with no member and records in its topics: %s, %q; want bad, saying nothing consumes", h.Key, h.Status, h.Detail)
+			}
 		case "dlq":
 			sawDLQ = true
 			if h.Raw != fmt.Sprint(poison) {
@@ -326,6 +405,7 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if want := "critical · BackflowConsumerLagHigh: Consumer group " + d.SinkGroup + " is 25000 records behind"; len(ps.Alerts) != 1 || ps.Alerts[0] != want {
 		t.Errorf("the alerts card lists %q, want [%q]", ps.Alerts, want)
 	}
+	d.checkUnitsAndTimes(t, ps)
 
 	// The range selector: choosing the last hour refreshes every panel with range=1h.
 	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById("range"); s.value = "1h"; return s.dispatchEvent(new Event("change")); })()`)); err != nil {
@@ -360,6 +440,8 @@ func (d *demo) checkBrowser(t *testing.T) {
 		t.Errorf("auto-refresh asked for %d panels with range=15m, want at least %d", ranges["15m"], 3*want)
 	}
 	mu.Unlock()
+
+	d.checkEventsAhead(t, bctx, web.URL)
 
 	// Without a metrics URL, and with one that does not answer, the breaker shows as unknown.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -398,4 +480,111 @@ func (d *demo) checkBrowser(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil || h.Alerts.Source == "" || h.Alerts.Error == "" || len(h.Alerts.Firing) != 0 {
 		t.Fatalf("unreachable Prometheus: alerts %s (%v), want its URL, an error and none firing", rec.Body.String(), err)
 	}
+}
+
+// checkUnitsAndTimes: a chart's value axis carries the unit its panel declares, and every time
+// on the page (axes, tables, the header, the notes) is in UTC in one format, though the browser
+// runs in another zone. Before, the axes had no unit, the time axes and the header were in the
+// browser's zone without saying so, and the tables in the browser's locale (12/6/2026, 19:53:14).
+func (d *demo) checkUnitsAndTimes(t *testing.T, ps pageState) {
+	if !strings.HasPrefix(ps.Updated, "updated ") || !utcTime.MatchString(strings.TrimPrefix(ps.Updated, "updated ")) {
+		t.Errorf("the header says %q, want \"updated HH:MM:SS UTC\"", ps.Updated)
+	}
+	from := time.Now().Add(-30 * time.Minute).UTC()
+	units := 0
+	for _, p := range ps.Panels {
+		panel, _ := dashboard.PanelByID(p.ID)
+		if p.State != "ok" { // reported above
+			continue
+		}
+		if panel.Kind == dashboard.TimeSeries {
+			if len(p.YTicks) < 2 || len(p.XTicks) < 2 {
+				t.Fatalf("panel %s: axis labels %q and %q, want 2 or more each", p.ID, p.YTicks, p.XTicks)
+			}
+			if panel.Unit != "" {
+				units++
+				for _, y := range p.YTicks {
+					if !strings.HasSuffix(y, " "+panel.Unit) {
+						t.Errorf("panel %s: value axis label %q does not carry its unit %q (all: %q)", p.ID, y, panel.Unit, p.YTicks)
+					}
+				}
+			}
+			for i, x := range p.XTicks {
+				if !axisTime.MatchString(x) || strings.HasSuffix(x, " UTC") != (i == len(p.XTicks)-1) {
+					t.Errorf("panel %s: time axis label %d %q, want HH:MM in UTC, the zone on the last only (all: %q)", p.ID, i, x, p.XTicks)
+				}
+			}
+			// The first tick is the range's start, 30 minutes ago, written in UTC (the page's
+			// range starts on its interval's grid, so within a few minutes of it).
+			hhmm := strings.TrimSuffix(p.XTicks[0], " UTC")
+			first, err := time.Parse("15:04", hhmm[len(hhmm)-5:])
+			if err != nil {
+				t.Fatalf("panel %s: first time tick %q: %v", p.ID, p.XTicks[0], err)
+			}
+			got := first.Hour()*60 + first.Minute()
+			want := from.Hour()*60 + from.Minute()
+			if diff := (got - want + 1440) % 1440; diff > 5 && diff < 1435 {
+				t.Errorf("panel %s: the time axis starts at %q, %d minutes off %s UTC, the range's start", p.ID, p.XTicks[0], diff, from.Format("15:04"))
+			}
+		}
+		for _, c := range p.Cells {
+			col, text, _ := strings.Cut(c, "=")
+			if col == "last_event_time" || col == "last_flush" || col == "executed_at" {
+				if !utcTime.MatchString(text) {
+					t.Errorf("panel %s: %s %q, want HH:MM:SS UTC", p.ID, col, text)
+				}
+			}
+			if col == "executed_at" && text != utcText(d.replayAt, time.TimeOnly) {
+				t.Errorf("panel %s: the replay executed at %s shows as %q, want %q", p.ID, d.replayAt, text, utcText(d.replayAt, time.TimeOnly))
+			}
+		}
+	}
+	if units != 3 {
+		t.Errorf("%d charts carry a unit, want 3 (latency ms, risk-hit %%, sink rows/s)", units)
+	}
+}
+
+// checkEventsAhead: a sink whose newest event is dated after the clock (a producer's clock
+// ahead) shows no negative lag in the freshness table: the cell says the events are ahead,
+// and a note under the table says why. Before, the cell read -1,200.
+func (d *demo) checkEventsAhead(t *testing.T, bctx context.Context, url string) {
+	ctx, cancel := context.WithTimeout(bctx, time.Minute) // a chromedp context: it carries the browser
+	defer cancel()
+	now := time.Now().UTC()
+	group := "backflow-stream-ahead"
+	if err := d.Conn.Exec(ctx, fmt.Sprintf(`INSERT INTO sink_ledger (batch_id, group, topic, partition, min_offset, max_offset, rows, hit_rows, epoch, flushed_at, max_event_time)
+		SELECT 'ahead', '%s', 'ahead-topic', 0, 0, 9, 10, 0, 0, toDateTime(%d), toDateTime(%d)`, group, now.Unix(), now.Add(20*time.Minute).Unix())); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(url+"/?ahead#range=30m&refresh=0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.body.dataset.refreshed && !document.querySelector('.panel[data-state="loading"]')`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
+		t.Fatalf("the page did not finish drawing: %v", err)
+	}
+	ps := readState(t, bctx)
+	for _, p := range ps.Panels {
+		if p.ID != "freshness" {
+			continue
+		}
+		ahead := 0
+		for _, c := range p.Cells {
+			col, text, _ := strings.Cut(c, "=")
+			if col != "event_lag_s" {
+				continue
+			}
+			if strings.HasPrefix(text, "-") || strings.HasPrefix(text, "−") {
+				t.Errorf("freshness shows a negative event lag %q", text)
+			}
+			if strings.HasPrefix(text, "ahead of the clock by ") {
+				ahead++
+			}
+		}
+		if ahead != 1 || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], group+" on ahead-topic") || !strings.Contains(p.Notes[0], "clock") {
+			t.Errorf("freshness: %d cells say ahead of the clock (want 1), notes %q (want one naming %s on ahead-topic); cells %q", ahead, p.Notes, group, p.Cells)
+		}
+		return
+	}
+	t.Fatal("no freshness panel on the page")
 }

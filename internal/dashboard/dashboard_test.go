@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/rollup"
 )
@@ -280,5 +282,75 @@ func TestScrapeStageRestore(t *testing.T) {
 	down.Close()
 	if b, r := ScrapeStage(ctx, srv.Client(), down.URL); r.Error == "" || b.State != "unknown" || len(r.Restoring) != 0 {
 		t.Fatalf("unreachable: %+v %+v", b, r)
+	}
+}
+
+// TestJudgeLag: a group no member reads is not ok while its topics have records or a backflow
+// process is down, though its lag is 0. Before, the page coloured by the lag alone, and a
+// stopped pipeline's cards read "0 · Empty, 0 members" in green while BackflowProcessDown fired.
+func TestJudgeLag(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	tests := []struct {
+		name        string
+		g           GroupLag
+		processDown bool
+		want        string
+		why         string
+	}{
+		{name: "running, caught up", g: GroupLag{Members: 2, Lag: n(0), LogEnd: 90}, want: "ok"},
+		{name: "running, behind", g: GroupLag{Members: 1, Lag: n(500), LogEnd: 90}, want: "warn"},
+		{name: "running, far behind", g: GroupLag{Members: 1, Lag: n(LagBad), LogEnd: 90}, want: "bad"},
+		{name: "stopped with records", g: GroupLag{State: "Empty", Lag: n(0), LogEnd: 90}, want: "bad", why: "no member consumes its topics"},
+		{name: "stopped, process down", g: GroupLag{State: "Empty", Lag: n(0)}, processDown: true, want: "bad", why: ProcessDownAlert},
+		{name: "stopped, nothing ever written", g: GroupLag{State: "Empty", Lag: n(0)}, want: "ok"},
+		{name: "running while another process is down", g: GroupLag{Members: 1, Lag: n(0), LogEnd: 90}, processDown: true, want: "ok"},
+		{name: "no commits", g: GroupLag{State: "Dead"}, want: "warn", why: "no committed offsets"},
+		{name: "Kafka failed", g: GroupLag{Error: "kafka: lag: boom", Lag: n(0)}, want: "warn", why: "boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lags := []GroupLag{tt.g}
+			JudgeLag(lags, tt.processDown)
+			if lags[0].Status != tt.want || (tt.why == "") != (lags[0].Why == "") || !strings.Contains(lags[0].Why, tt.why) {
+				t.Errorf("status %q, why %q; want %q, why containing %q", lags[0].Status, lags[0].Why, tt.want, tt.why)
+			}
+		})
+	}
+	if !processDown(Alerts{Firing: []alerts.Alert{{Name: "BackflowConsumerLagHigh"}, {Name: ProcessDownAlert}}}) || processDown(Alerts{Firing: []alerts.Alert{{Name: "BackflowConsumerLagHigh"}}}) {
+		t.Error("processDown does not tell a firing BackflowProcessDown from other alerts")
+	}
+}
+
+// TestRangeTakesDays: ?range= takes backflow's one duration form, days included, as the
+// config and `dashboard --range` do; before, range=7d was refused.
+func TestRangeTakesDays(t *testing.T) {
+	now := time.Unix(1796116860, 0)
+	s := &Server{cfg: Config{Range: 30 * time.Minute}.withDefaults(), deps: Deps{Now: func() time.Time { return now }}}
+	tests := []struct {
+		name, q string
+		want    time.Duration
+		wantErr bool
+	}{
+		{name: "days", q: "range=7d", want: 7 * 24 * time.Hour},
+		{name: "days and hours", q: "range=1d12h", want: 36 * time.Hour},
+		{name: "ISO-8601", q: "range=P1D", want: 24 * time.Hour},
+		{name: "Go's form", q: "range=15m", want: 15 * time.Minute},
+		{name: "default", q: "", want: 30 * time.Minute},
+		{name: "too long", q: "range=32d", wantErr: true},
+		{name: "no unit", q: "range=7", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rg, err := s.rangeOf(httptest.NewRequest(http.MethodGet, "/api/panels/freshness?"+tt.q, nil))
+			if tt.wantErr {
+				if !errors.Is(err, ErrBadRange) || !strings.Contains(fmt.Sprint(err), "7d") {
+					t.Fatalf("%s: %v, want ErrBadRange naming the form", tt.q, err)
+				}
+				return
+			}
+			if err != nil || rg.To.Sub(rg.From) < tt.want || rg.To.Sub(rg.From) > tt.want+rg.Interval {
+				t.Fatalf("%s: %v .. %v (%v), want %v", tt.q, rg.From, rg.To, err, tt.want)
+			}
+		})
 	}
 }

@@ -26,7 +26,59 @@ type GroupLag struct {
 	// when the group has no committed offsets or they could not be read.
 	Lag        *int64 `json:"lag"`
 	Partitions int    `json:"partitions"`
-	Error      string `json:"error,omitempty"`
+	// LogEnd is the sum of the log-end offsets of the group's partitions: above 0 when its
+	// topics hold (or held) records.
+	LogEnd int64  `json:"log_end"`
+	Error  string `json:"error,omitempty"`
+	// Status is the card's colour, judged by JudgeLag: "ok", "warn" or "bad"; Why says what
+	// makes it other than ok.
+	Status string `json:"status"`
+	Why    string `json:"why,omitempty"`
+}
+
+// Lag thresholds of the health strip: at or above LagBad a group's card is bad, between 1 and
+// LagBad it warns (BackflowConsumerLagHigh's threshold is the same 10,000).
+const LagBad = 10000
+
+// ProcessDownAlert is the alert Prometheus fires when a backflow process stops answering
+// scrapes (deploy/prometheus/rules.yaml).
+const ProcessDownAlert = "BackflowProcessDown"
+
+// JudgeLag sets each group's Status and Why. A group no member reads is not consuming: it is
+// bad when its topics have records or a backflow process is down (processDown), whatever
+// its lag, since a lag of 0 with nobody reading only says nothing arrived since it stopped.
+// Otherwise a lag of 0 is ok, under LagBad a warning, and from LagBad on bad; a lag that
+// could not be read warns.
+func JudgeLag(lags []GroupLag, processDown bool) {
+	for i := range lags {
+		g := &lags[i]
+		switch {
+		case g.Error != "":
+			g.Status, g.Why = "warn", g.Error
+		case g.Lag == nil:
+			g.Status, g.Why = "warn", "no committed offsets: the group has not consumed yet, or Kafka does not know it"
+		case g.Members == 0 && processDown:
+			g.Status, g.Why = "bad", "no member consumes, and "+ProcessDownAlert+" fires: the stage's process is down"
+		case g.Members == 0 && g.LogEnd > 0:
+			g.Status, g.Why = "bad", "no member consumes its topics, which have records: the stage is not running"
+		case *g.Lag == 0:
+			g.Status, g.Why = "ok", ""
+		case *g.Lag < LagBad:
+			g.Status, g.Why = "warn", ""
+		default:
+			g.Status, g.Why = "bad", ""
+		}
+	}
+}
+
+// processDown tells whether a firing alert says a backflow process is down.
+func processDown(a Alerts) bool {
+	for _, x := range a.Firing {
+		if x.Name == ProcessDownAlert {
+			return true
+		}
+	}
+	return false
 }
 
 // ReadLag asks Kafka for the lag of each group, in the order given. A group Kafka does not know
@@ -66,6 +118,9 @@ func ReadLag(ctx context.Context, adm *kadm.Client, groups []string) []GroupLag 
 		for _, parts := range l.Lag {
 			for _, p := range parts {
 				out[i].Partitions++
+				if p.End.Err == nil && p.End.Offset > 0 {
+					out[i].LogEnd += p.End.Offset
+				}
 				if p.Lag >= 0 && p.Err == nil {
 					sum += p.Lag
 					known++

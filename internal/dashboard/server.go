@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/internal/alerts"
+	"github.com/backflowhq/backflow/internal/conf"
 	"github.com/backflowhq/backflow/internal/rollup"
 )
 
@@ -164,8 +165,8 @@ func (s *Server) panels(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, l)
 }
 
-// rangeOf reads ?from=&to= (Unix seconds) or ?range=<duration> (the last one, e.g. 15m), or
-// else the configured default range.
+// rangeOf reads ?from=&to= (Unix seconds) or ?range=<duration> (the last one, e.g. 15m or 7d,
+// in backflow's one duration form, conf.ParseDuration), or else the configured default range.
 func (s *Server) rangeOf(r *http.Request) (Range, error) {
 	q := r.URL.Query()
 	if q.Has("from") || q.Has("to") {
@@ -179,8 +180,8 @@ func (s *Server) rangeOf(r *http.Request) (Range, error) {
 	d := s.cfg.Range
 	if v := q.Get("range"); v != "" {
 		var err error
-		if d, err = time.ParseDuration(v); err != nil || d < MinInterval || d > 31*24*time.Hour {
-			return Range{}, fmt.Errorf("%w: range %q, want a duration from 1m to 744h", ErrBadRange, v)
+		if d, err = conf.ParseDuration(v); err != nil || d < MinInterval || d > 31*24*time.Hour {
+			return Range{}, fmt.Errorf("%w: range %q, want a duration from 1m to 31d (such as 15m, 6h, 7d or P1D)", ErrBadRange, v)
 		}
 	}
 	return LastRange(s.deps.Now(), d)
@@ -269,6 +270,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	wg.Wait()
+	JudgeLag(h.Lag, processDown(h.Alerts))
 	writeJSON(w, http.StatusOK, h)
 }
 

@@ -294,12 +294,27 @@ func TestFollow(t *testing.T) {
 	followCtx, stop := context.WithCancel(ctx)
 	got := make(chan string, 100)
 	done := make(chan error, 1)
+	started := make(chan map[int32]int64, 1)
 	go func() {
-		done <- dlq.Follow(followCtx, cfg, topic, func(r *kgo.Record) error {
+		done <- dlq.Follow(followCtx, cfg, topic, func(ends map[int32]int64) { started <- ends }, func(r *kgo.Record) error {
 			got <- string(r.Key)
 			return nil
 		})
 	}()
+	// Follow says where it starts (the ends, the one entry written before among them) before it
+	// reads.
+	select {
+	case ends := <-started:
+		var sum int64
+		for _, e := range ends {
+			sum += e
+		}
+		if len(ends) != 3 || sum != 1 {
+			t.Fatalf("follow starts at %v, want 3 partitions' ends holding 1 entry", ends)
+		}
+	case err := <-done:
+		t.Fatalf("follow returned before it started: %v", err)
+	}
 	var seen []string
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -327,7 +342,7 @@ func TestFollow(t *testing.T) {
 			t.Errorf("follow delivered an entry written before it started: %v", seen)
 		}
 	}
-	if err := dlq.Follow(ctx, cfg, topic+"-missing", func(*kgo.Record) error { return nil }); !errors.Is(err, dlq.ErrNoTopic) {
+	if err := dlq.Follow(ctx, cfg, topic+"-missing", nil, func(*kgo.Record) error { return nil }); !errors.Is(err, dlq.ErrNoTopic) {
 		t.Errorf("missing topic: %v, want ErrNoTopic", err)
 	}
 }

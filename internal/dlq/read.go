@@ -116,11 +116,11 @@ func scanPartition(ctx context.Context, cfg kafka.Conn, adm *kadm.Client, topic 
 }
 
 // Follow calls fn for every record written to topic after Follow starts: it takes each
-// partition's end offset first, then reads on from there until ctx ends, and then returns nil.
-// Partitions added later are not followed. A topic that does not exist is ErrNoTopic. Follow
-// returns the first error of fn or of the cluster. While the cluster is unreachable it keeps
-// trying, like every franz-go consumer.
-func Follow(ctx context.Context, cfg kafka.Conn, topic string, fn func(*kgo.Record) error) error {
+// partition's end offset first, calls ready (when not nil) with them, then reads on from there
+// until ctx ends, and then returns nil. Partitions added later are not followed. A topic that
+// does not exist is ErrNoTopic. Follow returns the first error of fn or of the cluster. While
+// the cluster is unreachable it keeps trying, like every franz-go consumer.
+func Follow(ctx context.Context, cfg kafka.Conn, topic string, ready func(ends map[int32]int64), fn func(*kgo.Record) error) error {
 	adminCl, err := cfg.NewClient()
 	if err != nil {
 		return err
@@ -147,6 +147,9 @@ func Follow(ctx context.Context, cfg kafka.Conn, topic string, fn func(*kgo.Reco
 		return err
 	}
 	defer cl.Close()
+	if ready != nil {
+		ready(ends)
+	}
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {

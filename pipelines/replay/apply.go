@@ -119,12 +119,12 @@ func (e *Epoch) Read(ctx context.Context) (int32, error) {
 	return n, nil
 }
 
-// Describe implements Action.
+// Describe implements Action: what it will do, as a step still to take.
 func (e *Epoch) Describe() string {
 	if !e.read {
-		return fmt.Sprintf("ingest epoch of %s in %s: bumped by one", e.Group, e.ControlTopic)
+		return fmt.Sprintf("ingest epoch of %s in %s: bump it by one", e.Group, e.ControlTopic)
 	}
-	return fmt.Sprintf("ingest epoch of %s in %s: %d -> %d", e.Group, e.ControlTopic, e.current, e.current+1)
+	return fmt.Sprintf("ingest epoch of %s in %s: bump it from %d to %d", e.Group, e.ControlTopic, e.current, e.current+1)
 }
 
 // AfterOffsets implements Action: the epoch moves first.
@@ -155,12 +155,12 @@ type FeatureReset struct {
 	StorageDir string
 }
 
-// Describe implements Action.
+// Describe implements Action: what it will do, as steps still to take.
 func (f *FeatureReset) Describe() string {
-	s := fmt.Sprintf("feature state of %s: table %s re-created empty, aggregate rows of project %s deleted from Redis",
+	s := fmt.Sprintf("feature state of %s: re-create table %s empty, delete the aggregate rows of project %s from Redis",
 		f.Sink.Group, f.Sink.TableTopic(), projectOf(f.Sink))
 	if f.StorageDir != "" {
-		s += ", local table storage under " + f.StorageDir + " deleted"
+		s += ", delete the local table storage under " + f.StorageDir
 	}
 	return s + "; " + LocalStorageGuidance(f.Sink)
 }

@@ -104,6 +104,8 @@ func (r Row) LagAfter() int64 { return r.LogEnd - r.Target }
 type Plan struct {
 	Group string
 	Spec  Spec
+	// Scope is the request's, as completed (Complete): what the plan was asked to move.
+	Scope Scope
 	// State is the group's state (Empty, Stable, Dead...); Exists false for a group the cluster
 	// does not know (allowed with Request.Create).
 	State   string
@@ -149,7 +151,7 @@ func Build(ctx context.Context, cl *kgo.Client, req Request) (*Plan, error) {
 		now = req.Now
 	}
 	adm := kadm.NewClient(cl)
-	p := &Plan{Group: req.Group, Spec: req.Spec, Time: now()}
+	p := &Plan{Group: req.Group, Spec: req.Spec, Scope: req.Scope, Time: now()}
 	g, err := describe(ctx, adm, req.Group)
 	if err != nil {
 		return nil, err

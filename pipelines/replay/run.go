@@ -73,7 +73,10 @@ func Complete(req Request, opts Options) (Request, []string, error) {
 		// The loopback's waiting deltas belong to the state thrown away: it moves to its end.
 		req.ToEnd = []string{LoopTopic(req.Group)}
 		if !req.Scope.AllTopics && len(req.Scope.Topics) == 0 && req.Spec.Kind != FromFile {
+			// Said, not silent: the scope the operator did not name is the one a rebuild needs.
 			req.Scope.Topics = []TopicScope{{Topic: opts.EnrichedTopic}}
+			warnings = append(warnings, fmt.Sprintf("no scope given: --reset-state moves %s (the aggregator's input, --enriched-topic) to the spec, "+
+				"and %s to its end; name the scope (--topic %s, or --all-topics) to say so yourself", opts.EnrichedTopic, LoopTopic(req.Group), opts.EnrichedTopic))
 		}
 		if req.Spec.Kind != ToEarliest {
 			warnings = append(warnings, fmt.Sprintf("--reset-state with %s: the rebuilt aggregates count only the records from the target on", req.Spec))

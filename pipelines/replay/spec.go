@@ -87,6 +87,30 @@ type Scope struct {
 // Given reports whether the scope names any partition (--all-topics or a --topic).
 func (s Scope) Given() bool { return s.AllTopics || len(s.Topics) > 0 }
 
+// String writes the scope as its flags: "--all-topics", "--topic t --topic u:0,2", or
+// "(none)".
+func (s Scope) String() string {
+	if s.AllTopics {
+		return "--all-topics"
+	}
+	var parts []string
+	for _, t := range s.Topics {
+		f := "--topic " + t.Topic
+		if len(t.Partitions) > 0 {
+			ps := make([]string, len(t.Partitions))
+			for i, p := range t.Partitions {
+				ps[i] = strconv.Itoa(int(p))
+			}
+			f += ":" + strings.Join(ps, ",")
+		}
+		parts = append(parts, f)
+	}
+	if len(parts) == 0 {
+		return "(none)"
+	}
+	return strings.Join(parts, " ")
+}
+
 // ParseTopic parses "topic" or "topic:0,2".
 func ParseTopic(s string) (TopicScope, error) {
 	name, parts, hasParts := strings.Cut(s, ":")

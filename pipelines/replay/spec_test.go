@@ -193,3 +193,35 @@ func TestRequestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteSaysTheResetStateScope: --reset-state without a scope moves the enriched topic,
+// and says so; before, it planned it silently where a plain replay is refused for want of a
+// scope.
+func TestCompleteSaysTheResetStateScope(t *testing.T) {
+	req := Request{Group: "backflow-features", Spec: Spec{Kind: ToEarliest}}
+	got, warnings, err := Complete(req, Options{ResetState: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Scope.String(); s != "--topic backflow.enriched" {
+		t.Errorf("scope %q, want --topic backflow.enriched", s)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "no scope given: --reset-state moves backflow.enriched") || !strings.Contains(warnings[0], "backflow-features-loop to its end") {
+		t.Errorf("warnings %q, want one saying the scope it chose", warnings)
+	}
+	req.Scope = Scope{AllTopics: true}
+	if _, warnings, err := Complete(req, Options{ResetState: true}); err != nil || len(warnings) != 0 {
+		t.Errorf("with --all-topics: %q %v, want no warning", warnings, err)
+	}
+	if _, _, err := Complete(Request{Group: "g", Spec: Spec{Kind: ToEarliest}}, Options{}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("a plain replay without a scope: %v, want refused", err)
+	}
+	for _, tt := range []struct {
+		s    Scope
+		want string
+	}{{Scope{AllTopics: true}, "--all-topics"}, {Scope{Topics: []TopicScope{{Topic: "a"}, {Topic: "b", Partitions: []int32{0, 2}}}}, "--topic a --topic b:0,2"}, {Scope{}, "(none)"}} {
+		if got := tt.s.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.s, got, tt.want)
+		}
+	}
+}

@@ -2,11 +2,13 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // PartitionLag is one partition of a group: committed offset (-1: none), log end, lag.
@@ -66,12 +68,13 @@ func (s GroupStatus) Topics() []TopicLag {
 }
 
 // Status describes groups (all groups when none is named), with their lag, as
-// kafka-consumer-groups --describe does: committed offsets against log ends.
+// kafka-consumer-groups --describe does: committed offsets against log ends. Its errors carry
+// no package prefix: the commands that call it (groups, replay status) say whose they are.
 func Status(ctx context.Context, adm *kadm.Client, groups ...string) ([]GroupStatus, error) {
 	if len(groups) == 0 {
 		lg, err := adm.ListGroups(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("replay: list groups: %w", err)
+			return nil, fmt.Errorf("list groups: %w", err)
 		}
 		groups = lg.Groups()
 	}
@@ -85,7 +88,7 @@ func Status(ctx context.Context, adm *kadm.Client, groups ...string) ([]GroupSta
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("replay: lag: %w", err)
+		return nil, fmt.Errorf("lag: %w", err)
 	}
 	now := time.Now()
 	var out []GroupStatus
@@ -95,7 +98,10 @@ func Status(ctx context.Context, adm *kadm.Client, groups ...string) ([]GroupSta
 			continue
 		}
 		if err := l.Error(); err != nil {
-			return nil, fmt.Errorf("replay: group %s: %w", g, err)
+			if errors.Is(err, kerr.GroupIDNotFound) {
+				return nil, fmt.Errorf("group %s: Kafka knows no such group: %w ('backflow groups' lists them)", g, err)
+			}
+			return nil, fmt.Errorf("group %s: %w", g, err)
 		}
 		st := GroupStatus{Group: g, State: l.State, Time: now}
 		for _, m := range l.Members {
@@ -109,7 +115,7 @@ func Status(ctx context.Context, adm *kadm.Client, groups ...string) ([]GroupSta
 			for p, ml := range ps {
 				pl := PartitionLag{Topic: t, Partition: p, Committed: max(ml.Commit.At, -1), End: ml.End.Offset, Lag: ml.Lag}
 				if ml.Err != nil || pl.Lag < 0 {
-					return nil, fmt.Errorf("replay: group %s: lag of %s:%d: %v", g, t, p, ml.Err)
+					return nil, fmt.Errorf("group %s: lag of %s:%d: %v", g, t, p, ml.Err)
 				}
 				if ml.Member != nil {
 					pl.Member = ml.Member.ClientID

@@ -2,7 +2,9 @@
 // SVG (time series, bars) or a table. No library and no build step: this file is served as is
 // from the binary. Every panel element carries data-state (loading, ok, empty, error),
 // data-points (what it drew) and, for a panel that reads a rollup, data-raw-from (the first
-// minute it read from raw rows), which the browser test reads.
+// minute it read from raw rows), and every health card data-status (ok, warn, bad), which the
+// browser test reads. Every time on the page is written by fmtUTC, in UTC, in one format; a
+// chart's value axis carries the panel's unit.
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -36,24 +38,20 @@ function fmtNum(v, unit) {
   else s = nf.format(v);
   return unit && unit !== "tokens" ? s + " " + unit : s;
 }
-function fmtTime(unix, withDate) {
-  const d = new Date(unix * 1000);
-  const t = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
-  return withDate ? d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + t : t;
+// fmtUTC writes a Unix time as every time on the page is written: in UTC, "HH:MM" (with
+// seconds, "HH:MM:SS") and " UTC", with the ISO date in front unless it is today (UTC). A
+// chart's time axis leaves the zone out of all ticks but the last (zone false).
+function fmtUTC(unix, seconds, zone = true) {
+  const iso = new Date(unix * 1000).toISOString();
+  const t = iso.slice(11, seconds ? 19 : 16) + (zone ? " UTC" : "");
+  return iso.slice(0, 10) === new Date().toISOString().slice(0, 10) ? t : iso.slice(0, 10) + " " + t;
 }
 function fmtCell(v, col) {
   if (v === null || v === undefined) return "–";
-  if (col.type === "time") return new Date(v * 1000).toLocaleString([], { hour12: false });
+  if (col.type === "time") return fmtUTC(v, true);
   if (col.type === "number") return nf.format(v);
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);
-}
-
-// fmtUTC writes a Unix time in UTC, with its date unless it is today (UTC).
-function fmtUTC(unix, seconds) {
-  const iso = new Date(unix * 1000).toISOString();
-  const t = iso.slice(11, seconds ? 19 : 16) + " UTC";
-  return iso.slice(0, 10) === new Date().toISOString().slice(0, 10) ? t : iso.slice(0, 10) + " " + t;
 }
 function fmtSeconds(s) {
   if (s < 120) return s + " s";
@@ -89,22 +87,27 @@ function drawTimeSeries(body, panel, res) {
     if (r[2] !== null) series.get(name).push([r[0], r[2]]);
   }
   const names = [...series.keys()].sort((a, b) => total(series.get(b)) - total(series.get(a)));
-  const W = Math.max(body.clientWidth, 300), H = 210, L = 52, R = 10, T = 8, B = 22;
   const x0 = res.from, x1 = res.to;
   let ymax = 0;
   for (const pts of series.values()) for (const [, v] of pts) ymax = Math.max(ymax, v);
   const ticks = niceTicks(ymax, 4), ytop = ticks[ticks.length - 1] || 1;
+  // The value axis carries the panel's unit on every tick; the margin fits the widest.
+  const ylabels = ticks.map(v => fmtNum(v, panel.unit));
+  const W = Math.max(body.clientWidth, 300), H = 210, R = 10, T = 8, B = 22;
+  const L = Math.max(40, 12 + 6.5 * Math.max(...ylabels.map(l => l.length)));
   const X = t => L + (W - L - R) * (t - x0) / Math.max(x1 - x0, 1);
   const Y = v => T + (H - T - B) * (1 - v / ytop);
   const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, height: H, role: "img", "aria-label": panel.title });
-  for (const v of ticks) {
+  ticks.forEach((v, i) => {
     s.append(svg("line", { class: "gridline", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }));
-    s.append(svg("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, fmtNum(v)));
-  }
-  const span = x1 - x0, withDate = span > 86400;
-  for (let i = 0; i <= 5; i++) {
-    const t = x0 + span * i / 5;
-    s.append(svg("text", { x: X(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle" }, fmtTime(t, withDate)));
+    s.append(svg("text", { class: "ytick", x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, ylabels[i]));
+  });
+  // The time axis: as many ticks as fit, in UTC like every time on the page, the zone on the last.
+  const span = x1 - x0, wide = fmtUTC(x0, false).length > 5 || fmtUTC(x1, false).length > 5;
+  const n = Math.max(1, Math.min(5, Math.floor((W - L - R) / ((wide ? 110 : 60) + 16))));
+  for (let i = 0; i <= n; i++) {
+    const t = x0 + span * i / n;
+    s.append(svg("text", { class: "xtick", x: X(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === n ? "end" : "middle" }, fmtUTC(t, false, i === n)));
   }
   s.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: Y(0), y2: Y(0) }));
   let drawn = 0;
@@ -159,12 +162,25 @@ function drawTable(body, panel, res) {
   const head = el("tr");
   res.columns.forEach(c => head.append(el("th", { class: c.type === "number" ? "num" : "" }, c.name)));
   const tb = el("tbody");
+  const ahead = []; // event lags below 0: events dated after the clock
   for (const r of res.rows) {
     const tr = el("tr");
-    r.forEach((v, i) => tr.append(el("td", { class: res.columns[i].type === "number" ? "num" : "" }, fmtCell(v, res.columns[i]))));
+    r.forEach((v, i) => {
+      const col = res.columns[i];
+      if (col.name === "event_lag_s" && typeof v === "number" && v < 0) {
+        ahead.push(`${r[0]} on ${r[1]}`);
+        tr.append(el("td", { class: "num ahead", "data-col": col.name, title: `${nf.format(v)} s` }, `ahead of the clock by ${fmtSeconds(-v)}`));
+        return;
+      }
+      tr.append(el("td", { class: col.type === "number" ? "num" : "", "data-col": col.name }, fmtCell(v, col)));
+    });
     tb.append(tr);
   }
   body.append(el("div", { class: "tablewrap" }, el("table", {}, el("thead", {}, head), tb)));
+  if (ahead.length > 0) {
+    body.append(el("div", { class: "note ahead-note" }, `Newest event dated after now (${ahead.join(", ")}): its producer's clock runs ahead of ` +
+      "ClickHouse's, or its records carry dates to come (ingest accepts up to 24 h ahead). No lag can be told until the clock passes that date."));
+  }
   return res.rows.length;
 }
 
@@ -214,7 +230,7 @@ async function loadPanel(node, panel, seq) {
 
 // card is one figure of the health strip; raw is the figure as a plain number ("" if unknown).
 function card(cls, k, v, d, id, raw) {
-  const c = el("div", { class: "card " + cls, "data-health": id, "data-value": raw === null || raw === undefined ? "" : String(raw) },
+  const c = el("div", { class: "card " + cls, "data-health": id, "data-status": cls, "data-value": raw === null || raw === undefined ? "" : String(raw) },
     el("div", { class: "k" }, k), el("div", { class: "v" }, v));
   if (d) c.append(el("div", { class: "d" }, d));
   return c;
@@ -226,11 +242,11 @@ async function loadHealth(seq) {
     const h = await getJSON(`/api/health?${rangeQuery()}`);
     if (seq !== state.seq) return;
     const cards = [];
-    for (const g of h.lag) {
+    for (const g of h.lag) { // the server judges each group (JudgeLag): no member reading is not ok
       const known = g.lag !== null && g.lag !== undefined;
-      const cls = !known ? "warn" : g.lag === 0 ? "ok" : g.lag < 10000 ? "warn" : "bad";
-      const detail = g.error ? g.error : `${g.state}, ${g.members} member${g.members === 1 ? "" : "s"}`;
-      cards.push(card(cls, "lag · " + g.group, known ? nf.format(g.lag) : "unknown", detail, "lag", known ? g.lag : null));
+      const members = `${g.state}, ${g.members} member${g.members === 1 ? "" : "s"}`;
+      const detail = g.error ? g.error : g.why ? `${members}: ${g.why}` : members;
+      cards.push(card(g.status || "warn", "lag · " + g.group, known ? nf.format(g.lag) : "unknown", detail, "lag", known ? g.lag : null));
     }
     const dlqKnown = h.dlq !== null && h.dlq !== undefined;
     cards.push(card(!dlqKnown ? "warn" : h.dlq === 0 ? "ok" : "bad", "dead letters in range",
@@ -292,7 +308,7 @@ async function refresh() {
   const panels = state.layout.panels.filter(p => p.section !== "Health");
   await Promise.all([loadHealth(seq), ...panels.map(p => loadPanel(document.getElementById("panel-" + p.id), p, seq))]);
   if (seq === state.seq) {
-    document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString([], { hour12: false });
+    document.getElementById("updated").textContent = "updated " + fmtUTC(Date.now() / 1000, true);
     document.body.dataset.refreshed = String(seq);
   }
 }
