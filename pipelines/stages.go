@@ -23,6 +23,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -314,10 +315,10 @@ func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
 		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		// A table large enough to take long to rebuild (a migration giving it a new key) is
-		// left to backflow migrate: the stage fails with clickhouse.ErrRebuildNeeded.
-		opts := clickhouse.MigrateOptions{RebuildLimit: clickhouse.AutoRebuildRows, Progress: func(s string) { log.Info("migration progress", "status", s) }}
+		// left to backflow migrate: the stage fails with chschema.ErrRebuildNeeded.
+		opts := chschema.MigrateOptions{RebuildLimit: chschema.AutoRebuildRows, Progress: func(s string) { log.Info("migration progress", "status", s) }}
 		if e.conn.ClickHouse.Cluster != "" {
-			reports, err := clickhouse.MigrateClusterWith(mctx, e.conn.ClickHouse, false, opts)
+			reports, err := chschema.MigrateClusterWith(mctx, e.conn.ClickHouse, false, opts)
 			for _, r := range reports {
 				for _, m := range r.Recorded {
 					log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
@@ -325,12 +326,12 @@ func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
 			}
 			return err
 		}
-		db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
+		db, err := chschema.Open(mctx, e.conn.ClickHouse)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
-		applied, err := clickhouse.MigrateWith(mctx, db, opts)
+		applied, err := chschema.MigrateWith(mctx, db, opts)
 		for _, m := range applied {
 			log.Info("applied migration", "version", m.Version, "name", m.Name)
 		}

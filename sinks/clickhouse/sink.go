@@ -19,6 +19,7 @@ import (
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/sinks"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // Stage is the DLQ stage name of the sink.
@@ -28,7 +29,7 @@ const Stage = "sink-clickhouse"
 type RunConfig struct {
 	Kafka      kafka.Conn
 	Registry   avro.Registry
-	ClickHouse Conn
+	ClickHouse chschema.Conn
 	// Logger receives warnings and one line per retry. Default: slog.Default().
 	Logger *slog.Logger
 	// OnFlush, when set, is called after each flush was committed (tests, progress output).
@@ -285,7 +286,7 @@ func (s *Sink) connect(ctx context.Context) error {
 func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	var conn driver.Conn
 	err := s.retry.await(ctx, "clickhouse", IsRetryable, func() (err error) {
-		conn, err = Open(ctx, s.rc.ClickHouse)
+		conn, err = chschema.Open(ctx, s.rc.ClickHouse)
 		return err
 	})
 	return conn, err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // The loop's unit tests: Sink over franz-go's kfake cluster, with a mapping of the test's own
@@ -415,7 +416,7 @@ func TestConnectRetriesAreCounted(t *testing.T) {
 	var logged atomic.Int64
 	log := slog.New(countingHandler{n: &logged})
 	s := newSink(Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond},
-		RunConfig{ClickHouse: Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}, Logger: log}, nil, Stage)
+		RunConfig{ClickHouse: chschema.Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}, Logger: log}, nil, Stage)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := s.openClickHouse(ctx); done <- err }()

@@ -18,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/faultproxy"
 )
 
@@ -191,7 +192,7 @@ func clickhouseReplyLost(ctx context.Context, r *Run) error {
 	// wrote twice, and the raw count would then show no duplicate although the lost replies
 	// hit INSERTs that landed. Merges stay off on this private database's tables (reads
 	// through the views' FINAL still deduplicate).
-	if _, err := clickhouse.Migrate(ctx, r.CH); err != nil {
+	if _, err := chschema.Migrate(ctx, r.CH); err != nil {
 		return err
 	}
 	for _, t := range []string{"inference_results", "gateway_logs", "moderation_hits", "dlq_entries"} {
@@ -232,7 +233,7 @@ func clickhouseReplyLost(ctx context.Context, r *Run) error {
 
 // 4
 func clickhousePermanent(ctx context.Context, r *Run) error {
-	if _, err := clickhouse.Migrate(ctx, r.CH); err != nil {
+	if _, err := chschema.Migrate(ctx, r.CH); err != nil {
 		return err
 	}
 	if err := r.CH.Exec(ctx, `ALTER TABLE inference_results MODIFY COLUMN status Enum8('OK' = 1)`); err != nil {

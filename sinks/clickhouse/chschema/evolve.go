@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"fmt"
@@ -42,13 +42,13 @@ func (e *IncompatibleError) Error() string {
 // ClickHouse changes their type only to add enum values. Any other changed type, or a field
 // added without a default, is an *IncompatibleError.
 func PlanEvolution(table string, was, now []Column, keys ...string) ([]string, error) {
-	stmts, _, err := evolve(table, was, now, keys)
+	stmts, _, err := Evolve(table, was, now, keys)
 	return stmts, err
 }
 
-// evolve is PlanEvolution's statements and the columns the table has after them: was, with
+// Evolve is PlanEvolution's statements and the columns the table has after them: was, with
 // the modified types, then the added columns.
-func evolve(table string, was, now []Column, keys []string) ([]string, []Column, error) {
+func Evolve(table string, was, now []Column, keys []string) ([]string, []Column, error) {
 	next := slices.Clone(was)
 	at := map[string]int{}
 	for i, c := range was {
@@ -68,13 +68,13 @@ func evolve(table string, was, now []Column, keys []string) ([]string, []Column,
 				return nil, nil, &IncompatibleError{Field: c.Field, Column: c.Name, Was: next[i].Type, Now: c.Type, Why: why}
 			}
 			if typ != next[i].Type {
-				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", table, backquote(c.Name), typ))
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN %s %s", table, QuoteIdent(c.Name), typ))
 				next[i].Type = typ
 			}
 		case !c.HasDefault:
 			return nil, nil, &IncompatibleError{Field: c.Field, Column: c.Name}
 		default:
-			stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", table, backquote(c.Name), c.Type))
+			stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", table, QuoteIdent(c.Name), c.Type))
 			next = append(next, c)
 		}
 	}
@@ -224,7 +224,7 @@ func (t TableSpec) orderBy() string {
 		order = append(order, t.TimeKey)
 	}
 	for _, o := range t.OrderBy {
-		order = append(order, backquote(o))
+		order = append(order, QuoteIdent(o))
 	}
 	return "(" + strings.Join(order, ", ") + ")"
 }
@@ -238,9 +238,9 @@ func (t TableSpec) CreateDDL() string {
 		if i == len(t.Columns)-1 {
 			sep = ""
 		}
-		fmt.Fprintf(&b, "    %s %s%s\n", backquote(c.Name), c.Type, sep)
+		fmt.Fprintf(&b, "    %s %s%s\n", QuoteIdent(c.Name), c.Type, sep)
 	}
-	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(%s)\n", backquote(t.Version))
+	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(%s)\n", QuoteIdent(t.Version))
 	if t.PartitionBy != "" {
 		fmt.Fprintf(&b, "PARTITION BY %s\n", t.PartitionBy)
 	}
@@ -256,5 +256,3 @@ func (t TableSpec) RebuildDDL() string {
 	}
 	return fmt.Sprintf("REBUILD TABLE %s PARTITION BY %s ORDER BY %s", t.Name, t.PartitionBy, t.orderBy())
 }
-
-func backquote(name string) string { return "`" + strings.ReplaceAll(name, "`", "\\`") + "`" }

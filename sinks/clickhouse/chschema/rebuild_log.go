@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 // The rebuild's log, RebuildsTable: the plan and progress of each rebuild (one row per planned
 // chunk, one per copied chunk), what a run resumes from, and where a rebuild stands as

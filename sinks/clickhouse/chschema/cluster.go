@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"context"
@@ -83,17 +83,19 @@ func qualify(body, db string, names map[string]bool) string {
 		if !names[m[3]] {
 			return s
 		}
-		return m[1] + m[2] + quoteIdent(db) + "." + m[3]
+		return m[1] + m[2] + QuoteIdent(db) + "." + m[3]
 	})
 }
 
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "\\`") + "`" }
+// QuoteIdent quotes a table or column name for a statement: `name`, a backquote inside
+// escaped.
+func QuoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "\\`") + "`" }
 
 // clusterStatements rewrites one statement of a migration for cluster on database db with
 // the ZooKeeper path template zkPath; names are the migrations' tables and views (objectNames).
 func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) ([]clusterStmt, error) {
 	on := " ON CLUSTER " + cluster
-	q := quoteIdent(db) + "."
+	q := QuoteIdent(db) + "."
 	if m := createTable.FindStringSubmatch(stmt); m != nil {
 		name, cols, engine, args, rest := m[1], m[2], m[3], strings.TrimSpace(m[4]), m[5]
 		local := name + LocalSuffix
@@ -108,7 +110,7 @@ func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) 
 		}
 		return []clusterStmt{
 			{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s%s (%s) ENGINE = Replicated%s(%s)%s", q, local, on, cols, engine, repArgs, rest)},
-			{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s%s AS %s%s ENGINE = Distributed(%s, %s, %s, %s)", q, name, on, q, local, cluster, quoteIdent(db), local, key)},
+			{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s%s AS %s%s ENGINE = Distributed(%s, %s, %s, %s)", q, name, on, q, local, cluster, QuoteIdent(db), local, key)},
 		}, nil
 	}
 	if m := createView.FindStringSubmatchIndex(stmt); m != nil {
@@ -161,7 +163,7 @@ func shardingKey(cols, rest string) (string, error) {
 	}
 	for i, c := range keys {
 		if !hashable(columnType(cols, c)) {
-			keys[i] = "toString(" + quoteIdent(c) + ")"
+			keys[i] = "toString(" + QuoteIdent(c) + ")"
 		}
 	}
 	return "cityHash64(" + strings.Join(keys, ", ") + ")", nil

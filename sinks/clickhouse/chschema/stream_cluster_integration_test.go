@@ -1,4 +1,4 @@
-package clickhouse_test
+package chschema_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // TestStreamTableOnTheCluster: on the 2 x 2 cluster stack, a stream's plan creates a replicated
@@ -21,36 +21,36 @@ func TestStreamTableOnTheCluster(t *testing.T) {
 	c, hosts := clusterDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := clickhouse.Open(ctx, c)
+	conn, err := chschema.Open(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	schema := func(name string) avro.Schema {
-		b, err := os.ReadFile("../../deploy/streams/" + name)
+		b, err := os.ReadFile("../../../deploy/streams/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return avro.MustParse(string(b))
 	}
 	// The built-in migrations make stream_migrations, where each applied plan is recorded.
-	if _, err := clickhouse.MigrateCluster(ctx, c, false); err != nil {
+	if _, err := chschema.MigrateCluster(ctx, c, false); err != nil {
 		t.Fatal(err)
 	}
-	sc := clickhouse.StreamConfig{Name: "agent-task-event", Topic: "agent-task-event", DedupeKey: "event_id", EventTime: "event_time"}
-	eval := clickhouse.StreamConfig{Name: "eval-score", Topic: "eval-score", DedupeKey: "eval_id", EventTime: "event_time"}
+	sc := chschema.StreamConfig{Name: "agent-task-event", Topic: "agent-task-event", DedupeKey: "event_id", EventTime: "event_time"}
+	eval := chschema.StreamConfig{Name: "eval-score", Topic: "eval-score", DedupeKey: "eval_id", EventTime: "event_time"}
 	for i, step := range []struct {
-		sc      clickhouse.StreamConfig
+		sc      chschema.StreamConfig
 		file    string
 		version uint32 // the version the plan is recorded as (0: nothing to apply)
 	}{{sc, "agent-task-event.avsc", 1}, {sc, "agent-task-event.v2.avsc", 2}, {sc, "agent-task-event.v2.avsc", 0},
 		{eval, "eval-score.avsc", 1}, {eval, "eval-score.v2.avsc", 2}, {eval, "eval-score.v2.avsc", 0}} {
-		p, err := clickhouse.PlanStream(ctx, conn, step.sc, schema(step.file), 100+i, clickhouse.Capabilities{})
+		p, err := chschema.PlanStream(ctx, conn, step.sc, schema(step.file), 100+i, chschema.Capabilities{})
 		if err != nil {
 			t.Fatalf("%s: %v", step.file, err)
 		}
 		t.Logf("%s: %s, %d statements", step.file, p.Change(), len(p.Statements))
-		v, err := clickhouse.ApplyStream(ctx, c, p)
+		v, err := chschema.ApplyStream(ctx, c, p)
 		if err != nil {
 			t.Fatalf("%s: %v", step.file, err)
 		}
@@ -61,7 +61,7 @@ func TestStreamTableOnTheCluster(t *testing.T) {
 	for _, h := range hosts {
 		hc := c
 		hc.Addr, hc.Cluster = h, ""
-		hconn, err := clickhouse.Open(ctx, hc)
+		hconn, err := chschema.Open(ctx, hc)
 		if err != nil {
 			t.Fatal(err)
 		}

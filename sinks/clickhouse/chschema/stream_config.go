@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"errors"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/backflowhq/backflow/internal/conf"
 )
+
+// kafkaName is what Kafka takes as a topic or group name.
+var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // A declared stream: any Avro topic into a table derived from its subject's schema
 // (derive.go), with the built-in sink's batching, retries, DLQ, ledger and commits (Sink).
@@ -275,7 +278,7 @@ func missing(all []Column, field string) string {
 // event time, partitioned by its day and sorted by its minute first (its day for a date).
 func (c StreamConfig) Spec(cols []Column) TableSpec {
 	c = c.WithDefaults()
-	t := TableSpec{Name: c.Table, Columns: append(slices.Clone(cols), c.meta()...), Version: ColOffset}
+	t := TableSpec{Name: c.Table, Columns: append(slices.Clone(cols), c.MetaColumns()...), Version: ColOffset}
 	if key, ok := columnOf(cols, c.DedupeKey); ok {
 		t.OrderBy = []string{key.Name}
 		if c.DedupeWindow > 0 {
@@ -285,16 +288,18 @@ func (c StreamConfig) Spec(cols []Column) TableSpec {
 		t.OrderBy = []string{ColPartition, ColOffset}
 	}
 	if ev, ok := columnOf(cols, c.EventTime); ok {
-		t.PartitionBy = "toYYYYMMDD(" + backquote(ev.Name) + ")"
-		t.TimeKey = "toStartOfMinute(" + backquote(ev.Name) + ")"
+		t.PartitionBy = "toYYYYMMDD(" + QuoteIdent(ev.Name) + ")"
+		t.TimeKey = "toStartOfMinute(" + QuoteIdent(ev.Name) + ")"
 		if ev.Type == "Date" {
-			t.TimeKey = backquote(ev.Name)
+			t.TimeKey = QuoteIdent(ev.Name)
 		}
 	}
 	return t
 }
 
-func (c StreamConfig) meta() []Column {
+// MetaColumns are the columns every row of the stream's table has besides its schema's: where
+// the record came from, and the dedupe window and sensitive words when configured.
+func (c StreamConfig) MetaColumns() []Column {
 	m := []Column{{Name: ColPartition, Type: "Int32"}, {Name: ColOffset, Type: "UInt64"}, {Name: ColSchemaID, Type: "UInt32"}}
 	if c.DedupeWindow > 0 {
 		m = append(m, Column{Name: ColWindow, Type: "UInt64"})
@@ -311,12 +316,12 @@ func (c StreamConfig) ViewDDL() string {
 	return "CREATE VIEW IF NOT EXISTS " + c.View() + " AS SELECT * FROM " + c.Table + " FINAL"
 }
 
-// viewAfter is stmts, which add or modify columns, followed by what re-creates the view over the table:
+// ViewAfter is stmts, which add or modify columns, followed by what re-creates the view over the table:
 // a view lists the columns its table had when it was created (ClickHouse 18.16 expands the *
 // then, and refuses to ALTER a view), so it is dropped and created again to show the new
 // columns and types. Readers of the view may
 // see it missing for that moment.
-func (c StreamConfig) viewAfter(stmts []string) []string {
+func (c StreamConfig) ViewAfter(stmts []string) []string {
 	if len(stmts) == 0 {
 		return nil
 	}

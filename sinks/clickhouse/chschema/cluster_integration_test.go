@@ -1,4 +1,4 @@
-package clickhouse_test
+package chschema_test
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // clusterDB creates a database of its own for t on every host of the cluster stack
 // (ON CLUSTER), drops it on every host when t ends, and returns a Conn in cluster mode on it.
-func clusterDB(t *testing.T) (clickhouse.Conn, []string) {
+func clusterDB(t *testing.T) (chschema.Conn, []string) {
 	t.Helper()
 	testenv.Integration(t)
 	cl := testenv.Cluster(t)
@@ -27,7 +27,7 @@ func clusterDB(t *testing.T) (clickhouse.Conn, []string) {
 	db := testenv.ID("it_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: hosts[0]})
+	admin, err := chschema.Open(ctx, chschema.Conn{Addr: hosts[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +36,14 @@ func clusterDB(t *testing.T) (clickhouse.Conn, []string) {
 		t.Fatal(err)
 	}
 	testenv.AtEnd(t, "drop database "+db+" on cluster "+name, func(ctx context.Context) error {
-		conn, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: hosts[0]})
+		conn, err := chschema.Open(ctx, chschema.Conn{Addr: hosts[0]})
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
 		return conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s ON CLUSTER %s", db, name))
 	})
-	return clickhouse.Conn{Addr: hosts[0], Database: db, Cluster: name}, hosts
+	return chschema.Conn{Addr: hosts[0], Database: db, Cluster: name}, hosts
 }
 
 func queryUint(t *testing.T, ctx context.Context, conn driver.Conn, q string, args ...any) uint64 {
@@ -65,11 +65,11 @@ func TestMigrateCluster(t *testing.T) {
 	cfg, hosts := clusterDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	all, err := clickhouse.Migrations()
+	all, err := chschema.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reports, err := clickhouse.MigrateCluster(ctx, cfg, true)
+	reports, err := chschema.MigrateCluster(ctx, cfg, true)
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
@@ -78,7 +78,7 @@ func TestMigrateCluster(t *testing.T) {
 			t.Errorf("dry run, host %s: pending %d, recorded %d; want %d and 0", r.Addr, len(r.Pending), len(r.Recorded), len(all))
 		}
 	}
-	reports, err = clickhouse.MigrateCluster(ctx, cfg, false)
+	reports, err = chschema.MigrateCluster(ctx, cfg, false)
 	if err != nil {
 		t.Fatalf("first migrate: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestMigrateCluster(t *testing.T) {
 			t.Errorf("host %s: had %d, recorded %d; want 0 and %d", r.Addr, r.Had, len(r.Recorded), len(all))
 		}
 	}
-	reports, err = clickhouse.MigrateCluster(ctx, cfg, false)
+	reports, err = chschema.MigrateCluster(ctx, cfg, false)
 	if err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestMigrateCluster(t *testing.T) {
 	for i, h := range hosts {
 		c := cfg
 		c.Addr = h
-		if conns[i], err = clickhouse.Open(ctx, c); err != nil {
+		if conns[i], err = chschema.Open(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		defer conns[i].Close()
@@ -190,7 +190,7 @@ func TestMigrateCluster(t *testing.T) {
 	// A cluster the server does not define is an error that names it, before anything runs.
 	bad := cfg
 	bad.Cluster = "no_such_cluster"
-	if _, err := clickhouse.MigrateCluster(ctx, bad, false); err == nil || !strings.Contains(err.Error(), `"no_such_cluster" is not in the server's system.clusters`) {
+	if _, err := chschema.MigrateCluster(ctx, bad, false); err == nil || !strings.Contains(err.Error(), `"no_such_cluster" is not in the server's system.clusters`) {
 		t.Fatalf("migrate on an unknown cluster: %v, want it named as not in system.clusters", err)
 	}
 }

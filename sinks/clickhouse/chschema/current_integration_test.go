@@ -1,12 +1,8 @@
-package clickhouse
+package chschema_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -19,65 +15,11 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/rollup"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/test/chdb"
 	"github.com/backflowhq/backflow/test/testenv"
 )
-
-// currentEngine is a current ClickHouse (chDB, in-process, from PyPI) reached through
-// deploy/clickhouse-current/run.py, with its data in a folder of the test's own.
-type currentEngine struct {
-	t       *testing.T
-	python  string
-	script  string
-	session string
-}
-
-func newCurrentEngine(t *testing.T) *currentEngine {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "deploy", "clickhouse-current", "setup.sh"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("deploy/clickhouse-current/setup.sh failed (%v) after %v: a current ClickHouse is needed for this test\n%s", err, time.Since(start), stderr.String())
-	}
-	t.Logf("setup.sh took %v", time.Since(start).Round(time.Millisecond))
-	return &currentEngine{t: t, python: string(bytes.TrimSpace(out)),
-		script: filepath.Join(root, "deploy", "clickhouse-current", "run.py"), session: t.TempDir()}
-}
-
-// run executes stmts in order and returns the server version and each statement's rows.
-func (e *currentEngine) run(stmts ...string) (string, [][][]any) {
-	e.t.Helper()
-	req, _ := json.Marshal(map[string]any{"session": e.session, "statements": stmts})
-	cmd := exec.Command(e.python, e.script)
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var res struct {
-		Version   string    `json:"version"`
-		Results   [][][]any `json:"results"`
-		Error     string    `json:"error"`
-		Statement int       `json:"statement"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber() // keep 64-bit integers exact and printed as ClickHouse printed them
-	if jerr := dec.Decode(&res); jerr != nil || err != nil || res.Error != "" {
-		stmt := ""
-		if res.Error != "" {
-			stmt = stmts[res.Statement]
-		}
-		e.t.Fatalf("run.py: %v %v %s\nstatement: %s\n%s", err, jerr, res.Error, stmt, stderr.String())
-	}
-	return res.Version, res.Results
-}
 
 // TestMigrationsOnCurrentClickHouse renders every migration for the version a current ClickHouse
 // reports (chDB 26.9), runs them there twice (the second run must change nothing), checks that
@@ -86,21 +28,21 @@ func (e *currentEngine) run(stmts ...string) (string, [][][]any) {
 // It fails, not skips, when chDB cannot be installed.
 func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 	testenv.Integration(t)
-	eng := newCurrentEngine(t)
-	raw, _ := eng.run("SELECT 1")
-	v, err := ParseServerVersion(raw)
+	eng := chdb.New(t)
+	raw, _ := eng.Run("SELECT 1")
+	v, err := chschema.ParseServerVersion(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	caps := v.Capabilities()
-	if caps != (Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}) {
+	if caps != (chschema.Capabilities{TTL: true, LowCardinality: true, DateTime64: true, AddColumnIfNotExists: true}) {
 		t.Fatalf("ClickHouse %s has %v; this test needs a server with every capability", v.Raw, caps)
 	}
-	ms, err := MigrationsFor(caps)
+	ms, err := chschema.MigrationsFor(caps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if waiting, _ := WaitingFor(caps); len(waiting) != 0 {
+	if waiting, _ := chschema.WaitingFor(caps); len(waiting) != 0 {
 		t.Fatalf("%d migrations wait on a server with every capability", len(waiting))
 	}
 	// The engine's own statements run as the engine runs them on empty tables: a REBUILD is its
@@ -110,23 +52,23 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 		n := 0
 		for _, m := range ms {
 			for _, stmt := range m.Statements {
-				if isBackfill(stmt) {
+				if chschema.IsBackfill(stmt) {
 					continue
 				}
-				if rb, ok := parseRebuild(m.Version, stmt); ok {
-					_, res := eng.run(fmt.Sprintf("SELECT create_table_query, sorting_key FROM system.tables WHERE database = currentDatabase() AND name = '%s'", rb.Table))
-					if sameKey(res[0][0][1].(string), rb.OrderBy) {
+				if rb, ok := chschema.ParseRebuild(m.Version, stmt); ok {
+					_, res := eng.Run(fmt.Sprintf("SELECT create_table_query, sorting_key FROM system.tables WHERE database = currentDatabase() AND name = '%s'", rb.Table))
+					if chschema.SameKey(res[0][0][1].(string), rb.OrderBy) {
 						continue
 					}
-					rebuild, err := emptyRebuild(rb, res[0][0][0].(string))
+					rebuild, err := chschema.EmptyRebuild(rb, res[0][0][0].(string))
 					if err != nil {
 						t.Fatal(err)
 					}
-					eng.run(rebuild...)
+					eng.Run(rebuild...)
 					n += len(rebuild)
 					continue
 				}
-				eng.run(stmt)
+				eng.Run(stmt)
 				n++
 			}
 		}
@@ -136,7 +78,7 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 	migrate() // every statement is safe to run again
 	t.Logf("ClickHouse %s (%v): %d migrations, %d statements, applied twice", v.Raw, caps, len(ms), n)
 
-	_, res := eng.run(
+	_, res := eng.Run(
 		"SELECT table, name, type FROM system.columns WHERE database = currentDatabase() ORDER BY table, position",
 		"SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' ORDER BY name",
 	)
@@ -149,11 +91,11 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 		types[tbl][col] = typ
 	}
 	for tbl, cols := range map[string]map[string]string{
-		TableInference: {"model": "LowCardinality(String)", "verdict": "LowCardinality(String)", "event_time": "DateTime64(3)", "ingest_time": "DateTime64(3)", "request_id": "String", "error": "Nullable(String)"},
-		TableGateway:   {"tenant_id": "LowCardinality(String)", "event_time": "DateTime64(3)", "phase": "String"},
-		TableHits:      {"category": "LowCardinality(String)", "event_time": "DateTime64(3)"},
-		TableLedger:    {"group": "String", "flushed_at": "DateTime"},
-		"dlq_entries":  {"class": "LowCardinality(String)", "error_time": "DateTime64(3)", "origin_time": "DateTime64(3)"},
+		clickhouse.TableInference: {"model": "LowCardinality(String)", "verdict": "LowCardinality(String)", "event_time": "DateTime64(3)", "ingest_time": "DateTime64(3)", "request_id": "String", "error": "Nullable(String)"},
+		clickhouse.TableGateway:   {"tenant_id": "LowCardinality(String)", "event_time": "DateTime64(3)", "phase": "String"},
+		clickhouse.TableHits:      {"category": "LowCardinality(String)", "event_time": "DateTime64(3)"},
+		clickhouse.TableLedger:    {"group": "String", "flushed_at": "DateTime"},
+		"dlq_entries":             {"class": "LowCardinality(String)", "error_time": "DateTime64(3)", "origin_time": "DateTime64(3)"},
 	} {
 		for col, want := range cols {
 			if got := types[tbl][col]; got != want {
@@ -186,11 +128,11 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 	gw := avro.EnrichedRecord{RequestID: "req-1", SourceTopic: avro.TopicGatewayLog, SourcePartition: 0, SourceOffset: 9, Epoch: 1,
 		IngestTime: evt, Gateway: &avro.GatewayLog{RequestID: "req-1", Phase: avro.PhaseResponse, EventTime: evt.Add(3 * time.Millisecond),
 			TenantID: "tenant-007", UserID: "user-00001", Model: "model-01", StatusCode: 500, LatencyMs: 423}}
-	var inf []InferenceRow
-	var gws []GatewayRow
-	var hits []HitRow
+	var inf []clickhouse.InferenceRow
+	var gws []clickhouse.GatewayRow
+	var hits []clickhouse.HitRow
 	for _, rec := range []*avro.EnrichedRecord{&base, &base, &gw, &replay} {
-		rows, err := MapRecord(rec)
+		rows, err := clickhouse.MapRecord(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,28 +144,28 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 		}
 		hits = append(hits, rows.Hits...)
 	}
-	ledger := []LedgerRow{{BatchID: "b1", Group: "g", Topic: "backflow.enriched", Partition: 1, MinOffset: 0, MaxOffset: 3, Rows: 4, HitRows: 3, Epoch: 2, FlushedAt: evt.Truncate(time.Second)}}
-	dlqRows := []DLQRow{{DLQTopic: "backflow.dlq", DLQPartition: 0, DLQOffset: 5, OriginTopic: avro.TopicGatewayLog, OriginTime: evt,
+	ledger := []clickhouse.LedgerRow{{BatchID: "b1", Group: "g", Topic: "backflow.enriched", Partition: 1, MinOffset: 0, MaxOffset: 3, Rows: 4, HitRows: 3, Epoch: 2, FlushedAt: evt.Truncate(time.Second)}}
+	dlqRows := []clickhouse.DLQRow{{DLQTopic: "backflow.dlq", DLQPartition: 0, DLQOffset: 5, OriginTopic: avro.TopicGatewayLog, OriginTime: evt,
 		Stage: "ingest", Class: "corrupt", Message: "body ends early", ErrorTime: evt.Add(time.Second), RecordKey: "req-9", ValueBytes: 17, Version: 5}}
 	dir := t.TempDir()
 	var loads []string
 	for _, tbl := range []struct {
 		name string
 		rows any
-	}{{TableInference, inf[:2]}, {TableInference, inf[2:]}, {TableGateway, gws}, {TableHits, hits[:2]}, {TableHits, hits[2:]},
-		{TableLedger, ledger}, {"dlq_entries", dlqRows}} {
+	}{{clickhouse.TableInference, inf[:2]}, {clickhouse.TableInference, inf[2:]}, {clickhouse.TableGateway, gws}, {clickhouse.TableHits, hits[:2]}, {clickhouse.TableHits, hits[2:]},
+		{clickhouse.TableLedger, ledger}, {"dlq_entries", dlqRows}} {
 		file := filepath.Join(dir, fmt.Sprintf("%d.native", len(loads)))
 		sql := nativeBlock(t, file, tbl.rows, types[tbl.name])
-		loads = append(loads, strings.Replace(insertSQL(tbl.name, reflect.ValueOf(tbl.rows).Index(0).Interface()), " VALUES",
+		loads = append(loads, strings.Replace(chschema.InsertSQL(tbl.name, reflect.ValueOf(tbl.rows).Index(0).Interface()), " VALUES",
 			fmt.Sprintf(" SELECT %s FROM file('%s', 'Native')", sql, file), 1))
 	}
-	eng.run(loads...)
-	_, res = eng.run(
-		"SELECT count() BETWEEN 1 AND 3 FROM "+TableInference, // three writes in two parts; merges may have run
-		"SELECT count(), any(epoch), any(source_offset), any(toUnixTimestamp64Milli(event_time)), any(toUnixTimestamp64Milli(ingest_time)), any(model), any(error), any(labels) FROM "+ViewInference,
-		"SELECT count(), any(toUnixTimestamp64Milli(event_time)), any(tenant_id), any(status_code) FROM "+ViewGateway,
-		"SELECT count() FROM "+ViewModerations,
-		"SELECT count(), sum(rows) FROM "+TableLedger,
+	eng.Run(loads...)
+	_, res = eng.Run(
+		"SELECT count() BETWEEN 1 AND 3 FROM "+clickhouse.TableInference, // three writes in two parts; merges may have run
+		"SELECT count(), any(epoch), any(source_offset), any(toUnixTimestamp64Milli(event_time)), any(toUnixTimestamp64Milli(ingest_time)), any(model), any(error), any(labels) FROM "+clickhouse.ViewInference,
+		"SELECT count(), any(toUnixTimestamp64Milli(event_time)), any(tenant_id), any(status_code) FROM "+clickhouse.ViewGateway,
+		"SELECT count() FROM "+clickhouse.ViewModerations,
+		"SELECT count(), sum(rows) FROM "+clickhouse.TableLedger,
 		"SELECT count(), any(class), any(toUnixTimestamp64Milli(origin_time)) FROM v_dlq_entries",
 	)
 	got := fmt.Sprint(res[0][0], res[1][0], res[2][0], res[3][0], res[4][0], res[5][0])
@@ -251,7 +193,7 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 	for _, src := range rollup.Sources() {
 		roll = append(roll, rollup.WatermarkSQL(src, minute.Add(time.Minute)))
 	}
-	eng.run(roll...)
+	eng.Run(roll...)
 	var checks []string
 	macros := strings.NewReplacer("$__fromTime", fmt.Sprintf("toDateTime(%d)", minute.Add(-time.Hour).Unix()), "$__toTime", fmt.Sprintf("toDateTime(%d)", minute.Add(time.Hour).Unix()))
 	for _, r := range rollup.All {
@@ -259,7 +201,7 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 		checks = append(checks, macros.Replace(fmt.Sprintf("SELECT toUInt64(sum(%s)) FROM %s", m, r.Range("1"))),
 			fmt.Sprintf("SELECT toUInt64(sum(%s)) FROM v_%s_minute", m, r.Name))
 	}
-	_, res = eng.run(checks...)
+	_, res = eng.Run(checks...)
 	for i, r := range rollup.All {
 		got, want := fmt.Sprint(res[2*i]), fmt.Sprint(res[2*i+1])
 		if got != want || want == "[[0]]" {

@@ -1,4 +1,4 @@
-package clickhouse_test
+package chschema_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
-var timeKey = clickhouse.Rebuild{Version: 99, Table: "inference_results", PartitionBy: "toYYYYMMDD(event_time)",
+var timeKey = chschema.Rebuild{Version: 99, Table: "inference_results", PartitionBy: "toYYYYMMDD(event_time)",
 	OrderBy: "(toStartOfMinute(event_time), source_topic, request_id)", ChunkRows: 4000}
 
 // fingerprint is what must not change in a rebuild: the row count, raw and deduplicated, and a
@@ -49,7 +49,7 @@ func TestRebuildKeepsEveryRow(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := clickhouse.MigrateWith(ctx, conn, clickhouse.MigrateOptions{UpTo: 15}); err != nil { // the layout before 0016
+	if _, err := chschema.MigrateWith(ctx, conn, chschema.MigrateOptions{UpTo: 15}); err != nil { // the layout before 0016
 		t.Fatal(err)
 	}
 	for ver, keep := range map[int]string{1: "1", 2: "number % 4 = 0"} {
@@ -62,16 +62,16 @@ FROM numbers(12000) WHERE %s`, ver, ver, keep)); err != nil {
 	before := fingerprint(t, conn, "inference_results")
 	oldKey := sortingKey(t, conn, "inference_results")
 
-	st, err := clickhouse.RebuildStatus(ctx, conn, timeKey)
+	st, err := chschema.RebuildStatus(ctx, conn, timeKey)
 	if err != nil || st.Done || st.Rows != 15000 || st.Chunks != 0 {
 		t.Fatalf("status before: %+v, %v", st, err)
 	}
-	if err := clickhouse.RunRebuild(ctx, conn, timeKey, 10000, nil); !errors.Is(err, clickhouse.ErrRebuildNeeded) {
+	if err := chschema.RunRebuild(ctx, conn, timeKey, 10000, nil); !errors.Is(err, chschema.ErrRebuildNeeded) {
 		t.Fatalf("a rebuild of 15,000 rows with a limit of 10,000: %v, want ErrRebuildNeeded", err)
 	}
 
 	stop, cancelRun := context.WithCancel(ctx)
-	err = clickhouse.RunRebuild(stop, conn, timeKey, 0, func(s clickhouse.RebuildState) {
+	err = chschema.RunRebuild(stop, conn, timeKey, 0, func(s chschema.RebuildState) {
 		if s.Copied == 2 {
 			cancelRun()
 		}
@@ -79,7 +79,7 @@ FROM numbers(12000) WHERE %s`, ver, ver, keep)); err != nil {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("first run: %v, want it stopped after two chunks", err)
 	}
-	st, err = clickhouse.RebuildStatus(ctx, conn, timeKey)
+	st, err = chschema.RebuildStatus(ctx, conn, timeKey)
 	if err != nil || st.Done || st.Copied != 2 || st.Chunks < 6 {
 		t.Fatalf("status after two chunks: %+v, %v; want 2 copied of at least 6", st, err)
 	}
@@ -88,7 +88,7 @@ FROM numbers(12000) WHERE %s`, ver, ver, keep)); err != nil {
 	if err := conn.Exec(ctx, "INSERT INTO inference_results_rebuild SELECT * FROM inference_results WHERE toYYYYMM(event_time) = 202611 AND request_id < '5'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := clickhouse.RunRebuild(ctx, conn, timeKey, 0, nil); err != nil {
+	if err := chschema.RunRebuild(ctx, conn, timeKey, 0, nil); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 
@@ -108,12 +108,12 @@ FROM numbers(12000) WHERE %s`, ver, ver, keep)); err != nil {
 	if err := conn.QueryRow(ctx, "SELECT count() FROM v_inference_results").Scan(&viewRows); err != nil || viewRows != 12000 {
 		t.Fatalf("v_inference_results: %d rows (%v), want 12000", viewRows, err)
 	}
-	st, err = clickhouse.RebuildStatus(ctx, conn, timeKey)
+	st, err = chschema.RebuildStatus(ctx, conn, timeKey)
 	if err != nil || !st.Done {
 		t.Fatalf("status after: %+v, %v", st, err)
 	}
 	// Once rebuilt, a run does nothing.
-	if err := clickhouse.RunRebuild(ctx, conn, timeKey, 0, nil); err != nil {
+	if err := chschema.RunRebuild(ctx, conn, timeKey, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := fingerprint(t, conn, "inference_results"); after != before {
@@ -128,7 +128,7 @@ func TestRebuildRefusesATableThatChanged(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := clickhouse.MigrateWith(ctx, conn, clickhouse.MigrateOptions{UpTo: 15}); err != nil { // the layout before 0016
+	if _, err := chschema.MigrateWith(ctx, conn, chschema.MigrateOptions{UpTo: 15}); err != nil { // the layout before 0016
 		t.Fatal(err)
 	}
 	insert := func(from, n int) {
@@ -139,21 +139,21 @@ SELECT 'inf', toString(number), toDateTime('2026-10-01 00:00:00') + number * 60,
 	}
 	insert(0, 9000)
 	stop, cancelRun := context.WithCancel(ctx)
-	_ = clickhouse.RunRebuild(stop, conn, timeKey, 0, func(s clickhouse.RebuildState) { cancelRun() })
+	_ = chschema.RunRebuild(stop, conn, timeKey, 0, func(s chschema.RebuildState) { cancelRun() })
 	insert(9000, 10)
-	err := clickhouse.RunRebuild(ctx, conn, timeKey, 0, nil)
-	if !errors.Is(err, clickhouse.ErrRebuildSourceChanged) {
+	err := chschema.RunRebuild(ctx, conn, timeKey, 0, nil)
+	if !errors.Is(err, chschema.ErrRebuildSourceChanged) {
 		t.Fatalf("rebuild of a table that changed: %v, want ErrRebuildSourceChanged", err)
 	}
 	t.Logf("refused: %v", err)
 	// The plan is forgotten by the time the refusal returns (a DELETE is applied in the
 	// background): a run started now must not skip chunks the dropped copy had.
 	var left uint64
-	if err := conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+clickhouse.RebuildsTable+" WHERE table_name = 'inference_results'").Scan(&left); err != nil || left != 0 {
+	if err := conn.QueryRow(ctx, "SELECT toUInt64(count()) FROM "+chschema.RebuildsTable+" WHERE table_name = 'inference_results'").Scan(&left); err != nil || left != 0 {
 		t.Fatalf("the refused rebuild's log still holds %d rows (%v)", left, err)
 	}
 	before := fingerprint(t, conn, "inference_results")
-	if err := clickhouse.RunRebuild(ctx, conn, timeKey, 0, nil); err != nil {
+	if err := chschema.RunRebuild(ctx, conn, timeKey, 0, nil); err != nil {
 		t.Fatalf("rebuild again: %v", err)
 	}
 	if after := fingerprint(t, conn, "inference_results"); after != before || sortingKey(t, conn, "inference_results") == "source_topic, request_id" {

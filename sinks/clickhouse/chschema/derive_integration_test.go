@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/hamba/avro/v2"
 
+	"github.com/backflowhq/backflow/test/chdb"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -76,7 +77,7 @@ func TestDerivedTableOnTheServers(t *testing.T) {
 	}
 	names := make([]string, len(spec.Columns))
 	for i, c := range spec.Columns {
-		names[i] = backquote(c.Name)
+		names[i] = QuoteIdent(c.Name)
 	}
 	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+spec.Name+" ("+strings.Join(names, ", ")+") VALUES")
 	if err != nil {
@@ -131,8 +132,8 @@ func TestDerivedTableOnTheServers(t *testing.T) {
 	}
 	curSpec := TableSpec{Name: "agent_task_event", Columns: append(cur, Column{Name: "_offset", Type: "UInt64"}),
 		OrderBy: []string{"task_id"}, Version: "_offset", PartitionBy: "toYYYYMM(event_time)"}
-	eng := newCurrentEngine(t)
-	_, res := eng.run(curSpec.CreateDDL(), "SELECT name, type FROM system.columns WHERE table = 'agent_task_event' ORDER BY position")
+	eng := chdb.New(t)
+	_, res := eng.Run(curSpec.CreateDDL(), "SELECT name, type FROM system.columns WHERE table = 'agent_task_event' ORDER BY position")
 	rows := res[1]
 	if len(rows) != len(curSpec.Columns) {
 		t.Fatalf("%d columns on the current server, %d derived: %v", len(rows), len(curSpec.Columns), rows)

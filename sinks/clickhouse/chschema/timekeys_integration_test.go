@@ -1,4 +1,4 @@
-package clickhouse_test
+package chschema_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -21,7 +21,7 @@ func TestLastHourReadsItsOwnRows(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	const perHour = 20000

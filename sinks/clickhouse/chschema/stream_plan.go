@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 		return p, err
 	}
 	var last uint32
-	if ok, err := tableExists(ctx, conn, StreamMigrationsTable); err != nil {
+	if ok, err := TableExists(ctx, conn, StreamMigrationsTable); err != nil {
 		return p, err
 	} else if ok { // absent before the built-in migrations ran (a first migrate --dry-run)
 		if last, err = lastStreamVersion(ctx, conn, c.Name); err != nil {
@@ -101,7 +101,7 @@ func PlanStream(ctx context.Context, conn driver.Conn, c StreamConfig, schema ha
 		if err != nil {
 			return p, fmt.Errorf("stream %s: table %s: %w", c.Name, c.Table, err)
 		}
-		p.Statements = c.viewAfter(stmts)
+		p.Statements = c.ViewAfter(stmts)
 		// A table made before streams were keyed for time gets its new key (rebuild.go).
 		if rb := spec.RebuildDDL(); rb != "" {
 			// In cluster mode the table is Distributed (no sorting key) over <table>_local.

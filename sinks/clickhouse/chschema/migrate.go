@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"context"
@@ -171,6 +171,10 @@ var addColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+A
 
 // modifyColumn matches an ALTER TABLE ... MODIFY COLUMN: the table, the column, its new type.
 var modifyColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+MODIFY\\s+COLUMN\\s+`?([A-Za-z0-9_]+)`?\\s+(.+?)\\s*$")
+
+// IsModifyColumn reports whether stmt is an ALTER TABLE ... MODIFY COLUMN, which changes the
+// type of rows already decoded for the table.
+func IsModifyColumn(stmt string) bool { return modifyColumn.MatchString(stmt) }
 
 // oneServer is stmt as one server runs it: an ADD COLUMN names its column for the
 // already-there check; any other statement runs as it is.

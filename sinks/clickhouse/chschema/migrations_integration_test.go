@@ -1,4 +1,4 @@
-package clickhouse_test
+package chschema_test
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // testDB creates a database of its own for t on the real ClickHouse, drops it in Cleanup, and
 // returns a Config pointing at it with a connection open on it.
-func testDB(t *testing.T) (clickhouse.Conn, driver.Conn) {
+func testDB(t *testing.T) (chschema.Conn, driver.Conn) {
 	t.Helper()
 	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -29,38 +30,38 @@ func TestMigrateTwice(t *testing.T) {
 	cfg, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	all, err := clickhouse.Migrations()
+	all, err := chschema.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending, err := clickhouse.Pending(ctx, conn)
+	pending, err := chschema.Pending(ctx, conn)
 	if err != nil || len(pending) != len(all) {
 		t.Fatalf("pending on an empty database: %d (%v), want %d", len(pending), err, len(all))
 	}
-	first, err := clickhouse.Migrate(ctx, conn)
+	first, err := chschema.Migrate(ctx, conn)
 	if err != nil {
 		t.Fatalf("first migrate: %v", err)
 	}
 	if len(first) != len(all) {
 		t.Fatalf("first migrate applied %d, want %d", len(first), len(all))
 	}
-	second, err := clickhouse.Migrate(ctx, conn)
+	second, err := chschema.Migrate(ctx, conn)
 	if err != nil || len(second) != 0 {
 		t.Fatalf("second migrate applied %d (%v), want 0", len(second), err)
 	}
 	var recorded, distinct uint64
-	if err := conn.QueryRow(ctx, "SELECT count(), uniqExact(version) FROM "+clickhouse.MigrationsTable).Scan(&recorded, &distinct); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count(), uniqExact(version) FROM "+chschema.MigrationsTable).Scan(&recorded, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if recorded != uint64(len(all)) || distinct != uint64(len(all)) {
-		t.Fatalf("%s holds %d rows over %d versions, want %d each", clickhouse.MigrationsTable, recorded, distinct, len(all))
+		t.Fatalf("%s holds %d rows over %d versions, want %d each", chschema.MigrationsTable, recorded, distinct, len(all))
 	}
 	// The rollups' tables (0015) besides the sunk ones; 0016 rebuilt empty tables, so it kept
 	// no old copies (a table with rows is kept as <table>_before_0016).
-	want := []string{clickhouse.MigrationsTable, clickhouse.RebuildsTable, "dlq_entries", "dlq_first", "gateway_logs", "inference_results", "moderation_hits", "replay_log",
+	want := []string{chschema.MigrationsTable, chschema.RebuildsTable, "dlq_entries", "dlq_first", "gateway_logs", "inference_results", "moderation_hits", "replay_log",
 		"rollup_category_hour", "rollup_category_minute", "rollup_dlq_hour", "rollup_dlq_minute", "rollup_model_hour", "rollup_model_minute",
 		"rollup_moderation_hour", "rollup_moderation_minute", "rollup_sink_hour", "rollup_sink_minute", "rollup_tenant_hour", "rollup_tenant_minute",
-		"rollup_watermarks", "sink_ledger", clickhouse.StreamMigrationsTable,
+		"rollup_watermarks", "sink_ledger", chschema.StreamMigrationsTable,
 		"v_category_minute", "v_dlq_entries", "v_dlq_minute", "v_freshness", "v_gateway_logs", "v_inference_results", "v_model_minute",
 		"v_moderation_hits", "v_moderation_minute", "v_replay_history", "v_sink_minute", "v_tenant_minute"}
 	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", cfg.Database)
@@ -84,10 +85,10 @@ func TestMigrateTwice(t *testing.T) {
 	// Forgetting what ran and migrating again re-runs every statement on the migrated database:
 	// CREATE ... IF NOT EXISTS leaves each table alone and an ADD COLUMN whose column exists is
 	// skipped, so every migration applies again without error and nothing changes.
-	if err := conn.Exec(ctx, "DROP TABLE "+clickhouse.MigrationsTable); err != nil {
+	if err := conn.Exec(ctx, "DROP TABLE "+chschema.MigrationsTable); err != nil {
 		t.Fatal(err)
 	}
-	again, err := clickhouse.Migrate(ctx, conn)
+	again, err := chschema.Migrate(ctx, conn)
 	if err != nil || len(again) != len(all) {
 		t.Fatalf("migrate after forgetting: applied %d (%v), want %d", len(again), err, len(all))
 	}
@@ -113,7 +114,7 @@ func TestDLQViewCountsEachOriginOnce(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC().Truncate(time.Second)

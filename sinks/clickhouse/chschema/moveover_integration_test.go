@@ -1,4 +1,4 @@
-package clickhouse_test
+package chschema_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/internal/rollup"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/dashdata"
 	"github.com/backflowhq/backflow/test/rollupcheck"
 )
@@ -58,7 +58,7 @@ func syncReplicas(t *testing.T, ctx context.Context, conn driver.Conn, hosts []s
 		return
 	}
 	for _, h := range hosts {
-		hc, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: h, Database: db})
+		hc, err := chschema.Open(ctx, chschema.Conn{Addr: h, Database: db})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func syncReplicas(t *testing.T, ctx context.Context, conn driver.Conn, hosts []s
 			tables = append(tables, r.MinuteTable(), r.HourTable())
 		}
 		for _, table := range tables {
-			if err := hc.Exec(ctx, "SYSTEM SYNC REPLICA "+table+clickhouse.LocalSuffix); err != nil {
+			if err := hc.Exec(ctx, "SYSTEM SYNC REPLICA "+table+chschema.LocalSuffix); err != nil {
 				t.Fatalf("%s: %v", h, err)
 			}
 		}
@@ -81,9 +81,9 @@ func syncReplicas(t *testing.T, ctx context.Context, conn driver.Conn, hosts []s
 // moveOver fills a database left at 0015 (the layout of before) with two days of traffic and
 // a replay of its last hours, migrates it with migrate, and checks that every table holds the
 // same rows after, under the new key, and that the rollups built for them equal the views.
-func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, hosts []string, db string, migrate func(clickhouse.MigrateOptions) error) {
+func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, hosts []string, db string, migrate func(chschema.MigrateOptions) error) {
 	t.Helper()
-	if err := migrate(clickhouse.MigrateOptions{UpTo: 15}); err != nil {
+	if err := migrate(chschema.MigrateOptions{UpTo: 15}); err != nil {
 		t.Fatal(err)
 	}
 	end := time.Now().UTC().Truncate(time.Minute)
@@ -98,11 +98,11 @@ func moveOver(t *testing.T, ctx context.Context, conn driver.Conn, hosts []strin
 	syncReplicas(t, ctx, conn, hosts, db)
 	before := census(t, ctx, conn)
 	// A stage would not rebuild tables this size at start-up: it leaves them to migrate.
-	if err := migrate(clickhouse.MigrateOptions{RebuildLimit: 1000}); !errors.Is(err, clickhouse.ErrRebuildNeeded) {
+	if err := migrate(chschema.MigrateOptions{RebuildLimit: 1000}); !errors.Is(err, chschema.ErrRebuildNeeded) {
 		t.Fatalf("migration with a rebuild limit of 1,000 rows: %v, want ErrRebuildNeeded", err)
 	}
 	var lines int
-	if err := migrate(clickhouse.MigrateOptions{Progress: func(s string) { lines++ }}); err != nil {
+	if err := migrate(chschema.MigrateOptions{Progress: func(s string) { lines++ }}); err != nil {
 		t.Fatal(err)
 	}
 	syncReplicas(t, ctx, conn, hosts, db)
@@ -133,7 +133,7 @@ func localSuffix(conn driver.Conn) string {
 	var n uint64
 	_ = conn.QueryRow(context.Background(), "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'inference_results_local'").Scan(&n)
 	if n > 0 {
-		return clickhouse.LocalSuffix
+		return chschema.LocalSuffix
 	}
 	return ""
 }
@@ -145,8 +145,8 @@ func TestMigrationMovesAnExistingDatabaseOver(t *testing.T) {
 	_, conn := testDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	moveOver(t, ctx, conn, nil, "", func(o clickhouse.MigrateOptions) error {
-		_, err := clickhouse.MigrateWith(ctx, conn, o)
+	moveOver(t, ctx, conn, nil, "", func(o chschema.MigrateOptions) error {
+		_, err := chschema.MigrateWith(ctx, conn, o)
 		return err
 	})
 }
@@ -157,13 +157,13 @@ func TestMigrationMovesAClusterOver(t *testing.T) {
 	cfg, hosts := clusterDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	conn, err := clickhouse.Open(ctx, cfg)
+	conn, err := chschema.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	moveOver(t, ctx, conn, hosts, cfg.Database, func(o clickhouse.MigrateOptions) error {
-		_, err := clickhouse.MigrateClusterWith(ctx, cfg, false, o)
+	moveOver(t, ctx, conn, hosts, cfg.Database, func(o chschema.MigrateOptions) error {
+		_, err := chschema.MigrateClusterWith(ctx, cfg, false, o)
 		return err
 	})
 }

@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"encoding/json"
@@ -297,10 +297,10 @@ func toInt64(v any) (int64, bool) {
 	return 0, false
 }
 
-// recastValue is v, a value convert made for a column of an older type, as a column of type
+// RecastValue is v, a value convert made for a column of an older type, as a column of type
 // typ takes it: the type changes PlanEvolution follows (Int32 to Int64, Float32 to Float64, T
 // to Nullable(T), inside arrays too; an enum's value is its name either way).
-func recastValue(v any, typ string) (any, error) {
+func RecastValue(v any, typ string) (any, error) {
 	t, err := goType(typ)
 	if err != nil {
 		return nil, err

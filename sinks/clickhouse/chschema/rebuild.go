@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"context"
@@ -125,9 +125,9 @@ func (t rebuildTarget) local(name string) string {
 
 func (t rebuildTarget) q(name string) string {
 	if t.db == "" {
-		return quoteIdent(name)
+		return QuoteIdent(name)
 	}
-	return quoteIdent(t.db) + "." + quoteIdent(name)
+	return QuoteIdent(t.db) + "." + QuoteIdent(name)
 }
 
 type tableInfo struct {
@@ -291,12 +291,12 @@ func (t rebuildTarget) createCopy(ctx context.Context, rb Rebuild) error {
 // create_table_query: the copy under the new key, the swap, and the old table dropped (for the
 // test that runs the migrations on a current ClickHouse without a connection of this package).
 func emptyRebuild(rb Rebuild, create string) ([]string, error) {
-	c, err := rekey(create, quoteIdent(rb.copyName()), "", rb.PartitionBy, rb.OrderBy)
+	c, err := rekey(create, QuoteIdent(rb.copyName()), "", rb.PartitionBy, rb.OrderBy)
 	if err != nil {
 		return nil, err
 	}
-	return []string{c, fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", quoteIdent(rb.Table), quoteIdent(rb.beforeName()), quoteIdent(rb.copyName()), quoteIdent(rb.Table)),
-		"DROP TABLE " + quoteIdent(rb.beforeName())}, nil
+	return []string{c, fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", QuoteIdent(rb.Table), QuoteIdent(rb.beforeName()), QuoteIdent(rb.copyName()), QuoteIdent(rb.Table)),
+		"DROP TABLE " + QuoteIdent(rb.beforeName())}, nil
 }
 
 // replicatedPath finds the ZooKeeper path of a Replicated engine in a CREATE TABLE.

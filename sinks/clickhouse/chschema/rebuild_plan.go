@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 // The rebuild's plan: the chunks a table's rows are copied in, each a range of the old key
 // inside one old partition, so that a chunk reads only its own granules.
@@ -136,7 +136,7 @@ func (t rebuildTarget) bounds(ctx context.Context, rb Rebuild, inPart string, ke
 	names := make([]string, len(keys))
 	strs := make([]string, len(keys))
 	for i, k := range keys {
-		names[i] = quoteIdent(k.name)
+		names[i] = QuoteIdent(k.name)
 		strs[i] = "toString(" + names[i] + ")"
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s AND cityHash64(%s) %% %d = 0 ORDER BY %s",

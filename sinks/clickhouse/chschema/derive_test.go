@@ -1,4 +1,4 @@
-package clickhouse
+package chschema
 
 import (
 	"encoding/json"
@@ -241,12 +241,12 @@ func TestRecastValue(t *testing.T) {
 		{"ARC", "Enum8('MMLU' = 1, 'ARC' = 2)", "ARC"},
 		{[][]float32{{0.5}}, "Array(Array(Float64))", [][]float64{{0.5}}},
 	} {
-		got, err := recastValue(tt.v, tt.typ)
+		got, err := RecastValue(tt.v, tt.typ)
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("recast %#v to %s: %#v, %v; want %#v", tt.v, tt.typ, got, err, tt.want)
 		}
 	}
-	if _, err := recastValue("x", "Int64"); err == nil || !strings.Contains(err.Error(), "does not fit Int64") {
+	if _, err := RecastValue("x", "Int64"); err == nil || !strings.Contains(err.Error(), "does not fit Int64") {
 		t.Errorf("a string to Int64: %v", err)
 	}
 }
