@@ -140,11 +140,11 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg c
 // (MapDLQRecord), an entry not written by dlq.Writer included.
 type mirrorMapping struct{}
 
-func (mirrorMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+func (mirrorMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
 	return MapDLQRecord(rec), nil, nil
 }
 
-func (mirrorMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	dl := make([]DLQRow, len(rows))
 	owners := make([]int, len(rows))
 	for i, r := range rows {

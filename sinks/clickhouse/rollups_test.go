@@ -58,7 +58,7 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
 	var retries atomic.Int64
 	w := &stmtWriter{refuse: 3}
-	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
+	in := &inserter{w: w, stmts: w, r: testRetrier(&retries), log: quiet()}
 	rejected, err := newRollupMapping().insert(context.Background(), in, rows)
 	if err != nil || len(rejected) != 0 {
 		t.Fatalf("insert = %v, %v; want the rollup run after the refusals", rejected, err)
@@ -70,7 +70,7 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	w = &stmtWriter{refuse: 1 << 30}
-	in.w = w
+	in.w, in.stmts = w, w
 	if _, err := newRollupMapping().insert(ctx, in, rows); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrClickHouseFatal) {
 		t.Fatalf("insert while refused until the stop = %v, want the context's error and no ErrClickHouseFatal", err)
 	}

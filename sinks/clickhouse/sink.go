@@ -18,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
+	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
@@ -115,6 +116,7 @@ type Sink struct {
 	marks string
 	retry *retrier
 	w     sinks.BatchWriter[Batch] // ClickHouse, once Run has connected (set before: a test's)
+	stmts rollup.Conn              // the same connection's statements (the rollups'); nil with a test's writer
 	cl    *kgo.Client
 	dlqw  *dlq.Writer
 	pcl   *kgo.Client
@@ -244,7 +246,8 @@ func (s *Sink) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.w = NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
+		w := NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
+		s.w, s.stmts = w, w
 	}
 	reset := kgo.NewOffset().AtEnd()
 	if s.cfg.FromStart {

@@ -96,14 +96,14 @@ type testRow struct {
 
 func (r testRow) tally() tally { return tally{rows: 1, eventTime: r.at, epoch: 3} }
 
-func (testMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+func (testMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
 	if strings.HasPrefix(string(rec.Value), "bad") {
 		return nil, dlq.WithClass("invalid", errors.New("a bad value")), nil
 	}
 	return testRow{value: string(rec.Value), at: rec.Timestamp.UTC().Truncate(time.Second)}, nil, nil
 }
 
-func (testMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (testMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	b := testBatch{}
 	owners := make([]int, len(rows))
 	for i, r := range rows {

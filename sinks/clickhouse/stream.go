@@ -93,7 +93,7 @@ type streamMapping struct {
 	types map[string]string // column name → type, for the columns a MODIFY COLUMN changed
 }
 
-func (t *streamMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Record) (row, error, error) {
+func (t *streamMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Record) (row, error, error) {
 	id, body, err := t.dec.Frame(rec.Value)
 	if err != nil {
 		return nil, err, nil
@@ -131,7 +131,7 @@ func (t *streamMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Reco
 // follow checks a writer schema met for the first time against the table, adding the columns
 // it adds and modifying those whose types it changes (PlanEvolution); the table then follows
 // it.
-func (t *streamMapping) follow(ctx context.Context, r *retrier, id int, writer hamba.Schema) error {
+func (t *streamMapping) follow(ctx context.Context, r waiter, id int, writer hamba.Schema) error {
 	cols, err := t.sc.Columns(writer, t.caps)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: schema id %d: %w", ErrStreamStopped, t.sc.Name, id, err)
@@ -174,7 +174,7 @@ func (t *streamMapping) follow(ctx context.Context, r *retrier, id int, writer h
 // rows of one column version at a time: rows decoded before and after a schema added columns
 // are inserted apart, each with its own column list (the older ones get the new columns'
 // defaults).
-func (t *streamMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (t *streamMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	srs := make([]*streamRow, len(rows))
 	for i, r := range rows {
 		srs[i] = r.(*streamRow)
@@ -243,7 +243,7 @@ func (t *streamMapping) recast(rows []*streamRow) error {
 // screen checks the batch's screened texts with the sensitive-word service, each distinct text
 // once, MaxItems at a time, and sets each row's ColSensitiveWords. An outage of the service is
 // retried like ClickHouse's (fetching paused), never dead-lettered.
-func (t *streamMapping) screen(ctx context.Context, in *inserter, rows []*streamRow) error {
+func (t *streamMapping) screen(ctx context.Context, in lander, rows []*streamRow) error {
 	words := map[string][]string{}
 	var texts []string
 	for _, r := range rows {
@@ -264,7 +264,7 @@ func (t *streamMapping) screen(ctx context.Context, in *inserter, rows []*stream
 			items[i] = moderation.Item{ID: strconv.Itoa(i), Text: txt}
 		}
 		var res []moderation.Result
-		if err := in.r.retry(ctx, "screen", &in.retries, moderation.IsRetryable, func(ctx context.Context) (err error) {
+		if err := in.retry(ctx, "screen", moderation.IsRetryable, func(ctx context.Context) (err error) {
 			res, err = t.mod.Check(ctx, items)
 			return err
 		}); err != nil {
