@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
@@ -158,7 +154,7 @@ var stages = []stage{
 			if err != nil {
 				return err
 			}
-			rdb, err := openRedis(ctx, e)
+			rdb, err := redis.OpenWaiting(ctx, e.conn.Redis, e.log.With("stage", StageSinkFeatures))
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil // stopped while Redis was unreachable
@@ -175,32 +171,6 @@ var stages = []stage{
 				OnReady: func(*features.Processor) { ready(true) }, Waiting: e.waitingHook(StageSinkFeatures)})
 		},
 	},
-}
-
-// openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
-// start-up is waited out like one later on). Any other answer (wrong credentials, a bad
-// database number) fails at once.
-func openRedis(ctx context.Context, e *stageEnv) (goredis.UniversalClient, error) {
-	var rdb goredis.UniversalClient
-	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, redisUnreachable, func(err error, attempt int, _ time.Duration) {
-		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
-	}, func() (err error) {
-		rdb, err = redis.Open(ctx, e.conn.Redis)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return rdb, nil
-}
-
-// redisUnreachable: Redis did not answer (a network error, a connection closed on us), is
-// still loading its data set, or is a Redis Cluster failing over (a slot without a master, or
-// CLUSTERDOWN), which waiting fixes.
-func redisUnreachable(err error) bool {
-	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING") ||
-		errors.Is(err, redis.ErrClusterDown) || strings.Contains(err.Error(), "CLUSTERDOWN")
 }
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
