@@ -75,3 +75,22 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 		t.Fatalf("insert while refused until the stop = %v, want the context's error and no ErrClickHouseFatal", err)
 	}
 }
+
+// TestRollupsRunOnTheStatementsConnection: the rollups run their statements on the connection
+// the flush hands them (lander.statements), never on the writer behind sinks.BatchWriter found
+// by a type assertion: without that connection they stop at once, even over a writer that
+// could run statements, and run none.
+func TestRollupsRunOnTheStatementsConnection(t *testing.T) {
+	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
+	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
+	var retries atomic.Int64
+	w := &stmtWriter{}
+	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
+	if _, err := newRollupMapping().insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || len(w.execs) != 0 {
+		t.Fatalf("insert without a statements connection = %v after %d statements on the writer, want ErrClickHouseFatal and none", err, len(w.execs))
+	}
+	in.stmts = w
+	if _, err := newRollupMapping().insert(context.Background(), in, rows); err != nil || len(w.execs) == 0 {
+		t.Fatalf("insert with the statements connection = %v after %d statements, want the rollups run", err, len(w.execs))
+	}
+}

@@ -76,21 +76,24 @@ type Stats struct {
 
 // Sink is the one loop from Kafka into ClickHouse: one member of a Kafka consumer group over
 // one topic, whose records its mapping (mapping.go) turns into rows. New builds it for the
-// built-in tables, NewStream for a declared stream, NewDLQMirror for the DLQ mirror; then call
-// Run once. Stats may be called at any time from any goroutine.
+// built-in tables, NewStream for a declared stream, NewDLQMirror for the DLQ mirror,
+// NewRollups for the rollup loop; then call Run once. Stats may be called at any time from
+// any goroutine.
 //
 // Run polls records into a buffer bounded by BatchRows, maps each as it comes, and flushes the
 // buffer when it is full or BatchInterval after its first record. A flush (flush.go):
-//  1. hands the rows to the mapping, which inserts them (the built-in tables at once, one
-//     PrepareBatch each with named columns, on connections of their own); a retryable error
+//  1. hands the rows to the mapping, which inserts them (insert; the built-in tables at once,
+//     one PrepareBatch each with named columns, on connections of their own); a retryable error
 //     (IsRetryable) pauses fetching and retries the same insert with backoff until it succeeds
 //     or the sink stops; a rejected batch (IsRejected) is inserted in halves down to single
 //     rows, and the records whose rows are rejected go to the DLQ once; a fatal error (IsFatal)
 //     stops Run without committing;
 //  2. writes the records that did not map (a permanent decode error) or were rejected to the
-//     DLQ;
-//  3. inserts one sink_ledger row per flushed partition;
-//  4. commits, per partition, the offset after the last flushed record.
+//     DLQ (deadLetter);
+//  3. inserts one sink_ledger row per flushed partition (account);
+//  4. writes the rollup marks of the tables and hours it wrote into to Config.RollupTopic
+//     (mark), for the rollup loop;
+//  5. commits, per partition, the offset after the last flushed record (commit).
 //
 // Offsets are never committed past a record that has not landed in ClickHouse or the DLQ. Rows
 // may be written twice (a crash before the commit, a lost insert reply); the tables collapse
