@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/backflowhq/backflow/internal/conf"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -82,7 +82,7 @@ func NeedsOf(stageNames ...string) []string {
 			}
 		}
 		for _, n := range stageNames {
-			if strings.HasPrefix(n, clickhouse.StreamStagePrefix) && slices.Contains(streamNeeds, sys) && !slices.Contains(out, sys) {
+			if strings.HasPrefix(n, chschema.StreamStagePrefix) && slices.Contains(streamNeeds, sys) && !slices.Contains(out, sys) {
 				out = append(out, sys)
 			}
 		}

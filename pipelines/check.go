@@ -18,6 +18,7 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -224,7 +225,7 @@ func checkRegistry(ctx context.Context, c Conns) (string, error) {
 }
 
 func checkClickHouse(ctx context.Context, c Conns) (string, error) {
-	conn, err := clickhouse.Open(ctx, c.ClickHouse)
+	conn, err := chschema.Open(ctx, c.ClickHouse)
 	if err != nil {
 		return "", err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -51,14 +52,14 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	seeds := cl.List(testenv.ClusterRedisAddrs)
 	name := cl.Get(testenv.ClusterClickHouseName)
 	conns := pipelinetest.Plain()
-	conns.ClickHouse = clickhouse.Conn{Addr: hosts[0], Cluster: name}
+	conns.ClickHouse = chschema.Conn{Addr: hosts[0], Cluster: name}
 	conns.Redis = redis.Conn{Mode: redis.ModeCluster, Addrs: seeds}
 	env := pipelinetest.NewEnvOn(t, "cl", conns)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	// The private database, on every host.
-	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: hosts[0]})
+	admin, err := chschema.Open(ctx, chschema.Conn{Addr: hosts[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 		t.Fatal(err)
 	}
 	testenv.AtEnd(t, "drop database "+env.DB+" on cluster", func(ctx context.Context) error {
-		c, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: hosts[0]})
+		c, err := chschema.Open(ctx, chschema.Conn{Addr: hosts[0]})
 		if err != nil {
 			return err
 		}
@@ -76,7 +77,7 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 	})
 	chcfg := conns.ClickHouse
 	chcfg.Database = env.DB
-	if _, err := clickhouse.MigrateCluster(ctx, chcfg, false); err != nil {
+	if _, err := chschema.MigrateCluster(ctx, chcfg, false); err != nil {
 		t.Fatal(err)
 	}
 	testenv.RedisKeys(t, conns.Redis, "*"+env.Features.Project)
@@ -193,7 +194,7 @@ func clusterEndToEnd(t *testing.T, faults bool) {
 		}
 		t.Logf("clickhouse-s2r2 and the Redis master are back, the Redis Cluster converged")
 	}
-	reader, err := clickhouse.Open(ctx, rc)
+	reader, err := chschema.Open(ctx, rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +330,7 @@ func queryCount(t *testing.T, ctx context.Context, conn driver.Conn, q string) u
 // runs the sink again over every enriched record, and checks that the distributed views still
 // hold each original once, and that the replay is recorded in the cluster's replay_log (one row
 // per partition moved). Re-written rows carry the same version and collapse.
-func replayOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, chcfg clickhouse.Conn, newSink func() *clickhouse.Sink,
+func replayOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, chcfg chschema.Conn, newSink func() *clickhouse.Sink,
 	reader driver.Conn, check func() (lost, dups, extra int), originals int) {
 	t.Helper()
 	before := queryCount(t, ctx, reader, "SELECT count() FROM inference_results")
@@ -367,7 +368,7 @@ func (c *crashOnFirstSubmit) Submit(ctx context.Context, ops []feast.Op, done fu
 // replayToEarliest moves group back to the earliest offsets of every topic it has committed
 // on, with backflow replay's code (--all-topics --to-earliest --execute), and returns what it
 // did; it fails t when there was nothing to re-read.
-func replayToEarliest(t *testing.T, ctx context.Context, env *pipelinetest.Env, group string, chcfg clickhouse.Conn, reason string) *replay.Prepared {
+func replayToEarliest(t *testing.T, ctx context.Context, env *pipelinetest.Env, group string, chcfg chschema.Conn, reason string) *replay.Prepared {
 	t.Helper()
 	p, err := replay.Prepare(ctx, env.Admin, replay.Request{Group: group, Scope: replay.Scope{AllTopics: true},
 		Spec: replay.Spec{Kind: replay.ToEarliest}}, replay.Options{ControlTopic: env.Ingest.ControlTopic, Reason: reason})
@@ -388,9 +389,9 @@ func replayToEarliest(t *testing.T, ctx context.Context, env *pipelinetest.Env, 
 // 1 in stream_migrations), and through v_agent_task_event, read on another host than the one
 // written to, each event id sent is one row (lost 0, duplicates 0), the rows spread over both
 // shards, and the poison is in the DLQ once.
-func streamOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, chcfg clickhouse.Conn, reader driver.Conn, hosts []string, quiet *slog.Logger) {
+func streamOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, chcfg chschema.Conn, reader driver.Conn, hosts []string, quiet *slog.Logger) {
 	t.Helper()
-	sc := clickhouse.StreamConfig{Name: "agent-task-event", Topic: "agent-" + env.ID, Group: "stream-agent-" + env.ID,
+	sc := chschema.StreamConfig{Name: "agent-task-event", Topic: "agent-" + env.ID, Group: "stream-agent-" + env.ID,
 		DedupeKey: "event_id", EventTime: "event_time"}.WithDefaults()
 	testenv.Topics(t, ctx, env.Kafka, 3, sc.Topic)
 	testenv.Groups(t, env.Kafka, sc.Group)
@@ -427,11 +428,11 @@ func streamOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := clickhouse.PlanStream(ctx, reader, sc, schema, id, clickhouse.Capabilities{})
+	plan, err := chschema.PlanStream(ctx, reader, sc, schema, id, chschema.Capabilities{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := clickhouse.ApplyStream(ctx, chcfg, plan); err != nil || v != 1 || !plan.Create {
+	if v, err := chschema.ApplyStream(ctx, chcfg, plan); err != nil || v != 1 || !plan.Create {
 		t.Fatalf("the stream's plan (%s): recorded as version %d (%v), want a create as version 1", plan.Change(), v, err)
 	}
 	sink, err := clickhouse.NewStream(sc, clickhouse.Config{DLQTopic: env.SinkDLQ, BatchRows: 500, BatchInterval: 200 * time.Millisecond,

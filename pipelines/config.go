@@ -23,6 +23,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 
 	// Streams are the declared streams: any Avro topic into a ClickHouse table derived from its
 	// subject's schema, each run by the stage stream-<name> (streams.go, docs/streams.md).
-	Streams []clickhouse.StreamConfig `key:"streams" doc:"declared streams: any Avro topic into a ClickHouse table derived from its subject's schema, each the stage stream-<name> (list it in stages); batching, DLQ topic and backoff are sink_clickhouse's. A list is given in the file only: it has no environment variables"`
+	Streams []chschema.StreamConfig `key:"streams" doc:"declared streams: any Avro topic into a ClickHouse table derived from its subject's schema, each the stage stream-<name> (list it in stages); batching, DLQ topic and backoff are sink_clickhouse's. A list is given in the file only: it has no environment variables"`
 }
 
 // Conns holds the connection settings of every external system: the kafka, registry,
@@ -67,7 +68,7 @@ type Config struct {
 type Conns struct {
 	Kafka          kafka.Conn        `key:"kafka" doc:"the Kafka cluster every stage reads and writes"`
 	Registry       avro.RegistryConn `key:"registry" doc:"the Confluent-API schema registry"`
-	ClickHouse     clickhouse.Conn   `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
+	ClickHouse     chschema.Conn     `key:"clickhouse" doc:"ClickHouse, native protocol (sink-clickhouse)"`
 	Redis          redis.Conn        `key:"redis" doc:"Redis, the Feast online store (sink-features)"`
 	SensitiveWords moderation.Conn   `key:"sensitive_words" doc:"the sensitive-word service (ingest)"`
 	Prometheus     alerts.Conn       `key:"prometheus" doc:"Prometheus, whose firing alerts backflow dashboard shows (optional)"`
@@ -136,7 +137,7 @@ func (c Config) validateStages() error {
 	for _, s := range c.Stages {
 		_, stream := c.streamNamed(s)
 		switch {
-		case strings.HasPrefix(s, clickhouse.StreamStagePrefix) && !stream:
+		case strings.HasPrefix(s, chschema.StreamStagePrefix) && !stream:
 			errs = append(errs, conf.Errorf("Stages", "stage %q: no stream of that name is declared in streams", s))
 		case !stream && !slices.Contains(StageNames(), s):
 			errs = append(errs, conf.Errorf("Stages", "unknown stage %q; stages: %s, and stream-<name> for each declared stream", s, strings.Join(StageNames(), ", ")))

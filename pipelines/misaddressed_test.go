@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // fakeRedis answers every line it reads with a RESP error, as Redis answers "GET / HTTP/1.0",
@@ -65,7 +65,7 @@ func TestCheckAddressedNamesWhatAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // far beyond probeGrace
 	defer cancel()
 
-	c := Conns{ClickHouse: clickhouse.Conn{Addr: httpAddr}, Kafka: kafka.Conn{Brokers: []string{redisAddr}}}
+	c := Conns{ClickHouse: chschema.Conn{Addr: httpAddr}, Kafka: kafka.Conn{Brokers: []string{redisAddr}}}
 	for _, tt := range []struct {
 		system, want string
 	}{

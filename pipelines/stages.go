@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
@@ -23,6 +19,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -157,7 +154,7 @@ var stages = []stage{
 			if err != nil {
 				return err
 			}
-			rdb, err := openRedis(ctx, e)
+			rdb, err := redis.OpenWaiting(ctx, e.conn.Redis, e.log.With("stage", StageSinkFeatures))
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil // stopped while Redis was unreachable
@@ -174,32 +171,6 @@ var stages = []stage{
 				OnReady: func(*features.Processor) { ready(true) }, Waiting: e.waitingHook(StageSinkFeatures)})
 		},
 	},
-}
-
-// openRedis connects to Redis, retrying with backoff while it cannot be reached (an outage at
-// start-up is waited out like one later on). Any other answer (wrong credentials, a bad
-// database number) fails at once.
-func openRedis(ctx context.Context, e *stageEnv) (goredis.UniversalClient, error) {
-	var rdb goredis.UniversalClient
-	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, redisUnreachable, func(err error, attempt int, _ time.Duration) {
-		e.log.Warn("redis unavailable; retrying", "stage", StageSinkFeatures, "attempt", attempt, "error", err)
-	}, func() (err error) {
-		rdb, err = redis.Open(ctx, e.conn.Redis)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return rdb, nil
-}
-
-// redisUnreachable: Redis did not answer (a network error, a connection closed on us), is
-// still loading its data set, or is a Redis Cluster failing over (a slot without a master, or
-// CLUSTERDOWN), which waiting fixes.
-func redisUnreachable(err error) bool {
-	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "LOADING") ||
-		errors.Is(err, redis.ErrClusterDown) || strings.Contains(err.Error(), "CLUSTERDOWN")
 }
 
 func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
@@ -314,10 +285,10 @@ func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
 		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		// A table large enough to take long to rebuild (a migration giving it a new key) is
-		// left to backflow migrate: the stage fails with clickhouse.ErrRebuildNeeded.
-		opts := clickhouse.MigrateOptions{RebuildLimit: clickhouse.AutoRebuildRows, Progress: func(s string) { log.Info("migration progress", "status", s) }}
+		// left to backflow migrate: the stage fails with chschema.ErrRebuildNeeded.
+		opts := chschema.MigrateOptions{RebuildLimit: chschema.AutoRebuildRows, Progress: func(s string) { log.Info("migration progress", "status", s) }}
 		if e.conn.ClickHouse.Cluster != "" {
-			reports, err := clickhouse.MigrateClusterWith(mctx, e.conn.ClickHouse, false, opts)
+			reports, err := chschema.MigrateClusterWith(mctx, e.conn.ClickHouse, false, opts)
 			for _, r := range reports {
 				for _, m := range r.Recorded {
 					log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
@@ -325,12 +296,12 @@ func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
 			}
 			return err
 		}
-		db, err := clickhouse.Open(mctx, e.conn.ClickHouse)
+		db, err := chschema.Open(mctx, e.conn.ClickHouse)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
-		applied, err := clickhouse.MigrateWith(mctx, db, opts)
+		applied, err := chschema.MigrateWith(mctx, db, opts)
 		for _, m := range applied {
 			log.Info("applied migration", "version", m.Version, "name", m.Name)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // A declared stream (the streams list of Config) runs as the stage stream-<name>: a
@@ -31,17 +32,17 @@ import (
 var streamNeeds = []string{SystemKafka, SystemRegistry, SystemClickHouse}
 
 // streamNamed returns the declared stream whose stage is name (stream-<name>).
-func (c Config) streamNamed(stage string) (clickhouse.StreamConfig, bool) {
-	name, ok := strings.CutPrefix(stage, clickhouse.StreamStagePrefix)
+func (c Config) streamNamed(stage string) (chschema.StreamConfig, bool) {
+	name, ok := strings.CutPrefix(stage, chschema.StreamStagePrefix)
 	if !ok {
-		return clickhouse.StreamConfig{}, false
+		return chschema.StreamConfig{}, false
 	}
 	for _, s := range c.Streams {
 		if s.Name == name {
 			return s.WithDefaults(), true
 		}
 	}
-	return clickhouse.StreamConfig{}, false
+	return chschema.StreamConfig{}, false
 }
 
 // needs are the systems the configured stages need: NeedsOf, and the sensitive-word service
@@ -57,7 +58,7 @@ func (c Config) needs() []string {
 }
 
 // streamStage is the stage of the declared stream sc.
-func streamStage(sc clickhouse.StreamConfig) stage {
+func streamStage(sc chschema.StreamConfig) stage {
 	needs := streamNeeds
 	if len(sc.Screen) > 0 {
 		needs = append(slices.Clone(streamNeeds), SystemSensitiveWords)
@@ -100,7 +101,7 @@ func (c Config) validateStreams() error {
 // runStream runs the declared stream sc: it waits for its subject's schema and its topic,
 // brings its table to the schema (creating it only when sink_clickhouse.migrate is on;
 // otherwise `backflow migrate` does), then runs its sink.
-func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) error {
+func runStream(ctx context.Context, e *stageEnv, sc chschema.StreamConfig) error {
 	log := e.log.With("stage", sc.Stage())
 	reg, err := avro.NewRegistryClient(e.conn.Registry)
 	if err != nil {
@@ -113,7 +114,7 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 	if err == nil {
 		err = e.migrateBuiltIn(ctx, log)
 	}
-	var caps clickhouse.Capabilities
+	var caps chschema.Capabilities
 	if err == nil {
 		caps, err = prepareStreamTable(ctx, e, log, sc, schema, schemaID)
 	}
@@ -152,7 +153,7 @@ func runStream(ctx context.Context, e *stageEnv, sc clickhouse.StreamConfig) err
 
 // streamTopicKey is the config key that names the stream's topic, for the start-up wait's
 // messages.
-func streamTopicKey(e *stageEnv, sc clickhouse.StreamConfig) string {
+func streamTopicKey(e *stageEnv, sc chschema.StreamConfig) string {
 	for i, d := range e.cfg.Streams {
 		if d.Name == sc.Name {
 			return fmt.Sprintf("streams[%d].topic", i)
@@ -166,7 +167,7 @@ var streamWait = retry.Policy{Min: time.Second, Max: 30 * time.Second}
 
 // streamSchema is the subject's latest schema, waited for while the registry is down or has
 // none under the subject yet.
-func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc clickhouse.StreamConfig) (schema hamba.Schema, schemaID int, err error) {
+func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc chschema.StreamConfig) (schema hamba.Schema, schemaID int, err error) {
 	err = retry.Do(ctx, streamWait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
 		log.Warn("stream: waiting for the subject's schema", "subject", sc.Subject, "attempt", attempt, "error", err)
 	}, func() (err error) {
@@ -178,23 +179,23 @@ func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc clic
 
 // prepareStreamTable brings the stream's table to the schema (creating it only when migrations
 // are on) and returns the server's capabilities, retrying while ClickHouse is unavailable.
-func prepareStreamTable(ctx context.Context, e *stageEnv, log *slog.Logger, sc clickhouse.StreamConfig, schema hamba.Schema, schemaID int) (caps clickhouse.Capabilities, err error) {
+func prepareStreamTable(ctx context.Context, e *stageEnv, log *slog.Logger, sc chschema.StreamConfig, schema hamba.Schema, schemaID int) (caps chschema.Capabilities, err error) {
 	err = retry.Do(ctx, streamWait, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
 		log.Warn("clickhouse unavailable for the stream's table; retrying", "attempt", attempt, "error", err)
 	}, func() error {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		conn, err := clickhouse.Open(tctx, e.conn.ClickHouse)
+		conn, err := chschema.Open(tctx, e.conn.ClickHouse)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		v, err := clickhouse.Server(tctx, conn)
+		v, err := chschema.Server(tctx, conn)
 		if err != nil {
 			return err
 		}
 		caps = v.Capabilities()
-		plan, err := clickhouse.PlanStream(tctx, conn, sc, schema, schemaID, caps)
+		plan, err := chschema.PlanStream(tctx, conn, sc, schema, schemaID, caps)
 		if err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func prepareStreamTable(ctx context.Context, e *stageEnv, log *slog.Logger, sc c
 		for _, s := range plan.Heads() {
 			log.Info("stream: bringing the table to the subject's schema", "statement", s)
 		}
-		version, err := clickhouse.ApplyStream(tctx, e.conn.ClickHouse, plan)
+		version, err := chschema.ApplyStream(tctx, e.conn.ClickHouse, plan)
 		if err == nil && version > 0 {
 			log.Info("stream: recorded the table's migration", "version", version, "schema_id", schemaID, "change", plan.Change())
 		}
@@ -290,7 +291,7 @@ func CheckStreams(ctx context.Context, l Loaded, path string, found conf.Errors)
 		case err != nil:
 			return out, fmt.Errorf("%w: at %s (registry.url): %w", ErrRegistryUnreachable, l.Config.Registry.URL, err)
 		}
-		if _, err := s.Columns(sch, clickhouse.Capabilities{}); err != nil {
+		if _, err := s.Columns(sch, chschema.Capabilities{}); err != nil {
 			for _, fe := range conf.Fields(err) {
 				p := schema.PathOf(at)
 				if fe.Field != "" {
@@ -311,9 +312,9 @@ func reported(found conf.Errors, p string) bool {
 }
 
 // PlanStreams plans each declared stream's table against its subject's latest schema on the
-// server conn is connected to (clickhouse.PlanStream). It stops at the first stream it cannot
+// server conn is connected to (chschema.PlanStream). It stops at the first stream it cannot
 // plan: a subject with no schema, or a change the table cannot follow.
-func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []clickhouse.StreamConfig, caps clickhouse.Capabilities) ([]clickhouse.StreamPlan, error) {
+func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []chschema.StreamConfig, caps chschema.Capabilities) ([]chschema.StreamPlan, error) {
 	if len(streams) == 0 {
 		return nil, nil
 	}
@@ -321,14 +322,14 @@ func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []click
 	if err != nil {
 		return nil, err
 	}
-	var out []clickhouse.StreamPlan
+	var out []chschema.StreamPlan
 	for _, sc := range streams {
 		sc = sc.WithDefaults()
 		s, id, err := LatestSchema(ctx, reg, sc.Subject)
 		if err != nil {
 			return out, fmt.Errorf("stream %s: subject %s: %w", sc.Name, sc.Subject, err)
 		}
-		p, err := clickhouse.PlanStream(ctx, conn, sc, s, id, caps)
+		p, err := chschema.PlanStream(ctx, conn, sc, s, id, caps)
 		if err != nil {
 			return out, fmt.Errorf("%w (subject %s, schema id %d)", err, sc.Subject, id)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -130,8 +130,8 @@ func TestStreamFollowsEnumSymbolMidRun(t *testing.T) {
 	if id2 == id1 {
 		t.Fatalf("v2 registered as v1's id %d", id1)
 	}
-	sc := clickhouse.StreamConfig{Name: "eval-score", Topic: topic, Group: group, DedupeKey: "eval_id", EventTime: "event_time"}
-	plan, err := clickhouse.PlanStream(ctx, conn, sc, v2, id2, clickhouse.Capabilities{})
+	sc := chschema.StreamConfig{Name: "eval-score", Topic: topic, Group: group, DedupeKey: "eval_id", EventTime: "event_time"}
+	plan, err := chschema.PlanStream(ctx, conn, sc, v2, id2, chschema.Capabilities{})
 	wantChange := "add columns score_stderr, harness_name, harness_shots; modify columns suite, score_samples"
 	if err != nil || plan.Change() != wantChange || plan.Version != 2 {
 		t.Fatalf("v2's plan: %q as version %d (%v), want %q as version 2", plan.Change(), plan.Version, err, wantChange)

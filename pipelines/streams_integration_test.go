@@ -24,6 +24,7 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
@@ -61,7 +62,7 @@ func TestStreamsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	chcfg, conn := env.Database(t, ctx, "")
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	dlqTopic := "sdlq-" + env.ID
@@ -394,7 +395,7 @@ func checkPoisonDeadLettered(t *testing.T, ctx context.Context, env *pipelinetes
 	stage := map[string]string{}
 	passes := map[string]int{}
 	for _, s := range streams {
-		stage[s.topic] = clickhouse.StreamStagePrefix + s.name
+		stage[s.topic] = chschema.StreamStagePrefix + s.name
 		passes[s.topic] = s.passes
 		for _, e := range s.sent {
 			if !e.Valid() {

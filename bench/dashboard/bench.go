@@ -14,7 +14,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dashboard"
 	"github.com/backflowhq/backflow/internal/rollup"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/dashdata"
 	"github.com/backflowhq/backflow/test/stackclean"
 )
@@ -31,7 +31,7 @@ const (
 
 type bench struct {
 	opt     options
-	base    clickhouse.Conn
+	base    chschema.Conn
 	lock    *lock
 	started time.Time
 	// from and to bound the traffic: the last --days days, ending inside a minute, as "now"
@@ -187,12 +187,12 @@ func (b *bench) once(ctx context.Context, d db, p dashboard.Panel, rg dashboard.
 // create makes a database of the layout: the old one gets the migrations up to 0014, the new
 // one every migration, as backflow migrate applies them.
 func (b *bench) create(ctx context.Context, layout string, n uint64) (db, error) {
-	admin, err := clickhouse.Open(ctx, b.base)
+	admin, err := chschema.Open(ctx, b.base)
 	if err != nil {
 		return db{}, err
 	}
 	defer admin.Close()
-	sv, err := clickhouse.Server(ctx, admin)
+	sv, err := chschema.Server(ctx, admin)
 	if err != nil {
 		return db{}, err
 	}
@@ -204,12 +204,12 @@ func (b *bench) create(ctx context.Context, layout string, n uint64) (db, error)
 	cfg := b.base
 	cfg.Database = name
 	d := db{layout: layout, name: name}
-	if d.conn, err = clickhouse.Open(ctx, cfg); err != nil {
+	if d.conn, err = chschema.Open(ctx, cfg); err != nil {
 		return d, err
 	}
 	b.logf("%s %s: database %s", sizeName(n), layout, name)
 	if layout == layoutNew {
-		applied, err := clickhouse.Migrate(ctx, d.conn)
+		applied, err := chschema.Migrate(ctx, d.conn)
 		if err != nil {
 			return d, fmt.Errorf("%s: %w", name, err)
 		}
@@ -219,7 +219,7 @@ func (b *bench) create(ctx context.Context, layout string, n uint64) (db, error)
 		}
 		return d, nil
 	}
-	ms, err := clickhouse.MigrationsFor(sv.Capabilities())
+	ms, err := chschema.MigrationsFor(sv.Capabilities())
 	if err != nil {
 		return d, err
 	}
@@ -254,7 +254,7 @@ func (b *bench) drop(dbs []db) {
 			b.logf("kept database %s (--keep)", d.name)
 			continue
 		}
-		admin, err := clickhouse.Open(ctx, b.base)
+		admin, err := chschema.Open(ctx, b.base)
 		if err == nil {
 			err = stackclean.DropDatabase(ctx, admin, d.name)
 			admin.Close()

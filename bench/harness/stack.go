@@ -13,7 +13,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -34,7 +34,7 @@ func openStack(ctx context.Context, conn pipelines.Conns) (*stack, error) {
 		return nil, err
 	}
 	s.adm = kadm.NewClient(s.cl)
-	if s.ch, err = clickhouse.Open(ctx, conn.ClickHouse); err != nil {
+	if s.ch, err = chschema.Open(ctx, conn.ClickHouse); err != nil {
 		s.cl.Close()
 		return nil, err
 	}
@@ -129,17 +129,17 @@ func (s *stack) createDatabase(ctx context.Context, db string) error {
 	cfg := s.conn.ClickHouse
 	cfg.Database = db
 	if cfg.Cluster != "" {
-		if _, err := clickhouse.MigrateCluster(ctx, cfg, false); err != nil {
+		if _, err := chschema.MigrateCluster(ctx, cfg, false); err != nil {
 			return fmt.Errorf("migrate %s on cluster %s: %w", db, cfg.Cluster, err)
 		}
 		return nil
 	}
-	conn, err := clickhouse.Open(ctx, cfg)
+	conn, err := chschema.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		return fmt.Errorf("migrate %s: %w", db, err)
 	}
 	return nil

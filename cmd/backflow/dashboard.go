@@ -15,7 +15,7 @@ import (
 	"github.com/backflowhq/backflow/internal/alerts"
 	"github.com/backflowhq/backflow/internal/dashboard"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 func newDashboardCmd() *cobra.Command {
@@ -81,7 +81,7 @@ It runs until SIGINT or SIGTERM.`,
 			defer ln.Close()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			db, err := clickhouse.Open(ctx, conn.ClickHouse)
+			db, err := chschema.Open(ctx, conn.ClickHouse)
 			cancel()
 			if err != nil {
 				return err

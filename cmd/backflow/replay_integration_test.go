@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -42,7 +42,7 @@ func TestReplayCommand(t *testing.T) {
 	// A private database with the migrations, for replay_log.
 	chcfg, ch := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_replaycmd_"))
 	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", chcfg.Database)
-	if _, err := clickhouse.Migrate(ctx, ch); err != nil {
+	if _, err := chschema.Migrate(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
 

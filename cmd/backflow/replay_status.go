@@ -15,6 +15,18 @@ import (
 	"github.com/backflowhq/backflow/pipelines/replay"
 )
 
+// replayStatusLong is backflow replay status --help.
+const replayStatusLong = `status prints a group's lag per partition (committed offset against the log end), then how far
+it has caught up since its last executed replay (read from the control topic; without one, since
+this command started): records done of the total, records per second and the time left at that rate.
+
+With --watch it polls every --interval until the lag is 0, drawing a progress bar on a terminal
+and printing one plain line per poll otherwise (logs stay readable), then prints the table again.
+
+-o json or -o yaml prints the same as one document (the group, its partitions under the table's
+column names, and the progress); with --watch, the poll lines go to stderr and the document is
+printed once the lag is 0.`
+
 func newReplayStatusCmd() *cobra.Command {
 	var (
 		group, controlTopic string
@@ -25,16 +37,7 @@ func newReplayStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show how far a group has caught up since its last replay: lag per partition, records/s, ETA",
-		Long: `status prints a group's lag per partition (committed offset against the log end), then how far
-it has caught up since its last executed replay (read from the control topic; without one, since
-this command started): records done of the total, records per second and the time left at that rate.
-
-With --watch it polls every --interval until the lag is 0, drawing a progress bar on a terminal
-and printing one plain line per poll otherwise (logs stay readable), then prints the table again.
-
--o json or -o yaml prints the same as one document (the group, its partitions under the table's
-column names, and the progress); with --watch, the poll lines go to stderr and the document is
-printed once the lag is 0.`,
+		Long:  replayStatusLong,
 		Example: `  backflow replay status --group backflow-ingest
   backflow replay status --group backflow-ingest --watch --interval 1s
   backflow replay status --group backflow-ingest -o json`,
@@ -94,49 +97,9 @@ printed once the lag is 0.`,
 			if !watch || pr.Lag == 0 {
 				return writeStatus(out, format, first, since, pr)
 			}
-			if format == formatTable {
-				writeLagTable(out, first)
-				fmt.Fprintf(out, "%s: %s\n", since, progressLine(pr))
-			}
-			bar := newCatchUpBar(cmd.ErrOrStderr(), pr.Total, noProgress)
-			prev := first
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					if bar != nil { // nil: plain lines (not a terminal, or --no-progress)
-						_ = bar.Exit()
-					}
-					return nil
-				case <-tick.C:
-				}
-				cur, err := snap()
-				if err != nil {
-					return err
-				}
-				pr = replay.Measure(base, &prev, cur)
-				prev = cur
-				if bar != nil {
-					bar.ChangeMax64(max(pr.Total, 1))
-					bar.Describe(progressLine(pr))
-					_ = bar.Set64(pr.Done)
-				} else {
-					fmt.Fprintf(lines, "%s %s\n", cur.Time.UTC().Format(time.RFC3339), progressLine(pr))
-				}
-				if pr.Lag == 0 {
-					if bar != nil {
-						_ = bar.Finish()
-						fmt.Fprintln(cmd.ErrOrStderr())
-					}
-					if format != formatTable {
-						return writeStatus(out, format, cur, since, pr)
-					}
-					writeLagTable(out, cur)
-					fmt.Fprintf(out, "caught up: %d record(s) consumed %s\n", pr.Done, since)
-					return nil
-				}
-			}
+			w := statusWatch{snap: snap, base: base, since: since, format: format, interval: interval, noProgress: noProgress,
+				out: out, lines: lines, errOut: cmd.ErrOrStderr()}
+			return w.run(ctx, first, pr)
 		},
 	}
 	f := cmd.Flags()
@@ -147,6 +110,65 @@ printed once the lag is 0.`,
 	f.BoolVar(&noProgress, "no-progress", false, "plain lines even on a terminal")
 	addOutputFlag(cmd, &format)
 	return cmd
+}
+
+// statusWatch is replay status --watch once the first poll found a lag: it polls every
+// interval until the lag is 0, drawing a bar on errOut or printing a line per poll on lines.
+type statusWatch struct {
+	snap       func() (replay.GroupStatus, error)
+	base       replay.Base
+	since      string
+	format     string
+	interval   time.Duration
+	noProgress bool
+	out, lines io.Writer
+	errOut     io.Writer
+}
+
+func (w statusWatch) run(ctx context.Context, first replay.GroupStatus, pr replay.Progress) error {
+	if w.format == formatTable {
+		writeLagTable(w.out, first)
+		fmt.Fprintf(w.out, "%s: %s\n", w.since, progressLine(pr))
+	}
+	bar := newCatchUpBar(w.errOut, pr.Total, w.noProgress)
+	prev := first
+	tick := time.NewTicker(w.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if bar != nil { // nil: plain lines (not a terminal, or --no-progress)
+				_ = bar.Exit()
+			}
+			return nil
+		case <-tick.C:
+		}
+		cur, err := w.snap()
+		if err != nil {
+			return err
+		}
+		pr = replay.Measure(w.base, &prev, cur)
+		prev = cur
+		if bar != nil {
+			bar.ChangeMax64(max(pr.Total, 1))
+			bar.Describe(progressLine(pr))
+			_ = bar.Set64(pr.Done)
+		} else {
+			fmt.Fprintf(w.lines, "%s %s\n", cur.Time.UTC().Format(time.RFC3339), progressLine(pr))
+		}
+		if pr.Lag == 0 {
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(w.errOut)
+			}
+			if w.format != formatTable {
+				return writeStatus(w.out, w.format, cur, w.since, pr)
+			}
+			writeLagTable(w.out, cur)
+			fmt.Fprintf(w.out, "caught up: %d record(s) consumed %s\n", pr.Done, w.since)
+			return nil
+		}
+	}
 }
 
 func progressLine(pr replay.Progress) string {

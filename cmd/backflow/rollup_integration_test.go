@@ -10,7 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/internal/rollup"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/rollupcheck"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
@@ -115,7 +115,7 @@ func (e *pipelineEnv) chDB(t *testing.T) driver.Conn {
 	if e.db == nil {
 		c := e.Stack.ClickHouse
 		c.Database = e.DB
-		conn, err := clickhouse.Open(context.Background(), c)
+		conn, err := chschema.Open(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/chaos"
 	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
@@ -152,7 +153,7 @@ type pipelineEnv struct {
 func newPipelineEnv(t *testing.T, ctx context.Context) *pipelineEnv {
 	t.Helper()
 	e := &pipelineEnv{Env: pipelinetest.NewEnv(t, "run"), dir: t.TempDir()}
-	open := func(ctx context.Context) (driver.Conn, error) { return clickhouse.Open(ctx, e.Stack.ClickHouse) }
+	open := func(ctx context.Context) (driver.Conn, error) { return chschema.Open(ctx, e.Stack.ClickHouse) }
 	testenv.Database(t, ctx, e.DB, open)
 	var err error
 	if e.ch, err = open(ctx); err != nil {

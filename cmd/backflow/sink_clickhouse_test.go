@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -49,7 +49,7 @@ func TestMigrateCommand(t *testing.T) {
 	chcfg, _ := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("itcmd_"))
 	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", chcfg.Addr)
 	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", chcfg.Database)
-	all, _ := clickhouse.Migrations()
+	all, _ := chschema.Migrations()
 
 	code, out := runCLI(t, "migrate", "--dry-run")
 	if code != exitOK || strings.Count(out, "\npending ")+strings.Count(out[:min(len(out), 8)], "pending ") != len(all) || !strings.Contains(out, fmt.Sprintf("%d pending migrations", len(all))) {

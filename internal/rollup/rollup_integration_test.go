@@ -9,7 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/internal/rollup"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/rollupcheck"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -26,7 +26,7 @@ func migrated(t *testing.T) driver.Conn {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, conn := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_rollup_"))
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	return conn

@@ -21,6 +21,7 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -32,7 +33,7 @@ type pipeline struct {
 	*pipelinetest.Env
 	t        *testing.T
 	adm      *kadm.Client
-	chcfg    clickhouse.Conn
+	chcfg    chschema.Conn
 	ch       driver.Conn
 	rdb      goredis.UniversalClient
 	ingestSt string // ingest's local table storage, kept across runs
@@ -46,7 +47,7 @@ func newPipeline(t *testing.T, ctx context.Context) *pipeline {
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	p.adm = kadm.NewClient(p.Admin)
 	p.chcfg, p.ch = p.Database(t, ctx, "")
-	if _, err := clickhouse.Migrate(ctx, p.ch); err != nil {
+	if _, err := chschema.Migrate(ctx, p.ch); err != nil {
 		t.Fatal(err)
 	}
 	p.rdb = p.Redis(t, ctx)

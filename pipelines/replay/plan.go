@@ -152,6 +152,49 @@ func Build(ctx context.Context, cl *kgo.Client, req Request) (*Plan, error) {
 	}
 	adm := kadm.NewClient(cl)
 	p := &Plan{Group: req.Group, Spec: req.Spec, Scope: req.Scope, Time: now()}
+	committed, err := groupState(ctx, adm, req, p)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := scopePartitions(ctx, adm, req, committed, p)
+	if err != nil {
+		return nil, err
+	}
+	lo, err := listOffsets(ctx, adm, req, parts, p.Time)
+	if err != nil {
+		return nil, err
+	}
+	lo.committed = committed
+	for _, tp := range parts {
+		r, err := lo.row(req, tp)
+		if err != nil {
+			return nil, err
+		}
+		if warn := lo.clamp(&r, req, tp); r.Note != "" && warn {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: %s", tp, r.Note))
+		}
+		p.Rows = append(p.Rows, r)
+	}
+	for _, t := range req.ToEnd {
+		rows, err := lo.toEnd(t)
+		if err != nil {
+			return nil, err
+		}
+		p.Rows = append(p.Rows, rows...)
+	}
+	sort.Slice(p.Rows, func(i, j int) bool {
+		a, b := p.Rows[i], p.Rows[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	if err := fillTimes(ctx, cl, p.Rows); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// groupState fills p's group state, members and existence, and returns the group's committed
+// offsets. A group that does not exist is refused unless req.Create.
+func groupState(ctx context.Context, adm *kadm.Client, req Request, p *Plan) (kadm.OffsetResponses, error) {
 	g, err := describe(ctx, adm, req.Group)
 	if err != nil {
 		return nil, err
@@ -172,133 +215,7 @@ func Build(ctx context.Context, cl *kgo.Client, req Request) (*Plan, error) {
 	if !p.Exists && !req.Create {
 		return nil, fmt.Errorf("%w: %s (no members, no committed offsets); pass --create to start it at the planned offsets", ErrUnknownGroup, req.Group)
 	}
-
-	parts, err := scopePartitions(ctx, adm, req, committed, p)
-	if err != nil {
-		return nil, err
-	}
-	topics := map[string]bool{}
-	for _, tp := range parts {
-		topics[tp.Topic] = true
-	}
-	for _, t := range req.ToEnd {
-		topics[t] = true
-	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	starts, err := listed(ctx, "log start", func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, names...) })
-	if err != nil {
-		return nil, err
-	}
-	ends, err := listed(ctx, "log end", func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, names...) })
-	if err != nil {
-		return nil, err
-	}
-	var byTime kadm.ListedOffsets
-	var at time.Time
-	switch req.Spec.Kind {
-	case ToDatetime:
-		at = req.Spec.Time
-	case ByDuration:
-		at = p.Time.Add(-req.Spec.Duration)
-	}
-	if !at.IsZero() {
-		if byTime, err = listed(ctx, "offsets by time", func() (kadm.ListedOffsets, error) {
-			return adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), names...)
-		}); err != nil {
-			return nil, err
-		}
-	}
-	for _, tp := range parts {
-		s, okS := starts.Lookup(tp.Topic, tp.Partition)
-		e, okE := ends.Lookup(tp.Topic, tp.Partition)
-		if !okS || !okE {
-			return nil, fmt.Errorf("%w: %s", ErrUnknownPartition, tp)
-		}
-		r := Row{Topic: tp.Topic, Partition: tp.Partition, Current: -1, LogStart: s.Offset, LogEnd: e.Offset}
-		if c, ok := committed.Lookup(tp.Topic, tp.Partition); ok && c.At >= 0 {
-			r.Current = c.At
-		}
-		switch req.Spec.Kind {
-		case ToEarliest:
-			r.Requested = r.LogStart
-		case ToLatest:
-			r.Requested = r.LogEnd
-		case ToOffset:
-			r.Requested = req.Spec.N
-		case ShiftBy:
-			if r.Current < 0 {
-				return nil, fmt.Errorf("%w: %s of group %s", ErrNoCommittedOffset, tp, req.Group)
-			}
-			r.Requested = r.Current + req.Spec.N
-		case FromFile:
-			r.Requested = req.Spec.File[tp]
-		case ToCurrent:
-			r.Requested = r.Current
-			if r.Current < 0 {
-				r.Requested = r.LogEnd
-			}
-		case ToDatetime, ByDuration:
-			o, ok := byTime.Lookup(tp.Topic, tp.Partition)
-			if !ok {
-				return nil, fmt.Errorf("%w: %s (offsets by time)", ErrUnknownPartition, tp)
-			}
-			r.Requested = o.Offset
-		}
-		r.Target = r.Requested
-		warn := true
-		switch {
-		case req.Spec.Kind == ToCurrent: // Kafka's tool neither clamps nor checks it
-			r.Note = currentNote(r)
-		case r.Requested > r.LogEnd:
-			r.Target = r.LogEnd
-			r.Note = fmt.Sprintf("%d is past the log end: clamped to %d", r.Requested, r.LogEnd)
-		case r.Requested < r.LogStart:
-			r.Target = r.LogStart
-			r.Note = fmt.Sprintf("%d is before the log start (out of retention): clamped to %d", r.Requested, r.LogStart)
-		case at.IsZero():
-		case r.LogStart == r.LogEnd:
-			r.Note, warn = "empty partition: log end", false
-		case r.Target == r.LogEnd:
-			r.Note = "no record at or after " + at.UTC().Format(time.RFC3339) + ": clamped to the log end"
-		case r.Target == r.LogStart && byTimeStamp(byTime, tp).After(at):
-			r.Note = "before the oldest retained record (" + byTimeStamp(byTime, tp).UTC().Format(time.RFC3339) + "): clamped to the log start"
-		}
-		if r.Note != "" && warn {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: %s", tp, r.Note))
-		}
-		p.Rows = append(p.Rows, r)
-	}
-	for _, t := range req.ToEnd {
-		var rows []Row
-		ends.Each(func(e kadm.ListedOffset) {
-			if e.Topic != t {
-				return
-			}
-			s, _ := starts.Lookup(t, e.Partition)
-			r := Row{Topic: t, Partition: e.Partition, Current: -1, Target: e.Offset, Requested: e.Offset,
-				LogStart: s.Offset, LogEnd: e.Offset, Note: "moved to its end by the stage"}
-			if c, ok := committed.Lookup(t, e.Partition); ok && c.At >= 0 {
-				r.Current = c.At
-			}
-			rows = append(rows, r)
-		})
-		if len(rows) == 0 {
-			return nil, fmt.Errorf("%w: topic %s", ErrUnknownPartition, t)
-		}
-		p.Rows = append(p.Rows, rows...)
-	}
-	sort.Slice(p.Rows, func(i, j int) bool {
-		a, b := p.Rows[i], p.Rows[j]
-		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-	})
-	if err := fillTimes(ctx, cl, p.Rows); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return committed, nil
 }
 
 // byTimeStamp is the timestamp ListOffsetsAfterMilli gave for tp's offset (zero if none).

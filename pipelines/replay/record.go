@@ -18,7 +18,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/internal/kafka"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // Record is what an executed replay leaves behind: who moved which group's offsets, when, with
@@ -172,11 +172,11 @@ type ClickHouseLog struct {
 }
 
 // Name implements Recorder.
-func (c ClickHouseLog) Name() string { return "ClickHouse " + clickhouse.TableReplayLog }
+func (c ClickHouseLog) Name() string { return "ClickHouse " + chschema.TableReplayLog }
 
 // Check implements Recorder: the table must exist.
 func (c ClickHouseLog) Check(ctx context.Context) error {
-	return clickhouse.CheckTable(ctx, c.Conn, clickhouse.TableReplayLog)
+	return chschema.CheckTable(ctx, c.Conn, chschema.TableReplayLog)
 }
 
 // Record implements Recorder.
@@ -200,5 +200,5 @@ func InsertReplayLog(ctx context.Context, conn driver.Conn, rows []ReplayLogRow)
 			rows[i].Actions = []string{}
 		}
 	}
-	return clickhouse.InsertRows(ctx, conn, clickhouse.TableReplayLog, rows)
+	return chschema.InsertRows(ctx, conn, chschema.TableReplayLog, rows)
 }

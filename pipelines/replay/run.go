@@ -9,7 +9,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/control"
 	"github.com/backflowhq/backflow/processors/features"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -126,7 +126,7 @@ func Prepare(ctx context.Context, cl *kgo.Client, req Request, opts Options) (*P
 // Systems are where an executed replay reaches besides Kafka: ClickHouse for the replay_log
 // record, Redis for a feature state reset.
 type Systems struct {
-	ClickHouse clickhouse.Conn
+	ClickHouse chschema.Conn
 	Redis      redis.Conn
 	// Replication is the control topic's replication factor should it have to be created.
 	Replication int16
@@ -147,7 +147,7 @@ func (p *Prepared) Execute(ctx context.Context, cl *kgo.Client, sys Systems) (Re
 		defer rdb.Close()
 		p.reset.Redis = rdb
 	}
-	ch, err := clickhouse.Open(ctx, sys.ClickHouse)
+	ch, err := chschema.Open(ctx, sys.ClickHouse)
 	if err != nil {
 		return Record{}, fmt.Errorf("replay_log: %w (a replay is executed only when it can be recorded)", err)
 	}

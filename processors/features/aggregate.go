@@ -235,6 +235,14 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 	if st == nil {
 		st = &RequestState{}
 	}
+	resp := mergeRecord(st, rec)
+	return st, deltasOf(st, resp, at)
+}
+
+// mergeRecord merges rec into st: its verdict and categories, and what its gateway log or
+// inference result says of the request. It returns the gateway RESPONSE, nil for any other
+// record.
+func mergeRecord(st *RequestState, rec *avro.EnrichedRecord) *avro.GatewayLog {
 	m := rec.Moderation
 	if m.RiskScore > st.RiskScore {
 		st.RiskScore = m.RiskScore
@@ -282,7 +290,14 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 	if eventTime.After(st.EventTime) {
 		st.EventTime = eventTime.UTC()
 	}
+	return resp
+}
 
+// deltasOf returns the deltas a record read at at sends, st merged with it (resp: the
+// request's RESPONSE when the record is it): the request's count once, when its RESPONSE is
+// applied, and its flag once for the tenant, the user and the windows. A redelivery of the
+// record that sent a delta (the same at) sends it again.
+func deltasOf(st *RequestState, resp *avro.GatewayLog, at Pos) map[string]*Delta {
 	deltas := map[string]*Delta{}
 	if resp != nil && (st.Counted == nil || *st.Counted == at) {
 		st.Counted = &at
@@ -334,7 +349,7 @@ func ApplyRecord(st *RequestState, rec *avro.EnrichedRecord, at Pos) (*RequestSt
 			d.FlagAt = st.CountedAt
 		}
 	}
-	return st, deltas
+	return deltas
 }
 
 func union(a, b []string) []string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -22,14 +23,14 @@ func BenchmarkAppend(b *testing.B) {
 	defer cancel()
 	db := testenv.ID("bench_")
 	testenv.Database(b, ctx, db, func(ctx context.Context) (driver.Conn, error) {
-		return Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
+		return chschema.Open(ctx, chschema.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)})
 	})
-	conn, err := Open(ctx, Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
+	conn, err := chschema.Open(ctx, chschema.Conn{Addr: testenv.Get(testenv.ClickHouseAddr), Database: db})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		b.Fatal(err)
 	}
 	rows, err := MapRecord(&benchEnriched()[1])
@@ -38,7 +39,7 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	row := *rows.Inference
 	row.LandedTimeMs = time.Now().UnixMilli()
-	sql := insertSQL(TableInference, InferenceRow{})
+	sql := chschema.InsertSQL(TableInference, InferenceRow{})
 	const batch = 10000
 	prepare := func(b *testing.B) driver.Batch {
 		bt, err := conn.PrepareBatch(ctx, sql)
@@ -95,7 +96,7 @@ func BenchmarkAppend(b *testing.B) {
 		}
 		hits = append(hits, r.Hits...)
 	}
-	sqls := []string{insertSQL(TableInference, InferenceRow{}), insertSQL(TableGateway, GatewayRow{}), insertSQL(TableHits, HitRow{})}
+	sqls := []string{chschema.InsertSQL(TableInference, InferenceRow{}), chschema.InsertSQL(TableGateway, GatewayRow{}), chschema.InsertSQL(TableHits, HitRow{})}
 	flush := func(name string, add func(bts []driver.Batch) error) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -2,19 +2,17 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
-	"reflect"
-	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/internal/rollup"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // Batch is the rows of one INSERT into one table: what every insert of the package sends
-// (Writer.WriteBatch for the sinks, InsertRows for the audit tables), whatever the rows are.
+// (Writer.WriteBatch; the audit tables go through chschema.InsertRows), whatever the rows are.
 // Each batch encodes its own columns, so the code that sends it knows no row type:
-//   - tableRows (the built-in tables, the ledger, the DLQ mirror, the audit tables): rows of a
+//   - tableRows (the built-in tables, the ledger, the DLQ mirror): rows of a
 //     struct whose `ch` tags name the columns, appended column by column, one typed slice a
 //     column (columns.go: no reflection per row, no boxing per value);
 //   - streamBatch (stream_rows.go): a declared stream's rows, whose column types are known only
@@ -48,19 +46,6 @@ func insert(ctx context.Context, conn driver.Conn, b Batch) error {
 	return db.Send()
 }
 
-// InsertRows writes rows to table in one batch, with the columns named by T's `ch` field tags
-// (tableRows, columns by reflection: for the small audit tables, replay_log and the migration
-// ledgers; the sinks' rows have their columns listed by hand, columns.go).
-func InsertRows[T any](ctx context.Context, conn driver.Conn, table string, rows []T) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	if err := insert(ctx, conn, tableRows[T]{table: table, rows: rows, columns: structColumns[T]}); err != nil {
-		return fmt.Errorf("clickhouse: insert %s: %w", table, err)
-	}
-	return nil
-}
-
 // tableRows is a Batch of rows of a struct T whose `ch` tags name the columns, in field order;
 // columns lists the rows' values column by column in that order.
 type tableRows[T any] struct {
@@ -73,7 +58,7 @@ func (t tableRows[T]) Table() string { return t.table }
 
 func (t tableRows[T]) Insert() string {
 	var zero T
-	return insertSQL(t.table, zero)
+	return chschema.InsertSQL(t.table, zero)
 }
 
 func (t tableRows[T]) Len() int { return len(t.rows) }
@@ -136,31 +121,5 @@ func ledgerBatch(rows []LedgerRow) Batch {
 func dlqBatch(rows []DLQRow) Batch { return tableRows[DLQRow]{TableDLQ, rows, dlqColumns} }
 
 func dlqFirstBatch(rows []DLQFirstRow) Batch {
-	return tableRows[DLQFirstRow]{rollup.DLQFirst, rows, structColumns[DLQFirstRow]}
-}
-
-// insertSQL returns "INSERT INTO table (c1, c2, ...) VALUES" with the columns named by row's
-// ch tags, in field order: 18.16 rejects an INSERT without named columns.
-func insertSQL(table string, row any) string {
-	t := reflect.TypeOf(row)
-	cols := make([]string, t.NumField())
-	for i := range cols {
-		cols[i] = t.Field(i).Tag.Get("ch")
-	}
-	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES"
-}
-
-// structColumns lists rows column by column by reflection, one slice of each field's type a
-// field, in field order (what columns.go's lists do by hand for the sinks' rows).
-func structColumns[T any](rows []T) []any {
-	t := reflect.TypeFor[T]()
-	cols := make([]any, t.NumField())
-	for j := range cols {
-		col := reflect.MakeSlice(reflect.SliceOf(t.Field(j).Type), len(rows), len(rows))
-		for i := range rows {
-			col.Index(i).Set(reflect.ValueOf(&rows[i]).Elem().Field(j))
-		}
-		cols[j] = col.Interface()
-	}
-	return cols
+	return tableRows[DLQFirstRow]{rollup.DLQFirst, rows, chschema.StructColumns[DLQFirstRow]}
 }

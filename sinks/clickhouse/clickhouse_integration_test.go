@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/backflowhq/backflow/test/pipelinetest"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // TestBatchInsertSelect inserts 1000 rows over 400 request ids into a ReplacingMergeTree (in a
 // database of its own) with one PrepareBatch (columns named, as 18.16 requires) and reads them
 // back raw and through FINAL.
 func TestBatchInsertSelect(t *testing.T) {
-	_, conn := testDB(t)
+	testenv.Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	_, conn := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("it_"))
 
 	const table = "smoke"
 	ddl := `CREATE TABLE ` + table + ` (

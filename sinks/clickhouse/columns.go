@@ -8,7 +8,7 @@ import (
 )
 
 // A batch is appended column by column: each row type lists its columns in the order of its
-// `ch` tags (the order insertSQL names them), one typed slice a column, and each slice goes to
+// `ch` tags (the order schema.InsertSQL names them), one typed slice a column, and each slice goes to
 // the driver whole with Batch.Column(i).Append. That costs no reflection per row (AppendStruct)
 // and no boxing per value (a positional Append). TestColumnsFollowTags holds every list to its
 // struct's tags.

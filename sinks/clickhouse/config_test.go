@@ -11,6 +11,7 @@ import (
 	"github.com/backflowhq/backflow/internal/conf/conftest"
 	"github.com/backflowhq/backflow/internal/secure"
 	"github.com/backflowhq/backflow/internal/secure/securetest"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -43,21 +44,21 @@ func TestConfigValidate(t *testing.T) {
 
 func TestConnValidate(t *testing.T) {
 	pki := securetest.New(t)
-	conftest.Validate(t, []conftest.Case[Conn]{
-		{Name: "zero is the defaults, but for the address", Config: Conn{Addr: "ch:9000"}},
-		{Name: "no address", Config: Conn{}, WantErr: "clickhouse: addr: not set", Field: "Addr"},
-		{Name: "explicit", Config: Conn{Addr: "ch:9000", Database: "x"}},
-		{Name: "cluster", Config: Conn{Addr: "ch:9000", Cluster: "backflow"}},
-		{Name: "bad cluster name", Config: Conn{Addr: "ch:9000", Cluster: "a-b"}, WantErr: `clickhouse: cluster: "a-b" is not a cluster name`, Field: "Cluster"},
-		{Name: "zookeeper path without shard", Config: Conn{Addr: "ch:9000", Cluster: "c", ZooKeeperPath: "/ch/{table}"}, WantErr: `clickhouse: zookeeper path: "/ch/{table}" lacks {shard} or {table}`, Field: "ZooKeeperPath"},
-		{Name: "relative zookeeper path", Config: Conn{Addr: "ch:9000", Cluster: "c", ZooKeeperPath: "ch/{shard}/{table}"}, WantErr: `clickhouse: zookeeper path: "ch/{shard}/{table}" does not start with /`, Field: "ZooKeeperPath"},
-		{Name: "no port", Config: Conn{Addr: "no-port"}, WantErr: `clickhouse: addr: "no-port" is not host:port`, Field: "Addr"},
-		{Name: "negative dial timeout", Config: Conn{DialTimeout: -1}, WantErr: "clickhouse: dial timeout:", Field: "DialTimeout"},
-		{Name: "tls with ca", Config: Conn{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}},
-		{Name: "password file", Config: Conn{Addr: "ch:9000", User: "backflow", PasswordFile: securetest.SecretFile(t, "pa55")}},
-		{Name: "password twice", Config: Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "clickhouse: password: set inline and as a file", Field: "PasswordFile"},
-		{Name: "missing password file", Config: Conn{PasswordFile: "/nonexistent/pw"}, WantErr: "clickhouse: password file: open /nonexistent/pw", Field: "PasswordFile"},
-		{Name: "missing ca", Config: Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, WantErr: "clickhouse: tls ca file", Field: "TLS.CAFile"},
+	conftest.Validate(t, []conftest.Case[chschema.Conn]{
+		{Name: "zero is the defaults, but for the address", Config: chschema.Conn{Addr: "ch:9000"}},
+		{Name: "no address", Config: chschema.Conn{}, WantErr: "clickhouse: addr: not set", Field: "Addr"},
+		{Name: "explicit", Config: chschema.Conn{Addr: "ch:9000", Database: "x"}},
+		{Name: "cluster", Config: chschema.Conn{Addr: "ch:9000", Cluster: "backflow"}},
+		{Name: "bad cluster name", Config: chschema.Conn{Addr: "ch:9000", Cluster: "a-b"}, WantErr: `clickhouse: cluster: "a-b" is not a cluster name`, Field: "Cluster"},
+		{Name: "zookeeper path without shard", Config: chschema.Conn{Addr: "ch:9000", Cluster: "c", ZooKeeperPath: "/ch/{table}"}, WantErr: `clickhouse: zookeeper path: "/ch/{table}" lacks {shard} or {table}`, Field: "ZooKeeperPath"},
+		{Name: "relative zookeeper path", Config: chschema.Conn{Addr: "ch:9000", Cluster: "c", ZooKeeperPath: "ch/{shard}/{table}"}, WantErr: `clickhouse: zookeeper path: "ch/{shard}/{table}" does not start with /`, Field: "ZooKeeperPath"},
+		{Name: "no port", Config: chschema.Conn{Addr: "no-port"}, WantErr: `clickhouse: addr: "no-port" is not host:port`, Field: "Addr"},
+		{Name: "negative dial timeout", Config: chschema.Conn{DialTimeout: -1}, WantErr: "clickhouse: dial timeout:", Field: "DialTimeout"},
+		{Name: "tls with ca", Config: chschema.Conn{Addr: "ch:9440", TLS: secure.TLS{CAFile: pki.CAFile}}},
+		{Name: "password file", Config: chschema.Conn{Addr: "ch:9000", User: "backflow", PasswordFile: securetest.SecretFile(t, "pa55")}},
+		{Name: "password twice", Config: chschema.Conn{Password: "pa55", PasswordFile: "/x"}, WantErr: "clickhouse: password: set inline and as a file", Field: "PasswordFile"},
+		{Name: "missing password file", Config: chschema.Conn{PasswordFile: "/nonexistent/pw"}, WantErr: "clickhouse: password file: open /nonexistent/pw", Field: "PasswordFile"},
+		{Name: "missing ca", Config: chschema.Conn{TLS: secure.TLS{CAFile: "/nonexistent/ca"}}, WantErr: "clickhouse: tls ca file", Field: "TLS.CAFile"},
 	}, "pa55")
 }
 

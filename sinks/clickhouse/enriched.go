@@ -22,7 +22,7 @@ type enrichedMapping struct {
 // mapRecord decodes rec, waiting out a registry outage, and maps it. A record that does not
 // decode for good is a bug of ingest's, not an outage: it goes to the DLQ (with the decoder's
 // class) so that the partition is not blocked forever.
-func (en *enrichedMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Record) (row, error, error) {
+func (en *enrichedMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Record) (row, error, error) {
 	var e avro.EnrichedRecord
 	err := r.await(ctx, "registry", avro.IsRetryable, func() (err error) {
 		e, _, err = en.dec.Decode(ctx, rec.Value)
@@ -45,7 +45,7 @@ func (en *enrichedMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.R
 }
 
 // insert inserts the three tables at once (inserter.insertAll).
-func (en *enrichedMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (en *enrichedMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	var (
 		inf    []InferenceRow
 		infOwn []int

@@ -12,6 +12,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/secure"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 var (
@@ -173,9 +174,10 @@ func IsAuthError(err error) bool {
 // authentication, 164 READONLY and 497 ACCESS_DENIED (grants). Sending every record to the DLQ
 // for these would empty the stream into it; the sink stops with the error instead, commits
 // nothing, and resumes where it stopped once fixed. Any other server exception that is neither
-// retryable nor rejected is treated as fatal too.
+// retryable nor rejected is treated as fatal too, and so is a table the schema engine finds
+// missing (chschema.ErrMissingTable).
 func IsFatal(err error) bool {
-	if errors.Is(err, ErrClickHouseFatal) {
+	if errors.Is(err, ErrClickHouseFatal) || errors.Is(err, chschema.ErrMissingTable) {
 		return true
 	}
 	var ex *ch.Exception

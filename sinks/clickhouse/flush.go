@@ -139,7 +139,7 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 	if b.n == 0 {
 		return nil
 	}
-	in := &inserter{w: s.w, r: s.retry, log: s.log, reject: s.dlqStage != ""}
+	in := &inserter{w: s.w, stmts: s.stmts, r: s.retry, log: s.log, reject: s.dlqStage != ""}
 	defer s.resume()
 	parts := b.partitions()
 	var (

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks"
 )
 
@@ -16,15 +17,25 @@ import (
 // for its data narrowed down to its rows at fault. Safe for concurrent use: the built-in
 // tables are inserted at once.
 type inserter struct {
-	w   sinks.BatchWriter[Batch]
-	r   *retrier
-	log *slog.Logger
+	w     sinks.BatchWriter[Batch]
+	stmts rollup.Conn // the Sink's statements; nil without
+	r     *retrier
+	log   *slog.Logger
 	// reject: a row ClickHouse rejects goes to the DLQ; false (the DLQ mirror, which has no
 	// DLQ of its own), a rejected batch stops the sink.
 	reject bool
 	// retries counts the flush's retries (Flush.Attempts - 1).
 	retries atomic.Int64
 }
+
+var _ lander = (*inserter)(nil)
+
+// retry runs op with the sink's retries, counted in the flush's.
+func (in *inserter) retry(ctx context.Context, what string, retryable func(error) bool, op func(context.Context) error) error {
+	return in.r.retry(ctx, what, &in.retries, retryable, op)
+}
+
+func (in *inserter) statements() rollup.Conn { return in.stmts }
 
 // owned is a batch and, for each of its rows, the index of the record it belongs to.
 type owned struct {

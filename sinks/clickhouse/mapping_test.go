@@ -18,6 +18,7 @@ import (
 	sravro "github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/retry"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
@@ -248,9 +249,9 @@ func streamFixture(t *testing.T) (*streamMapping, func(schema string, rec map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := StreamConfig{Name: "ev", Topic: "ev", DedupeKey: "id", EventTime: "at", DedupeWindow: time.Hour}.WithDefaults()
+	sc := chschema.StreamConfig{Name: "ev", Topic: "ev", DedupeKey: "id", EventTime: "at", DedupeWindow: time.Hour}.WithDefaults()
 	reader := avro.MustParse(evSchema("int"))
-	cols, err := sc.Columns(reader, Capabilities{})
+	cols, err := sc.Columns(reader, chschema.Capabilities{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,9 +314,9 @@ func TestStreamMapsRecords(t *testing.T) {
 // are inserted apart, each batch naming its own columns; a row ClickHouse rejects comes back
 // by its index, the other rows land.
 func TestStreamInsertsByColumnVersion(t *testing.T) {
-	sc := StreamConfig{Name: "s", Topic: "s"}.WithDefaults()
-	v1 := newStreamCols(sc, []Column{{Name: "a", Field: "a", Type: "String"}})
-	v2 := newStreamCols(sc, []Column{{Name: "a", Field: "a", Type: "String"}, {Name: "b", Field: "b", Type: "Int32"}})
+	sc := chschema.StreamConfig{Name: "s", Topic: "s"}.WithDefaults()
+	v1 := newStreamCols(sc, []chschema.Column{{Name: "a", Field: "a", Type: "String"}})
+	v2 := newStreamCols(sc, []chschema.Column{{Name: "a", Field: "a", Type: "String"}, {Name: "b", Field: "b", Type: "Int32"}})
 	rows := []row{
 		&streamRow{cols: v1, vals: []any{"x", int32(0), uint64(1), uint32(1)}},
 		&streamRow{cols: v1, vals: []any{"bad", int32(0), uint64(2), uint32(1)}},

@@ -12,6 +12,7 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/rollup"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // TableDLQ and ViewDLQ hold the DLQ mirror.
@@ -112,7 +113,7 @@ var minDateTime = time.Unix(0, 0).UTC()
 // rejects stops the mirror uncommitted. It writes no sink_ledger rows, and of the metrics
 // only the stage's shared families (records in and out, batches, flushes, sink errors): its
 // backlog shows as its group's consumer lag.
-func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger) (*Sink, error) {
+func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg chschema.Conn, log *slog.Logger) (*Sink, error) {
 	if err := mc.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger
 }
 
 // RunDLQMirror builds the DLQ mirror (NewDLQMirror) and runs it until ctx ends; see Sink.
-func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg Conn, log *slog.Logger) error {
+func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg chschema.Conn, log *slog.Logger) error {
 	s, err := NewDLQMirror(mc, kcfg, chcfg, log)
 	if err != nil {
 		return err
@@ -139,11 +140,11 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg C
 // (MapDLQRecord), an entry not written by dlq.Writer included.
 type mirrorMapping struct{}
 
-func (mirrorMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+func (mirrorMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
 	return MapDLQRecord(rec), nil, nil
 }
 
-func (mirrorMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	dl := make([]DLQRow, len(rows))
 	owners := make([]int, len(rows))
 	for i, r := range rows {

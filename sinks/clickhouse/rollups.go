@@ -106,7 +106,7 @@ type markRow struct {
 // tally: a mark is no row of any table the ledger counts.
 func (markRow) tally() tally { return tally{} }
 
-func (rm *rollupMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+func (rm *rollupMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
 	m, err := decodeMark(rec)
 	if err != nil {
 		return nil, err, nil
@@ -119,10 +119,10 @@ func (rm *rollupMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Recor
 // backoff until it succeeds or the loop stops: the rollups are derived, so their failure
 // must not stop the sink, and the marks stay uncommitted meanwhile. The lag metric grows and
 // BackflowRollupLagHigh fires; the panels stay exact, reading raw rows from the watermark on.
-func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
-	conn, ok := in.w.(rollup.Conn)
-	if !ok {
-		return nil, fmt.Errorf("%w: the writer cannot run statements", ErrClickHouseFatal)
+func (rm *rollupMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+	conn := in.statements()
+	if conn == nil {
+		return nil, fmt.Errorf("%w: the sink has no connection to run statements on", ErrClickHouseFatal)
 	}
 	minutes := map[string][]time.Time{}
 	oldest := map[string]time.Time{}
@@ -144,7 +144,7 @@ func (rm *rollupMapping) insert(ctx context.Context, in *inserter, rows []row) (
 	for _, source := range slices.Sorted(maps.Keys(minutes)) {
 		spans := rollup.Spans(minutes[source])
 		// nil retryable: every failure is retried, until ctx ends (the loop stopping).
-		err := in.r.retry(ctx, "rollup "+source, &in.retries, nil, func(ctx context.Context) error {
+		err := in.retry(ctx, "rollup "+source, nil, func(ctx context.Context) error {
 			return rollup.Recompute(ctx, conn, source, spans, time.Now())
 		})
 		if err != nil {

@@ -58,7 +58,7 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
 	var retries atomic.Int64
 	w := &stmtWriter{refuse: 3}
-	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
+	in := &inserter{w: w, stmts: w, r: testRetrier(&retries), log: quiet()}
 	rejected, err := newRollupMapping().insert(context.Background(), in, rows)
 	if err != nil || len(rejected) != 0 {
 		t.Fatalf("insert = %v, %v; want the rollup run after the refusals", rejected, err)
@@ -70,7 +70,7 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	w = &stmtWriter{refuse: 1 << 30}
-	in.w = w
+	in.w, in.stmts = w, w
 	if _, err := newRollupMapping().insert(ctx, in, rows); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrClickHouseFatal) {
 		t.Fatalf("insert while refused until the stop = %v, want the context's error and no ErrClickHouseFatal", err)
 	}
@@ -90,7 +90,7 @@ func TestRollupLoopStopsWithoutFinishingItsFlush(t *testing.T) {
 		InsertTimeout: time.Hour, BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond}
 	s := newRollupSink(cfg, RunConfig{Kafka: k, Logger: quiet()}, newRollupMapping())
 	w := &stmtWriter{refuse: 1 << 30}
-	s.w = w
+	s.w, s.stmts = w, w
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -111,5 +111,24 @@ func TestRollupLoopStopsWithoutFinishingItsFlush(t *testing.T) {
 	}
 	if got := committed(t, k); got[0] != 0 || len(w.execs) != 0 {
 		t.Fatalf("committed %v, statements run %q: want the mark uncommitted and no rollup run", got, w.execs)
+	}
+}
+
+// TestRollupsRunOnTheStatementsConnection: the rollups run their statements on the connection
+// the flush hands them (lander.statements), never on the writer behind sinks.BatchWriter found
+// by a type assertion: without that connection they stop at once, even over a writer that
+// could run statements, and run none.
+func TestRollupsRunOnTheStatementsConnection(t *testing.T) {
+	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
+	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
+	var retries atomic.Int64
+	w := &stmtWriter{}
+	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
+	if _, err := newRollupMapping().insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || len(w.execs) != 0 {
+		t.Fatalf("insert without a statements connection = %v after %d statements on the writer, want ErrClickHouseFatal and none", err, len(w.execs))
+	}
+	in.stmts = w
+	if _, err := newRollupMapping().insert(context.Background(), in, rows); err != nil || len(w.execs) == 0 {
+		t.Fatalf("insert with the statements connection = %v after %d statements, want the rollups run", err, len(w.execs))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/avro"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 func TestVersion(t *testing.T) {
@@ -128,13 +129,13 @@ func TestMapRecordNeedsExactlyOneSource(t *testing.T) {
 }
 
 func TestInsertSQLNamesEveryColumn(t *testing.T) {
-	got := insertSQL(TableLedger, LedgerRow{})
+	got := chschema.InsertSQL(TableLedger, LedgerRow{})
 	want := "INSERT INTO sink_ledger (batch_id, group, topic, partition, min_offset, max_offset, rows, hit_rows, epoch, flushed_at, max_event_time) VALUES"
 	if got != want {
 		t.Fatalf("%s\nwant %s", got, want)
 	}
 	for _, row := range []any{InferenceRow{}, GatewayRow{}, HitRow{}} {
-		sql := insertSQL("t", row)
+		sql := chschema.InsertSQL("t", row)
 		if n := reflect.TypeOf(row).NumField(); strings.Count(sql, ",")+1 != n || strings.Contains(sql, "()") || strings.Contains(sql, ", ,") {
 			t.Fatalf("%T: %s does not name its %d columns", row, sql, n)
 		}

@@ -18,7 +18,9 @@ import (
 	"github.com/backflowhq/backflow/internal/moderation"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
+	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // Stage is the DLQ stage name of the sink.
@@ -28,7 +30,7 @@ const Stage = "sink-clickhouse"
 type RunConfig struct {
 	Kafka      kafka.Conn
 	Registry   avro.Registry
-	ClickHouse Conn
+	ClickHouse chschema.Conn
 	// Logger receives warnings and one line per retry. Default: slog.Default().
 	Logger *slog.Logger
 	// OnFlush, when set, is called after each flush was committed (tests, progress output).
@@ -74,21 +76,24 @@ type Stats struct {
 
 // Sink is the one loop from Kafka into ClickHouse: one member of a Kafka consumer group over
 // one topic, whose records its mapping (mapping.go) turns into rows. New builds it for the
-// built-in tables, NewStream for a declared stream, NewDLQMirror for the DLQ mirror; then call
-// Run once. Stats may be called at any time from any goroutine.
+// built-in tables, NewStream for a declared stream, NewDLQMirror for the DLQ mirror,
+// NewRollups for the rollup loop; then call Run once. Stats may be called at any time from
+// any goroutine.
 //
 // Run polls records into a buffer bounded by BatchRows, maps each as it comes, and flushes the
 // buffer when it is full or BatchInterval after its first record. A flush (flush.go):
-//  1. hands the rows to the mapping, which inserts them (the built-in tables at once, one
-//     PrepareBatch each with named columns, on connections of their own); a retryable error
+//  1. hands the rows to the mapping, which inserts them (insert; the built-in tables at once,
+//     one PrepareBatch each with named columns, on connections of their own); a retryable error
 //     (IsRetryable) pauses fetching and retries the same insert with backoff until it succeeds
 //     or the sink stops; a rejected batch (IsRejected) is inserted in halves down to single
 //     rows, and the records whose rows are rejected go to the DLQ once; a fatal error (IsFatal)
 //     stops Run without committing;
 //  2. writes the records that did not map (a permanent decode error) or were rejected to the
-//     DLQ;
-//  3. inserts one sink_ledger row per flushed partition;
-//  4. commits, per partition, the offset after the last flushed record.
+//     DLQ (deadLetter);
+//  3. inserts one sink_ledger row per flushed partition (account);
+//  4. writes the rollup marks of the tables and hours it wrote into to Config.RollupTopic
+//     (mark), for the rollup loop;
+//  5. commits, per partition, the offset after the last flushed record (commit).
 //
 // Offsets are never committed past a record that has not landed in ClickHouse or the DLQ. Rows
 // may be written twice (a crash before the commit, a lost insert reply); the tables collapse
@@ -119,6 +124,7 @@ type Sink struct {
 	abandonOnStop bool
 	retry         *retrier
 	w             sinks.BatchWriter[Batch] // ClickHouse, once Run has connected (set before: a test's)
+	stmts         rollup.Conn              // the same connection's statements (the rollups'); nil with a test's writer
 	cl            *kgo.Client
 	dlqw          *dlq.Writer
 	pcl           *kgo.Client
@@ -251,7 +257,8 @@ func (s *Sink) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.w = NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
+		w := NewWriter(conn, s.cfg.InsertTimeout).forCluster(s.rc.ClickHouse)
+		s.w, s.stmts = w, w
 	}
 	reset := kgo.NewOffset().AtEnd()
 	if s.cfg.FromStart {
@@ -293,7 +300,7 @@ func (s *Sink) connect(ctx context.Context) error {
 func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	var conn driver.Conn
 	err := s.retry.await(ctx, "clickhouse", IsRetryable, func() (err error) {
-		conn, err = Open(ctx, s.rc.ClickHouse)
+		conn, err = chschema.Open(ctx, s.rc.ClickHouse)
 		return err
 	})
 	return conn, err

@@ -24,6 +24,7 @@ import (
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -34,7 +35,7 @@ import (
 type e2e struct {
 	*pipelinetest.Env
 	t      *testing.T
-	chcfg  clickhouse.Conn
+	chcfg  chschema.Conn
 	conn   driver.Conn
 	groups []string // the sink groups started, for the ledger checks
 }
@@ -45,7 +46,7 @@ func newMigratedE2E(t *testing.T, timeout time.Duration) (*e2e, context.Context)
 	s := newE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+	if _, err := chschema.Migrate(ctx, s.conn); err != nil {
 		t.Fatal(err)
 	}
 	return s, ctx
@@ -130,7 +131,7 @@ func (s *e2e) startSinkStoppable(ctx context.Context, group string, batchRows in
 
 // startSinkAt is startSinkStoppable against chcfg (a proxy in front of the test database, say),
 // with the insert timeout and log level given; hooks set RunConfig callbacks (OnFlush, OnAssigned).
-func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Conn, batchRows int, interval, insertTimeout time.Duration,
+func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg chschema.Conn, batchRows int, interval, insertTimeout time.Duration,
 	level slog.Level, hooks ...func(*clickhouse.RunConfig)) (*clickhouse.Sink, context.CancelFunc, <-chan error) {
 	s.t.Helper()
 	s.groups = append(s.groups, group)
@@ -154,7 +155,7 @@ func (s *e2e) startSinkAt(ctx context.Context, group string, chcfg clickhouse.Co
 // clickHouseProxy puts a fault proxy in front of the test database, forwarding until it is set
 // to faultproxy.Delay (every chunk then waits delay), and returns the config that goes through
 // it. The proxy closes with the test.
-func (s *e2e) clickHouseProxy(delay time.Duration) (clickhouse.Conn, *faultproxy.Proxy) {
+func (s *e2e) clickHouseProxy(delay time.Duration) (chschema.Conn, *faultproxy.Proxy) {
 	s.t.Helper()
 	proxy, err := faultproxy.New(faultproxy.Config{Target: s.chcfg.Addr, Delay: delay})
 	if err != nil {
@@ -422,7 +423,7 @@ func TestSinkClickHouseDown(t *testing.T) {
 	s := newE2EAt(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, s.conn); err != nil {
+	if _, err := chschema.Migrate(ctx, s.conn); err != nil {
 		t.Fatal(err)
 	}
 	group := "sinkch-" + s.ID

@@ -21,6 +21,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // The loop's unit tests: Sink over franz-go's kfake cluster, with a mapping of the test's own
@@ -95,14 +96,14 @@ type testRow struct {
 
 func (r testRow) tally() tally { return tally{rows: 1, eventTime: r.at, epoch: 3} }
 
-func (testMapping) mapRecord(_ context.Context, _ *retrier, rec *kgo.Record) (row, error, error) {
+func (testMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
 	if strings.HasPrefix(string(rec.Value), "bad") {
 		return nil, dlq.WithClass("invalid", errors.New("a bad value")), nil
 	}
 	return testRow{value: string(rec.Value), at: rec.Timestamp.UTC().Truncate(time.Second)}, nil, nil
 }
 
-func (testMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (testMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	b := testBatch{}
 	owners := make([]int, len(rows))
 	for i, r := range rows {
@@ -415,7 +416,7 @@ func TestConnectRetriesAreCounted(t *testing.T) {
 	var logged atomic.Int64
 	log := slog.New(countingHandler{n: &logged})
 	s := newSink(Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond},
-		RunConfig{ClickHouse: Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}, Logger: log}, nil, Stage)
+		RunConfig{ClickHouse: chschema.Conn{Addr: addr, DialTimeout: 100 * time.Millisecond}, Logger: log}, nil, Stage)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := s.openClickHouse(ctx); done <- err }()

@@ -16,19 +16,20 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/moderation"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // StreamRun is what a stream's sink starts from: the schema its table follows (the subject's
-// latest, which PlanStream and ApplyStream brought the table to) and the server's capabilities.
+// latest, which PlanStream and chschema.ApplyStream brought the table to) and the server's capabilities.
 type StreamRun struct {
 	Schema hamba.Schema
-	Caps   Capabilities
+	Caps   chschema.Capabilities
 }
 
 // NewStream validates the configs and builds the sink of the declared stream sc: cfg's
 // Group and Topic are sc's; its batching, DLQ topic and backoff apply. The table must follow
-// sr.Schema already (ApplyStream).
-func NewStream(sc StreamConfig, cfg Config, sr StreamRun, rc RunConfig) (*Sink, error) {
+// sr.Schema already (chschema.ApplyStream).
+func NewStream(sc chschema.StreamConfig, cfg Config, sr StreamRun, rc RunConfig) (*Sink, error) {
 	sc = sc.WithDefaults()
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -73,9 +74,9 @@ var ErrStreamStopped = errors.New("clickhouse: stream stopped: its table cannot 
 // (*IncompatibleError) stops the sink with the record and what follows it uncommitted:
 // neither dropped nor dead-lettered.
 type streamMapping struct {
-	sc   StreamConfig
-	ch   Conn
-	caps Capabilities
+	sc   chschema.StreamConfig
+	ch   chschema.Conn
+	caps chschema.Capabilities
 	dec  *avro.GenericDecoder
 	mod  *moderation.Client // screens the Screen fields; nil without
 	log  *slog.Logger
@@ -92,7 +93,7 @@ type streamMapping struct {
 	types map[string]string // column name → type, for the columns a MODIFY COLUMN changed
 }
 
-func (t *streamMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Record) (row, error, error) {
+func (t *streamMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Record) (row, error, error) {
 	id, body, err := t.dec.Frame(rec.Value)
 	if err != nil {
 		return nil, err, nil
@@ -120,7 +121,7 @@ func (t *streamMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Reco
 	case err != nil:
 		return nil, err, nil
 	}
-	vals, err := RowValues(t.cur.cols, m)
+	vals, err := chschema.RowValues(t.cur.cols, m)
 	if err != nil {
 		return nil, dlq.WithClass(avro.ClassInvalid, err), nil
 	}
@@ -130,24 +131,24 @@ func (t *streamMapping) mapRecord(ctx context.Context, r *retrier, rec *kgo.Reco
 // follow checks a writer schema met for the first time against the table, adding the columns
 // it adds and modifying those whose types it changes (PlanEvolution); the table then follows
 // it.
-func (t *streamMapping) follow(ctx context.Context, r *retrier, id int, writer hamba.Schema) error {
+func (t *streamMapping) follow(ctx context.Context, r waiter, id int, writer hamba.Schema) error {
 	cols, err := t.sc.Columns(writer, t.caps)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: schema id %d: %w", ErrStreamStopped, t.sc.Name, id, err)
 	}
-	stmts, next, err := evolve(t.sc.Table, t.cur.cols, cols, t.sc.Spec(cols).OrderBy)
+	stmts, next, err := chschema.Evolve(t.sc.Table, t.cur.cols, cols, t.sc.Spec(cols).OrderBy)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: schema id %d: %w", ErrStreamStopped, t.sc.Name, id, err)
 	}
 	if len(stmts) > 0 {
 		t.log.Info("stream: a newer schema changes columns; following it", "stream", t.sc.Name, "schema_id", id, "statements", strings.Join(stmts, "; "))
-		modifies := slices.ContainsFunc(stmts, modifyColumn.MatchString)
+		modifies := slices.ContainsFunc(stmts, chschema.IsModifyColumn)
 		if modifies {
 			t.alter.Lock() // no insert of rows with the older types while their columns change
 			defer t.alter.Unlock()
 		}
 		if err := r.retry(ctx, "alter "+t.sc.Table, nil, IsRetryable, func(ctx context.Context) error {
-			v, err := ApplyStream(ctx, t.ch, StreamPlan{Stream: t.sc, SchemaID: id, Statements: t.sc.viewAfter(stmts)})
+			v, err := chschema.ApplyStream(ctx, t.ch, chschema.StreamPlan{Stream: t.sc, SchemaID: id, Statements: t.sc.ViewAfter(stmts)})
 			if err == nil {
 				t.log.Info("stream: recorded the table's migration", "stream", t.sc.Name, "version", v, "schema_id", id)
 			}
@@ -173,7 +174,7 @@ func (t *streamMapping) follow(ctx context.Context, r *retrier, id int, writer h
 // rows of one column version at a time: rows decoded before and after a schema added columns
 // are inserted apart, each with its own column list (the older ones get the new columns'
 // defaults).
-func (t *streamMapping) insert(ctx context.Context, in *inserter, rows []row) (map[int]error, error) {
+func (t *streamMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	srs := make([]*streamRow, len(rows))
 	for i, r := range rows {
 		srs[i] = r.(*streamRow)
@@ -228,7 +229,7 @@ func (t *streamMapping) recast(rows []*streamRow) error {
 			if c.Type == nc.cols[i].Type {
 				continue
 			}
-			v, err := recastValue(r.vals[i], nc.cols[i].Type)
+			v, err := chschema.RecastValue(r.vals[i], nc.cols[i].Type)
 			if err != nil {
 				return fmt.Errorf("stream %s: column %s from %s: %w", t.sc.Name, c.Name, c.Type, err)
 			}
@@ -242,7 +243,7 @@ func (t *streamMapping) recast(rows []*streamRow) error {
 // screen checks the batch's screened texts with the sensitive-word service, each distinct text
 // once, MaxItems at a time, and sets each row's ColSensitiveWords. An outage of the service is
 // retried like ClickHouse's (fetching paused), never dead-lettered.
-func (t *streamMapping) screen(ctx context.Context, in *inserter, rows []*streamRow) error {
+func (t *streamMapping) screen(ctx context.Context, in lander, rows []*streamRow) error {
 	words := map[string][]string{}
 	var texts []string
 	for _, r := range rows {
@@ -263,7 +264,7 @@ func (t *streamMapping) screen(ctx context.Context, in *inserter, rows []*stream
 			items[i] = moderation.Item{ID: strconv.Itoa(i), Text: txt}
 		}
 		var res []moderation.Result
-		if err := in.r.retry(ctx, "screen", &in.retries, moderation.IsRetryable, func(ctx context.Context) (err error) {
+		if err := in.retry(ctx, "screen", moderation.IsRetryable, func(ctx context.Context) (err error) {
 			res, err = t.mod.Check(ctx, items)
 			return err
 		}); err != nil {

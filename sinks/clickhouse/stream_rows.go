@@ -8,19 +8,21 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // streamCols is one version of a stream table's columns: the schema's, and the names an
 // INSERT lists (backflow's columns included). A schema that adds or retypes columns makes a
 // new version; rows keep the version they were decoded with.
 type streamCols struct {
-	cols   []Column
+	cols   []chschema.Column
 	insert []string // backquoted
 	event  int      // index of the event-time column in cols, -1 without one
 	screen []int    // indexes of the screened columns in cols
 }
 
-func newStreamCols(c StreamConfig, cols []Column) *streamCols {
+func newStreamCols(c chschema.StreamConfig, cols []chschema.Column) *streamCols {
 	sc := &streamCols{cols: cols, event: -1}
 	for i, col := range cols {
 		if c.EventTime != "" && col.Field == c.EventTime && col.MapPart == "" {
@@ -30,16 +32,16 @@ func newStreamCols(c StreamConfig, cols []Column) *streamCols {
 			sc.screen = append(sc.screen, i)
 		}
 	}
-	for _, col := range append(slices.Clone(cols), c.meta()...) {
-		sc.insert = append(sc.insert, backquote(col.Name))
+	for _, col := range append(slices.Clone(cols), c.MetaColumns()...) {
+		sc.insert = append(sc.insert, chschema.QuoteIdent(col.Name))
 	}
 	return sc
 }
 
 // retyped is the version of sc whose columns have the types of types (column name → type), or
 // nil when none of them changes.
-func (sc *streamCols) retyped(c StreamConfig, types map[string]string) *streamCols {
-	var cols []Column
+func (sc *streamCols) retyped(c chschema.StreamConfig, types map[string]string) *streamCols {
+	var cols []chschema.Column
 	for i, col := range sc.cols {
 		if typ, ok := types[col.Name]; ok && typ != col.Type {
 			if cols == nil {
@@ -54,10 +56,10 @@ func (sc *streamCols) retyped(c StreamConfig, types map[string]string) *streamCo
 	return newStreamCols(c, cols)
 }
 
-// row is rec's row from its schema's values (RowValues of sc.cols) and backflow's own columns:
+// row is rec's row from its schema's values (chschema.RowValues of sc.cols) and backflow's own columns:
 // its partition, offset and writer schema id, its dedupe window, and room for the words
 // screen finds.
-func (sc *streamCols) row(c StreamConfig, vals []any, rec *kgo.Record, schemaID int) *streamRow {
+func (sc *streamCols) row(c chschema.StreamConfig, vals []any, rec *kgo.Record, schemaID int) *streamRow {
 	vals = append(vals, rec.Partition, uint64(max(rec.Offset, 0)), uint32(schemaID))
 	if c.DedupeWindow > 0 {
 		var w uint64

@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/backflowhq/backflow/sinks"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // Writer is the ClickHouse side of every Sink (sinks.BatchWriter): each WriteBatch is one
@@ -23,7 +24,7 @@ type Writer struct {
 	sameBlock bool
 	// cluster is the connection's settings in cluster mode (zero on one server), and hosts a
 	// connection to each of the cluster's hosts once SyncReplicas needed them.
-	cluster Conn
+	cluster chschema.Conn
 	mu      sync.Mutex
 	hosts   []driver.Conn
 }
@@ -82,7 +83,7 @@ func (w *Writer) Close() error {
 // after all (insert deduplication by block hash, within the last
 // replicated_deduplication_window blocks, 100 by default). The rows are the same slice on
 // every attempt; only landed_time_ms would differ, so it keeps the first attempt's stamp.
-func (w *Writer) forCluster(c Conn) *Writer {
+func (w *Writer) forCluster(c chschema.Conn) *Writer {
 	w.sameBlock = c.Cluster != ""
 	if c.Cluster != "" {
 		w.cluster = c
@@ -105,8 +106,8 @@ func (w *Writer) SyncReplicas(ctx context.Context, table string) error {
 		return err
 	}
 	for _, h := range hosts {
-		if err := h.Exec(ctx, "SYSTEM SYNC REPLICA "+quoteIdent(table+LocalSuffix)); err != nil {
-			return fmt.Errorf("clickhouse: sync the replicas of %s: %w", table+LocalSuffix, err)
+		if err := h.Exec(ctx, "SYSTEM SYNC REPLICA "+chschema.QuoteIdent(table+chschema.LocalSuffix)); err != nil {
+			return fmt.Errorf("clickhouse: sync the replicas of %s: %w", table+chschema.LocalSuffix, err)
 		}
 	}
 	return nil
@@ -119,7 +120,7 @@ func (w *Writer) hostConns(ctx context.Context) ([]driver.Conn, error) {
 	if w.hosts != nil {
 		return w.hosts, nil
 	}
-	hosts, err := ClusterHosts(ctx, w.conn, w.cluster.Cluster)
+	hosts, err := chschema.ClusterHosts(ctx, w.conn, w.cluster.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (w *Writer) hostConns(ctx context.Context) ([]driver.Conn, error) {
 	for _, h := range hosts {
 		c := w.cluster
 		c.Addr = h.Addr
-		hc, err := Open(ctx, c)
+		hc, err := chschema.Open(ctx, c)
 		if err != nil {
 			for _, o := range conns {
 				o.Close()

@@ -25,10 +25,6 @@ const (
 	ModeCluster = "cluster"
 )
 
-// ErrClusterDown means a Redis Cluster answered but does not serve every slot (cluster_state
-// is not ok): a master is down and its replica has not taken over yet. Waiting fixes it.
-var ErrClusterDown = errors.New("redis: cluster_state is not ok (some slot has no master)")
-
 // Conn says how to reach Redis. Each field's default is its default tag (none: the zero
 // value); the tags declare the keys of the config file's redis section.
 type Conn struct {
@@ -201,14 +197,6 @@ func (c Conn) Options() (*goredis.Options, error) {
 		}
 	}
 	return opts, nil
-}
-
-// IsAuthError reports whether err means Redis refused who we are (WRONGPASS, NOAUTH, NOPERM)
-// or the TLS handshake failed. At start-up a stage stops on these with the settings to check;
-// mid-run the writer retries them like an outage (an operator fixes the ACL, nothing is
-// dropped).
-func IsAuthError(err error) bool {
-	return goredis.IsAuthError(err) || goredis.HasErrorPrefix(err, "NOPERM") || secure.IsTLSError(err)
 }
 
 // Endpoint says where c points, defaults applied: the address, or the seeds joined by commas.

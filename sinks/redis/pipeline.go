@@ -42,9 +42,8 @@ func (p *Pipeline) WriteBatch(ctx context.Context, writes []Write) error {
 	return err
 }
 
-// Retryable implements sinks.BatchWriter: every failure is retried. What reaches Redis is
-// only HSET and EXPIRE of well-formed rows, so an error means Redis is down, loading, failing
-// over or refusing a rotated credential: all fixed by waiting.
+// Retryable implements sinks.BatchWriter: every failure of a write is retried (errors.go says
+// why, beside the other Redis errors' rules).
 func (p *Pipeline) Retryable(err error) bool { return err != nil }
 
 // Close implements sinks.BatchWriter. The client belongs to whoever opened it (Open), who

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/proc"
 )
 
@@ -98,7 +98,7 @@ func StartPrivateClickHouse(ctx context.Context, repo, dir string) (*PrivateClic
 
 // Open creates database db and returns a connection to it.
 func (c *PrivateClickHouse) Open(ctx context.Context, db string) (driver.Conn, error) {
-	admin, err := clickhouse.Open(ctx, clickhouse.Conn{Addr: c.Addr})
+	admin, err := chschema.Open(ctx, chschema.Conn{Addr: c.Addr})
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (c *PrivateClickHouse) Open(ctx context.Context, db string) (driver.Conn, e
 	if err := admin.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db); err != nil {
 		return nil, err
 	}
-	return clickhouse.Open(ctx, clickhouse.Conn{Addr: c.Addr, Database: db})
+	return chschema.Open(ctx, chschema.Conn{Addr: c.Addr, Database: db})
 }
 
 // Stop stops the server.

@@ -21,7 +21,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/processors/ingest"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/stackclean"
@@ -110,7 +110,7 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, err := clickhouse.Open(ctx, chCfg)
+	admin, err := chschema.Open(ctx, chCfg)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
@@ -130,7 +130,7 @@ func NewEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 		return nil, fmt.Errorf("create database: %w", err)
 	}
 	chCfg.Database = e.DB
-	if e.CH, err = clickhouse.Open(ctx, chCfg); err != nil {
+	if e.CH, err = chschema.Open(ctx, chCfg); err != nil {
 		return nil, err
 	}
 	rcfg, err := redisConfig(o.Stack)

@@ -18,7 +18,7 @@ import (
 	"github.com/backflowhq/backflow/internal/envfile"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -48,7 +48,7 @@ func kafkaConfig(s Stack, clientID string) (kafka.Conn, error) {
 	return c.Kafka, err
 }
 
-func clickhouseConfig(s Stack, db string) (clickhouse.Conn, error) {
+func clickhouseConfig(s Stack, db string) (chschema.Conn, error) {
 	c, err := connConfig(s)
 	if db != "" {
 		c.ClickHouse.Database = db

@@ -28,7 +28,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/envfile"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/stackclean"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -217,7 +217,7 @@ func connect(ctx context.Context, conn pipelines.Conns) (stackclean.Stack, func(
 	}
 	ch := conn.ClickHouse
 	ch.Database = ""
-	if s.CH, err = clickhouse.Open(ctx, ch); err != nil {
+	if s.CH, err = chschema.Open(ctx, ch); err != nil {
 		return s, closeAll, fmt.Errorf("clickhouse: %w", err)
 	}
 	closers = append(closers, func() { s.CH.Close() })

@@ -18,7 +18,7 @@ import (
 	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/sinks/redis"
 	"github.com/backflowhq/backflow/test/stackclean"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -50,7 +50,7 @@ func Plain() pipelines.Conns {
 	return pipelines.Conns{
 		Kafka:          kafka.Conn{Brokers: kafka.ParseBrokers(testenv.Get(testenv.KafkaBrokers))},
 		Registry:       avro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)},
-		ClickHouse:     clickhouse.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)},
+		ClickHouse:     chschema.Conn{Addr: testenv.Get(testenv.ClickHouseAddr)},
 		Redis:          redis.Conn{Addr: testenv.Get(testenv.RedisAddr)},
 		SensitiveWords: moderation.Conn{URL: testenv.Get(testenv.SensitiveURL)},
 	}
@@ -101,7 +101,7 @@ func (e *Env) sweep(ctx context.Context) error {
 	s.Registry = e.Registry
 	ch := e.Stack.ClickHouse
 	ch.Database = ""
-	if s.CH, err = clickhouse.Open(ctx, ch); err != nil {
+	if s.CH, err = chschema.Open(ctx, ch); err != nil {
 		errs = append(errs, err)
 	} else {
 		defer s.CH.Close()
@@ -124,7 +124,7 @@ func (e *Env) SourceTopics(t testing.TB, ctx context.Context, partitions int32, 
 // Database creates the private ClickHouse database (on the ClickHouse at addr, the stack's when
 // ""), and returns a config pointing at it and a connection open on it, closed when the test
 // ends. The database is dropped then.
-func (e *Env) Database(t testing.TB, ctx context.Context, addr string) (clickhouse.Conn, driver.Conn) {
+func (e *Env) Database(t testing.TB, ctx context.Context, addr string) (chschema.Conn, driver.Conn) {
 	t.Helper()
 	base := e.Stack.ClickHouse
 	base.Database = ""
@@ -136,12 +136,12 @@ func (e *Env) Database(t testing.TB, ctx context.Context, addr string) (clickhou
 
 // Database creates database db on the ClickHouse of base, drops it when the test ends, and
 // returns base pointing at it with a connection open on it (closed when the test ends).
-func Database(t testing.TB, ctx context.Context, base clickhouse.Conn, db string) (clickhouse.Conn, driver.Conn) {
+func Database(t testing.TB, ctx context.Context, base chschema.Conn, db string) (chschema.Conn, driver.Conn) {
 	t.Helper()
-	testenv.Database(t, ctx, db, func(ctx context.Context) (driver.Conn, error) { return clickhouse.Open(ctx, base) })
+	testenv.Database(t, ctx, db, func(ctx context.Context) (driver.Conn, error) { return chschema.Open(ctx, base) })
 	cfg := base
 	cfg.Database = db
-	conn, err := clickhouse.Open(ctx, cfg)
+	conn, err := chschema.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func Migrated(t testing.TB, ctx context.Context, tag string) driver.Conn {
 	t.Helper()
 	testenv.Integration(t)
 	_, conn := Database(t, ctx, Plain().ClickHouse, testenv.ID(tag))
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chschema.Migrate(ctx, conn); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return conn

@@ -16,6 +16,7 @@ import (
 
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -23,8 +24,8 @@ import (
 // Data is what Run made.
 type Data struct {
 	*Env
-	ClickHouse clickhouse.Conn // points at the private database
-	Conn       driver.Conn     // open on it; closed when the test ends
+	ClickHouse chschema.Conn // points at the private database
+	Conn       driver.Conn   // open on it; closed when the test ends
 	Manifest   *loadgen.Manifest
 }
 
@@ -43,7 +44,7 @@ func RunWith(t *testing.T, ctx context.Context, cfg loadgen.Config, produce func
 	t.Helper()
 	d := &Data{Env: NewEnv(t, "pt")}
 	d.ClickHouse, d.Conn = d.Database(t, ctx, "")
-	if _, err := clickhouse.Migrate(ctx, d.Conn); err != nil {
+	if _, err := chschema.Migrate(ctx, d.Conn); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	d.SourceTopics(t, ctx, 3, d.SinkDLQ)

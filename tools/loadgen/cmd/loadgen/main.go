@@ -21,7 +21,7 @@ import (
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/envfile"
 	"github.com/backflowhq/backflow/pipelines"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
 
@@ -238,8 +238,8 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 
 // streamTraffic is the traffic of the declared stream name, written with the schema in file,
 // shaped by the flags that apply to a stream.
-func streamTraffic(streams []clickhouse.StreamConfig, name, file string, cfg loadgen.Config, poisonKinds string) (loadgen.StreamConfig, error) {
-	var sc clickhouse.StreamConfig
+func streamTraffic(streams []chschema.StreamConfig, name, file string, cfg loadgen.Config, poisonKinds string) (loadgen.StreamConfig, error) {
+	var sc chschema.StreamConfig
 	found := false
 	for _, s := range streams {
 		if s.Name == name {

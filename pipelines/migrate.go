@@ -1,0 +1,205 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+)
+
+// MigrateRun says how backflow migrate runs: DryRun shows what is pending and applies nothing;
+// Out gets the report, one line per migration, host and stream, as it goes; Log the long
+// migrations' progress lines on one server (a REBUILD's chunks, a BACKFILL's days), each with
+// the time. In cluster mode the progress lines go to Out, among each host's lines.
+type MigrateRun struct {
+	DryRun bool
+	Out    io.Writer
+	Log    io.Writer
+}
+
+// Migrate brings ClickHouse up to date for c: the numbered migrations (chschema.MigrateWith)
+// on the one server c.Conns.ClickHouse names or, in cluster mode, on every host of its cluster
+// (chschema.MigrateClusterWith), then each stream c declares (PlanStreams, chschema.ApplyStream).
+// It reports the server's version and the migrations that wait for a newer one first. c must
+// hold ClickHouse and, with streams, the registry (Conns.Require).
+func Migrate(ctx context.Context, c Config, run MigrateRun) error {
+	cfg, out := c.Conns, run.Out
+	conn, err := chschema.Open(ctx, cfg.ClickHouse)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	server, err := chschema.Server(ctx, conn)
+	if err != nil {
+		return err
+	}
+	caps := server.Capabilities()
+	fmt.Fprintf(out, "ClickHouse %s: newer features %s\n", server.Raw, caps)
+	waiting, err := chschema.WaitingFor(caps)
+	if err != nil {
+		return err
+	}
+	for _, m := range waiting {
+		fmt.Fprintf(out, "waiting %04d_%s: needs %s, which this server lacks\n", m.Version, m.Name, strings.Join(m.Requires, ", "))
+	}
+	switch {
+	case cfg.ClickHouse.Cluster != "":
+		err = migrateCluster(ctx, out, cfg.ClickHouse, run.DryRun, progressTo(out))
+	case run.DryRun:
+		err = listPending(ctx, out, cfg.ClickHouse, conn)
+	default:
+		err = migrateServer(ctx, out, cfg.ClickHouse, conn, progressTo(run.Log))
+	}
+	if err != nil {
+		return err
+	}
+	return migrateStreams(ctx, out, cfg, conn, c.Streams, caps, run.DryRun)
+}
+
+// listPending is a dry run on one server: the pending migrations, and where the tables they
+// rebuild stand.
+func listPending(ctx context.Context, out io.Writer, c chschema.Conn, conn driver.Conn) error {
+	pending, err := chschema.Pending(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		fmt.Fprintf(out, "pending %04d_%s (%d statements)\n", m.Version, m.Name, len(m.Statements))
+		if err := printRebuilds(ctx, out, c, conn, m); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "%d pending migrations in %s at %s (dry run: nothing applied)\n", len(pending), database(c), c.Endpoint())
+	return nil
+}
+
+// migrateServer applies the pending migrations on one server, a line for each.
+func migrateServer(ctx context.Context, out io.Writer, c chschema.Conn, conn driver.Conn, progress func(string)) error {
+	applied, err := chschema.MigrateWith(ctx, conn, chschema.MigrateOptions{Progress: progress})
+	for _, m := range applied {
+		fmt.Fprintf(out, "applied %04d_%s\n", m.Version, m.Name)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d migrations applied in %s at %s; up to date\n", len(applied), database(c), c.Endpoint())
+	return nil
+}
+
+// migrateStreams shows each declared stream's plan (its table against its subject's latest
+// schema), then applies it unless dryRun.
+func migrateStreams(ctx context.Context, out io.Writer, c Conns, conn driver.Conn, streams []chschema.StreamConfig, caps chschema.Capabilities, dryRun bool) error {
+	plans, err := PlanStreams(ctx, c, conn, streams, caps)
+	if err != nil {
+		return err
+	}
+	for _, p := range plans {
+		at := fmt.Sprintf("version %d", p.Version)
+		if len(p.Statements) > 0 {
+			at = fmt.Sprintf("migration %d", p.Version)
+		}
+		fmt.Fprintf(out, "stream %s (subject %s, schema id %d): table %s: %s: %s\n", p.Stream.Name, p.Stream.Subject, p.SchemaID, p.Stream.Table, at, p.Change())
+		for _, s := range p.Statements {
+			fmt.Fprintf(out, "  %s;\n", strings.ReplaceAll(s, "\n", "\n  "))
+		}
+		if dryRun || len(p.Statements) == 0 {
+			continue
+		}
+		v, err := chschema.ApplyStream(ctx, c.ClickHouse, p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "stream %s: applied, recorded as version %d in %s\n", p.Stream.Name, v, chschema.StreamMigrationsTable)
+	}
+	if dryRun && len(plans) > 0 {
+		fmt.Fprintf(out, "%d streams planned (dry run: nothing applied)\n", len(plans))
+	}
+	return nil
+}
+
+// printRebuilds shows where each table m rebuilds stands: its rows, and the chunks copied by a
+// run that stopped.
+func printRebuilds(ctx context.Context, out io.Writer, c chschema.Conn, conn driver.Conn, m chschema.Migration) error {
+	for _, rb := range chschema.RebuildsOf(m) {
+		st, err := chschema.RebuildStatusOn(ctx, c, conn, rb)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  rebuild %s\n", st)
+	}
+	return nil
+}
+
+// migrateCluster is migrate in cluster mode: one line per host and migration.
+func migrateCluster(ctx context.Context, out io.Writer, c chschema.Conn, dryRun bool, progress func(string)) error {
+	if dryRun {
+		if err := printClusterRebuilds(ctx, out, c); err != nil {
+			return err
+		}
+	}
+	reports, err := chschema.MigrateClusterWith(ctx, c, dryRun, chschema.MigrateOptions{Progress: progress})
+	for _, r := range reports {
+		fmt.Fprintf(out, "host %s (shard %d, replica %d): %d recorded before, %d pending\n", r.Addr, r.Shard, r.Replica, r.Had, len(r.Pending))
+		for _, m := range r.Recorded {
+			fmt.Fprintf(out, "  applied %04d_%s\n", m.Version, m.Name)
+		}
+		if dryRun {
+			for _, m := range r.Pending {
+				fmt.Fprintf(out, "  pending %04d_%s (%d statements)\n", m.Version, m.Name, len(m.Statements))
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		fmt.Fprintf(out, "cluster %s, %d hosts, %s (dry run: nothing applied)\n", c.Cluster, len(reports), database(c))
+		return nil
+	}
+	fmt.Fprintf(out, "cluster %s, %d hosts, %s: up to date on every host\n", c.Cluster, len(reports), database(c))
+	return nil
+}
+
+func database(c chschema.Conn) string {
+	if c.Database == "" {
+		return "database default"
+	}
+	return "database " + c.Database
+}
+
+// printClusterRebuilds shows, in cluster mode, where each table a migration rebuilds stands.
+func printClusterRebuilds(ctx context.Context, out io.Writer, c chschema.Conn) error {
+	conn, err := chschema.Open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	done, err := chschema.Applied(ctx, conn)
+	if err != nil {
+		return err
+	}
+	all, err := chschema.Migrations()
+	if err != nil {
+		return err
+	}
+	for _, m := range all {
+		if _, ok := done[m.Version]; ok || len(chschema.RebuildsOf(m)) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "%04d_%s:\n", m.Version, m.Name)
+		if err := printRebuilds(ctx, out, c, conn, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// progressTo prints a long migration's progress lines to w, each with the time.
+func progressTo(w io.Writer) func(string) {
+	return func(s string) { fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05"), s) }
+}

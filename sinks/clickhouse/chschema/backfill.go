@@ -1,0 +1,105 @@
+package chschema
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/backflowhq/backflow/internal/rollup"
+)
+
+// A migration builds the rollups of the rows already there with a statement of its own, not
+// sent to ClickHouse:
+//
+//	BACKFILL ROLLUPS
+//
+// For each table a rollup reads, it rolls up every day from the table's oldest row to its
+// newest (rollup.Recompute of each UTC day; dlq_entries first fills dlq_first), recording each day done in backflow_rebuilds (kind "backfill"), so
+// that a run stopped part way goes on from the first day not recorded. It must not run beside
+// the rollup loop (see rollup.Backfill): like a REBUILD, it is for `backflow migrate` with the
+// sinks stopped, or for a stage's start-up, before its loops start.
+
+var backfillStmt = regexp.MustCompile(`(?is)^BACKFILL\s+ROLLUPS\s*$`)
+
+func isBackfill(stmt string) bool { return backfillStmt.MatchString(strings.TrimSpace(stmt)) }
+
+func (t *target) backfill(ctx context.Context) error {
+	rt := t.rebuild()
+	if err := rt.ensureLog(ctx); err != nil {
+		return err
+	}
+	for _, source := range rollup.Sources() {
+		if err := t.backfillSource(ctx, rt, source); err != nil {
+			return fmt.Errorf("backfill rollups of %s: %w", source, err)
+		}
+	}
+	return nil
+}
+
+func (t *target) backfillSource(ctx context.Context, rt rebuildTarget, source string) error {
+	col := rollup.TimeColumn(source)
+	var n uint64
+	var oldest, newest time.Time
+	if err := t.seed.QueryRow(ctx, fmt.Sprintf("SELECT count(), min(%s), max(%s) FROM %s", col, col, rt.q(source))).Scan(&n, &oldest, &newest); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	done := map[uint32]bool{}
+	rows, err := t.seed.Query(ctx, "SELECT chunk FROM "+rt.q(RebuildsTable)+" WHERE version = ? AND table_name = ? AND kind = 'backfill'", t.version, source)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var d uint32
+		if err := rows.Scan(&d); err != nil {
+			rows.Close()
+			return err
+		}
+		done[d] = true
+	}
+	rows.Close()
+	if source == rollup.DLQEntries && !done[0] {
+		// Every entry in dlq_first (FINAL keeps each origin's first), once.
+		if err := t.seed.Exec(ctx, rollup.DLQFirstSQL()); err != nil {
+			return err
+		}
+		if err := InsertRows(ctx, t.seed, RebuildsTable, []rebuildRow{{Version: t.version, Table: source, Kind: "backfill", Where: rollup.DLQFirst, RecordAt: time.Now()}}); err != nil {
+			return err
+		}
+	}
+	first, last := oldest.UTC().Truncate(24*time.Hour), newest.UTC().Truncate(24*time.Hour)
+	total := int(last.Sub(first)/(24*time.Hour)) + 1
+	for day := first; !day.After(last); day = day.Add(24 * time.Hour) {
+		d := uint32(day.Unix() / 86400) // from 1 on: 0 stands for dlq_first's backfill
+		if done[d] {
+			continue
+		}
+		if err := rollup.Recompute(ctx, syncingConn{t.seed, rt}, source, []rollup.Span{{From: day, To: day.Add(24 * time.Hour)}}, time.Now()); err != nil {
+			return err
+		}
+		if err := InsertRows(ctx, t.seed, RebuildsTable, []rebuildRow{{Version: t.version, Table: source, Kind: "backfill", Chunk: d,
+			Where: day.Format(time.DateOnly), RecordAt: time.Now()}}); err != nil {
+			return err
+		}
+		done[d] = true
+		t.progress(fmt.Sprintf("%s: rollups of %s built (%d of %d days)", source, day.Format(time.DateOnly), len(done), total))
+	}
+	return nil
+}
+
+// syncingConn is the engine's connection as a rollup.Syncer: in cluster mode a backfill reads
+// the minute rows it has just written, so each read waits for every replica (rebuild.go).
+type syncingConn struct {
+	driver.Conn
+	rt rebuildTarget
+}
+
+func (c syncingConn) SyncReplicas(ctx context.Context, table string) error {
+	return c.rt.syncReplicas(ctx, table)
+}
