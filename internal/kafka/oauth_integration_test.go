@@ -90,6 +90,7 @@ func TestOAuthBearerLogin(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatalf("create topic with a token: %v", err)
 	}
+	dropTopic(t, cfg, topic)
 	kafka.RoundTripBothClients(ctx, t, cfg, cl, topic)
 }
 
@@ -171,6 +172,7 @@ func TestOAuthBearerTokenFileRotation(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
+	dropTopic(t, cfg, topic)
 	sc := cfg.Sarama()
 	sc.Producer.Return.Successes = true
 	sc.Producer.Retry.Max = 0
@@ -241,4 +243,26 @@ func TestOAuthBearerTokenFileRotation(t *testing.T) {
 	if !strings.HasPrefix(got[0], "before rotation") {
 		t.Fatalf("read %q, want it to start with a record written before the rotation", got)
 	}
+}
+
+// dropTopic deletes topic when the test ends, through a client of cfg of its own (the test's
+// is closed by then), so that the secured stack keeps nothing of the test.
+func dropTopic(t *testing.T, cfg kafka.Conn, topic string) {
+	t.Cleanup(func() {
+		cl, err := cfg.NewClient()
+		if err != nil {
+			t.Errorf("delete topic %s: %v", topic, err)
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := kadm.NewClient(cl).DeleteTopics(ctx, topic)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			t.Errorf("delete topic %s: %v", topic, err)
+		}
+	})
 }
