@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/sizes"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -33,24 +34,12 @@ type scalePoint struct {
 // parseSizes reads a --scale list: positive whole numbers of source records, with an optional
 // k (thousand) or M (million) suffix, in increasing order.
 func parseSizes(s string) ([]int, error) {
+	ns, err := sizes.Parse(s)
+	if err != nil {
+		return nil, err
+	}
 	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		mult := 1
-		switch {
-		case strings.HasSuffix(f, "k"), strings.HasSuffix(f, "K"):
-			mult, f = 1_000, f[:len(f)-1]
-		case strings.HasSuffix(f, "M"), strings.HasSuffix(f, "m"):
-			mult, f = 1_000_000, f[:len(f)-1]
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q is not a positive number of records (e.g. 100k, 1M, 10M)", f)
-		}
-		n *= mult
+	for _, n := range ns {
 		if n < 3 {
 			return nil, fmt.Errorf("%d records: want at least 3", n)
 		}

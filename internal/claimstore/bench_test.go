@@ -6,11 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	sizelist "github.com/backflowhq/backflow/internal/sizes"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -40,20 +40,9 @@ import (
 func BenchmarkClaimStoreGrowth(b *testing.B) {
 	sizes := []int{1_000_000}
 	if s := os.Getenv("CLAIMS_BENCH_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			mult := 1
-			switch {
-			case strings.HasSuffix(f, "M"):
-				f, mult = strings.TrimSuffix(f, "M"), 1_000_000
-			case strings.HasSuffix(f, "k"):
-				f, mult = strings.TrimSuffix(f, "k"), 1_000
-			}
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("CLAIMS_BENCH_SIZES: %v", err)
-			}
-			sizes = append(sizes, n*mult)
+		var err error
+		if sizes, err = sizelist.Parse(s); err != nil {
+			b.Fatalf("CLAIMS_BENCH_SIZES: %v", err)
 		}
 	}
 	kind := os.Getenv("CLAIMS_BENCH_STORE")

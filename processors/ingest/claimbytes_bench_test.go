@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	sizelist "github.com/backflowhq/backflow/internal/sizes"
+
 	"github.com/backflowhq/backflow/internal/claimstore"
 )
 
@@ -33,20 +35,9 @@ import (
 func BenchmarkClaimBytes(b *testing.B) {
 	sizes := []int{100_000, 300_000, 1_000_000}
 	if s := os.Getenv("CLAIM_BYTES_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			mult := 1
-			switch {
-			case strings.HasSuffix(f, "M"):
-				f, mult = strings.TrimSuffix(f, "M"), 1_000_000
-			case strings.HasSuffix(f, "k"):
-				f, mult = strings.TrimSuffix(f, "k"), 1_000
-			}
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("CLAIM_BYTES_SIZES: %v", err)
-			}
-			sizes = append(sizes, n*mult)
+		var err error
+		if sizes, err = sizelist.Parse(s); err != nil {
+			b.Fatalf("CLAIM_BYTES_SIZES: %v", err)
 		}
 	}
 	if s := os.Getenv("CLAIM_BYTES_SEED"); s != "" && claimBytesSeed == 0 {
