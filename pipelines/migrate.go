@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -20,14 +21,29 @@ type MigrateRun struct {
 	DryRun bool
 	Out    io.Writer
 	Log    io.Writer
+	// NoLock applies without the migration lock (migration_lock.go), for when Kafka cannot be
+	// reached: the operator makes sure no stage that migrates is starting meanwhile. Without
+	// Kafka brokers in the configuration there is no lock to take either.
+	NoLock bool
 }
 
 // Migrate brings ClickHouse up to date for c: the numbered migrations (chschema.MigrateWith)
 // on the one server c.Conns.ClickHouse names or, in cluster mode, on every host of its cluster
 // (chschema.MigrateClusterWith), then each stream c declares (PlanStreams, chschema.ApplyStream).
 // It reports the server's version and the migrations that wait for a newer one first. c must
-// hold ClickHouse and, with streams, the registry (Conns.Require).
+// hold ClickHouse and, with streams, the registry (Conns.Require). Unless it is a dry run, it
+// holds the database's migration lock throughout, as the stages that migrate do.
 func Migrate(ctx context.Context, c Config, run MigrateRun) error {
+	if run.DryRun || run.NoLock || len(c.Conns.Kafka.Brokers) == 0 {
+		return migrate(ctx, c, run)
+	}
+	log := slog.New(slog.NewTextHandler(run.Log, nil))
+	return withMigrationLock(ctx, c.Conns.Kafka, c.Conns.ClickHouse, log, func(ctx context.Context) error {
+		return migrate(ctx, c, run)
+	})
+}
+
+func migrate(ctx context.Context, c Config, run MigrateRun) error {
 	cfg, out := c.Conns, run.Out
 	conn, err := chschema.Open(ctx, cfg.ClickHouse)
 	if err != nil {

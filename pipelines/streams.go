@@ -180,38 +180,54 @@ func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc chsc
 // prepareStreamTable brings the stream's table to the schema (creating it only when migrations
 // are on) and returns the server's capabilities, retrying while ClickHouse is unavailable.
 func prepareStreamTable(ctx context.Context, e *stageEnv, log *slog.Logger, sc chschema.StreamConfig, schema hamba.Schema, schemaID int) (caps chschema.Capabilities, err error) {
-	err = retry.Do(ctx, streamWait, clickhouse.IsRetryable, func(err error, attempt int, _ time.Duration) {
-		log.Warn("clickhouse unavailable for the stream's table; retrying", "attempt", attempt, "error", err)
+	err = retry.Do(ctx, streamWait, migrationRetryable, func(err error, attempt int, _ time.Duration) {
+		log.Warn("clickhouse or kafka unavailable for the stream's table; retrying", "attempt", attempt, "error", err)
 	}, func() error {
-		tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		conn, err := chschema.Open(tctx, e.conn.ClickHouse)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		v, err := chschema.Server(tctx, conn)
-		if err != nil {
-			return err
-		}
-		caps = v.Capabilities()
-		plan, err := chschema.PlanStream(tctx, conn, sc, schema, schemaID, caps)
-		if err != nil {
+		var plan chschema.StreamPlan
+		if caps, plan, err = planStreamTable(ctx, e, sc, schema, schemaID); err != nil || len(plan.Statements) == 0 {
 			return err
 		}
 		if plan.Create && !e.cfg.SinkClickHouse.Migrate {
 			return fmt.Errorf("stream %s: table %s does not exist: run backflow migrate (or set sink_clickhouse.migrate)", sc.Name, sc.Table)
 		}
-		for _, s := range plan.Heads() {
-			log.Info("stream: bringing the table to the subject's schema", "statement", s)
-		}
-		version, err := chschema.ApplyStream(tctx, e.conn.ClickHouse, plan)
-		if err == nil && version > 0 {
-			log.Info("stream: recorded the table's migration", "version", version, "schema_id", schemaID, "change", plan.Change())
-		}
-		return err
+		// Another instance of the stage may be bringing the table to the same schema: under
+		// the migration lock the plan is made again, and is empty once it has.
+		return withMigrationLock(ctx, e.conn.Kafka, e.conn.ClickHouse, log, func(ctx context.Context) error {
+			if _, plan, err = planStreamTable(ctx, e, sc, schema, schemaID); err != nil {
+				return err
+			}
+			for _, s := range plan.Heads() {
+				log.Info("stream: bringing the table to the subject's schema", "statement", s)
+			}
+			tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			version, err := chschema.ApplyStream(tctx, e.conn.ClickHouse, plan)
+			if err == nil && version > 0 {
+				log.Info("stream: recorded the table's migration", "version", version, "schema_id", schemaID, "change", plan.Change())
+			}
+			return err
+		})
 	})
 	return caps, err
+}
+
+// planStreamTable is what it takes to bring the stream's table to schema, and the server's
+// capabilities.
+func planStreamTable(ctx context.Context, e *stageEnv, sc chschema.StreamConfig, schema hamba.Schema, schemaID int) (chschema.Capabilities, chschema.StreamPlan, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	conn, err := chschema.Open(ctx, e.conn.ClickHouse)
+	if err != nil {
+		return chschema.Capabilities{}, chschema.StreamPlan{}, err
+	}
+	defer conn.Close()
+	v, err := chschema.Server(ctx, conn)
+	if err != nil {
+		return chschema.Capabilities{}, chschema.StreamPlan{}, err
+	}
+	caps := v.Capabilities()
+	plan, err := chschema.PlanStream(ctx, conn, sc, schema, schemaID, caps)
+	return caps, plan, err
 }
 
 // errNoSubject: the registry has no schema under the subject yet (no producer registered one).

@@ -48,6 +48,13 @@ stopped rebuild got. See docs/dashboards.md for the time it takes.
 The database is BACKFLOW_CLICKHOUSE_DATABASE (default "default"); it must exist (on every host,
 in cluster mode).
 
+One process changes a database's schema at a time: migrate, like every stage with
+sink_clickhouse.migrate that finds something pending at start-up, first takes the database's
+migration lock on the Kafka brokers (the group and one-partition topic
+backflow-migrations.<database>) and says so on stderr while another process holds it. A process
+that dies holding it holds it 10 s more. With Kafka down, --no-lock applies without it: first
+make sure no such stage is starting.
+
 In cluster mode (BACKFLOW_CLICKHOUSE_CLUSTER) every host of the cluster is checked first
 (reachable, macros shard and replica, a ZooKeeper session) and nothing is applied unless all
 are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a Distributed
@@ -56,6 +63,7 @@ are; the DDL runs ON CLUSTER, each table is a replicated <table>_local under a D
 func newMigrateCmd() *cobra.Command {
 	var (
 		dryRun  bool
+		noLock  bool
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -82,11 +90,12 @@ func newMigrateCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			run := pipelines.MigrateRun{DryRun: dryRun, Out: cmd.OutOrStdout(), Log: cmd.ErrOrStderr()}
+			run := pipelines.MigrateRun{DryRun: dryRun, NoLock: noLock, Out: cmd.OutOrStdout(), Log: cmd.ErrOrStderr()}
 			return stoppedEarly(pipelines.Migrate(ctx, full, run), timeout)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations without applying them")
+	cmd.Flags().BoolVar(&noLock, "no-lock", false, "apply without the migration lock on the Kafka brokers (when Kafka is down): first make sure no stage with sink_clickhouse.migrate is starting")
 	durationVar(cmd.Flags(), &timeout, "timeout", 2*time.Minute, "how long migrate may take in all (a rebuild of a large table needs more: it goes on where it stopped when run again)")
 	return cmd
 }

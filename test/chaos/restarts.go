@@ -38,11 +38,10 @@ func (r *Run) StartInstance(n int, extra map[string]string) (*Proc, error) {
 	return r.StartRun(name, allStages, ex)
 }
 
-// StartInstances starts instances 1..n one after another, each ready before the next, as a
-// StatefulSet rolls out its pods. Started together on a new pipeline they race: their
-// ClickHouse migrations (one fails on a column another just added, on a server without ADD
-// COLUMN IF NOT EXISTS), and with standby the table topics one creates and the others read
-// before the partitions have a leader; neither is what these scenarios test.
+// StartInstances starts instances 1..n one after another, each ready before the next, so that
+// each scenario starts from the same settled group. (Started together their ClickHouse
+// migrations take turns under the migration lock, and a table topic one creates before its
+// partitions have a leader is waited for: TestMigrationsTakeTurns and TestProcessorStartsThroughNotLeader.)
 func (r *Run) StartInstances(ctx context.Context, n int, extra map[string]string) ([]*Proc, error) {
 	var ps []*Proc
 	for i := 1; i <= n; i++ {
