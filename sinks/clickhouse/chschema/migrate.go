@@ -152,19 +152,34 @@ func (t *target) exec(ctx context.Context, stmt string) error {
 
 // execStmt runs cs on conn unless it adds a column the table already has, or gives a column the
 // type it already has. An ON CLUSTER statement's check looks at the host it is sent from;
-// ClickHouse runs it on every host.
+// ClickHouse runs it on every host. A column statement that fails is looked up again: another
+// instance of a stream's stage, following the same new schema, may have run it between the
+// check and the statement (the server then refuses the column as a duplicate), which is done,
+// not failed.
 func execStmt(ctx context.Context, conn driver.Conn, cs clusterStmt) error {
 	if cs.Column != "" {
-		var n uint64
-		if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ? AND (? = '' OR type = ?)`,
-			cs.Table, cs.Column, cs.Type, cs.Type).Scan(&n); err != nil {
-			return fmt.Errorf("look up column %s.%s: %w", cs.Table, cs.Column, err)
+		there, err := columnThere(ctx, conn, cs)
+		if err != nil || there {
+			return err
 		}
-		if n > 0 {
+	}
+	err := conn.Exec(ctx, cs.SQL)
+	if err != nil && cs.Column != "" {
+		if there, lerr := columnThere(ctx, conn, cs); lerr == nil && there {
 			return nil
 		}
 	}
-	return conn.Exec(ctx, cs.SQL)
+	return err
+}
+
+// columnThere reports whether the table of cs has its column (of its type, when it names one).
+func columnThere(ctx context.Context, conn driver.Conn, cs clusterStmt) (bool, error) {
+	var n uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ? AND (? = '' OR type = ?)`,
+		cs.Table, cs.Column, cs.Type, cs.Type).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up column %s.%s: %w", cs.Table, cs.Column, err)
+	}
+	return n > 0, nil
 }
 
 var addColumn = regexp.MustCompile("(?is)^ALTER\\s+TABLE\\s+([A-Za-z0-9_]+)\\s+ADD\\s+COLUMN\\s+(?:IF\\s+NOT\\s+EXISTS\\s+)?`?([A-Za-z0-9_]+)`?\\s")

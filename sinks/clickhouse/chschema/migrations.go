@@ -207,8 +207,9 @@ func Pending(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 // succeeded (the engine of migrate.go on one server). It returns what it applied (empty when
 // the database is up to date). It stops at the first failure; what was applied before it stays
 // recorded, and a re-run continues from the failed migration. Two Migrate calls must not run at
-// once against one database: ClickHouse has no transactional DDL to serialize them (both would
-// succeed, thanks to IF NOT EXISTS, but record the migration twice; Applied tolerates that).
+// once against one database: ClickHouse has no transactional DDL to serialize them (one's
+// REBUILD renames a table under the other's BACKFILL). The callers in pipelines take a lock
+// on the Kafka brokers around it.
 func Migrate(ctx context.Context, conn driver.Conn) ([]Migration, error) {
 	return MigrateWith(ctx, conn, MigrateOptions{})
 }
