@@ -47,6 +47,10 @@ func TestMigrateCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	chcfg, _ := pipelinetest.Database(t, ctx, pipelinetest.Plain().ClickHouse, testenv.ID("itcmd_"))
+	// migrate takes the database's migration lock: a topic and a group of that name.
+	lock := "backflow-migrations." + chcfg.Database
+	testenv.RemoveTopics(t, pipelinetest.Plain().Kafka, lock)
+	testenv.Groups(t, pipelinetest.Plain().Kafka, lock)
 	t.Setenv("BACKFLOW_CLICKHOUSE_ADDR", chcfg.Addr)
 	t.Setenv("BACKFLOW_CLICKHOUSE_DATABASE", chcfg.Database)
 	all, _ := chschema.Migrations()
