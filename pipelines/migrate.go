@@ -10,6 +10,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/retry"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
@@ -218,4 +221,92 @@ func printClusterRebuilds(ctx context.Context, out io.Writer, c chschema.Conn) e
 // progressTo prints a long migration's progress lines to w, each with the time.
 func progressTo(w io.Writer) func(string) {
 	return func(s string) { fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05"), s) }
+}
+
+// migrateBuiltIn applies the pending built-in migrations once per process, when
+// sink_clickhouse.migrate is on: the first ClickHouse stage to start (the sink, or a declared
+// stream's) applies them, and the others wait for it and find nothing left to do. Across
+// processes the migration lock (migration_lock.go) makes one instance apply them while the
+// others wait, then find nothing left either.
+func (e *stageEnv) migrateBuiltIn(ctx context.Context, log *slog.Logger) error {
+	if !e.cfg.SinkClickHouse.Migrate {
+		return nil
+	}
+	e.migrateMu.Lock()
+	defer e.migrateMu.Unlock()
+	if e.migrated {
+		return nil
+	}
+	// ClickHouse (or Kafka, for the lock) down at start-up is waited for like an outage later
+	// on; each attempt applies what is still pending (every migration is safe to re-run).
+	err := retry.Do(ctx, retry.Policy{Min: time.Second, Max: 30 * time.Second}, migrationRetryable, func(err error, attempt int, _ time.Duration) {
+		log.Warn("clickhouse or kafka unavailable for the migrations; retrying", "attempt", attempt, "error", err)
+	}, func() error {
+		pending, err := e.builtInPending(ctx)
+		if err != nil || pending == 0 {
+			return err
+		}
+		log.Info("migrations pending; taking the migration lock", "pending", pending, "lock", migrationLockName(e.conn.ClickHouse))
+		return withMigrationLock(ctx, e.conn.Kafka, e.conn.ClickHouse, log, func(ctx context.Context) error {
+			return e.applyBuiltIn(ctx, log)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	e.migrated = true
+	return nil
+}
+
+// migrationRetryable: what the migrations wait out, ClickHouse's outages and Kafka's.
+func migrationRetryable(err error) bool { return clickhouse.IsRetryable(err) || kafka.IsTransient(err) }
+
+// builtInPending is how many built-in migrations are pending: on the one server, or summed
+// over the hosts of the cluster.
+func (e *stageEnv) builtInPending(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if e.conn.ClickHouse.Cluster != "" {
+		reports, err := chschema.MigrateClusterWith(ctx, e.conn.ClickHouse, true, chschema.MigrateOptions{})
+		n := 0
+		for _, r := range reports {
+			n += len(r.Pending)
+		}
+		return n, err
+	}
+	db, err := chschema.Open(ctx, e.conn.ClickHouse)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	pending, err := chschema.Pending(ctx, db)
+	return len(pending), err
+}
+
+// applyBuiltIn applies the pending built-in migrations, a log line for each.
+func (e *stageEnv) applyBuiltIn(ctx context.Context, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	// A table large enough to take long to rebuild (a migration giving it a new key) is left
+	// to backflow migrate: the stage fails with chschema.ErrRebuildNeeded.
+	opts := chschema.MigrateOptions{RebuildLimit: chschema.AutoRebuildRows, Progress: func(s string) { log.Info("migration progress", "status", s) }}
+	if e.conn.ClickHouse.Cluster != "" {
+		reports, err := chschema.MigrateClusterWith(ctx, e.conn.ClickHouse, false, opts)
+		for _, r := range reports {
+			for _, m := range r.Recorded {
+				log.Info("applied migration", "host", r.Addr, "version", m.Version, "name", m.Name)
+			}
+		}
+		return err
+	}
+	db, err := chschema.Open(ctx, e.conn.ClickHouse)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	applied, err := chschema.MigrateWith(ctx, db, opts)
+	for _, m := range applied {
+		log.Info("applied migration", "version", m.Version, "name", m.Name)
+	}
+	return err
 }
