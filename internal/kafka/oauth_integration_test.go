@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -265,4 +266,26 @@ func dropTopic(t *testing.T, cfg kafka.Conn, topic string) {
 			t.Errorf("delete topic %s: %v", topic, err)
 		}
 	})
+}
+
+// TestOAuthBearerGokaProcessor: a goka processor (sarama's consumer group, goka's producer on
+// franz-go, the group table's changelog) built from a Conn with OAUTHBEARER tokens from the
+// stack's endpoint counts its records, and goes on counting after the brokers' session
+// re-authentication deadline (15 s on the secured stack) has passed.
+func TestOAuthBearerGokaProcessor(t *testing.T) {
+	_, cfg := oauthStack(t, endpointSASL(t, "kafka"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	topic := testenv.CreateTopic(t, ctx, cfg, "oauth-goka", 2)
+	group := goka.Group(topic + "-counter")
+	testenv.Groups(t, cfg, string(group))
+	testenv.RemoveTopics(t, cfg, string(goka.GroupTable(group)))
+	createTable(t, ctx, cfg, group, 2)
+	c := startCounter(t, ctx, cfg, topic, group, t.TempDir(), false)
+	defer c.close()
+	keys := requestKeys(20)
+	emitAll(t, ctx, cfg, topic, keys, 1, c)
+	// Past the re-authentication deadline of every session the processor opened.
+	time.Sleep(16 * time.Second)
+	emitAll(t, ctx, cfg, topic, keys, 2, c)
 }
