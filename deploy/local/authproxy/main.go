@@ -1,4 +1,5 @@
-// Command authproxy puts HTTP basic auth and TLS in front of a plain HTTP service on loopback.
+// Command authproxy puts HTTP basic auth (and, optionally, bearer tokens) and TLS in front of a
+// plain HTTP service on loopback.
 // The secured local stack (deploy/local/stack up --secure) runs it in front of the schema
 // registry: Apicurio 2.4 can only authenticate through Keycloak, which the stack cannot run,
 // and backflow speaks basic auth to any Confluent-API registry.
@@ -10,6 +11,12 @@
 // so no password is ever on a command line. A request without valid credentials is answered
 // 401 with a WWW-Authenticate header and a Confluent-style JSON error, and never reaches the
 // upstream; the Authorization header is removed before forwarding.
+//
+// With --oidc-issuer and --oidc-audience it also takes "Authorization: Bearer <JWT>": a token
+// signed by a key of the issuer's JWKS (fetched from <issuer>/jwks when first needed), issued
+// by it, for the audience, and not expired. The secured stack's OIDC test server issues them
+// (deploy/local/lib/oauth.sh), so backflow's registry token login is tested against a real
+// token issuer.
 package main
 
 import (
@@ -31,6 +38,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
 )
 
 func main() {
@@ -53,6 +62,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	certFile := fs.String("tls-cert-file", "", "PEM server certificate; with --tls-key-file serves HTTPS (default: plain HTTP)")
 	keyFile := fs.String("tls-key-file", "", "PEM key of the certificate")
 	credFile := fs.String("credentials-file", "", "file of user:password lines (required)")
+	issuer := fs.String("oidc-issuer", "", "also accept bearer tokens issued by this OIDC issuer URL (keys from <issuer>/jwks)")
+	audience := fs.String("oidc-audience", "", "the audience a bearer token must carry (with --oidc-issuer)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +72,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if (*certFile == "") != (*keyFile == "") {
 		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	if (*issuer == "") != (*audience == "") {
+		return errors.New("--oidc-issuer and --oidc-audience go together")
 	}
 	up, err := url.Parse(*upstream)
 	if err != nil || up.Scheme != "http" || up.Host == "" {
@@ -84,7 +98,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 
-	srv := &http.Server{Handler: newHandler(up, creds, log), ReadHeaderTimeout: 10 * time.Second,
+	var tokens *oidc.IDTokenVerifier
+	if *issuer != "" {
+		keys := oidc.NewRemoteKeySet(ctx, strings.TrimSuffix(*issuer, "/")+"/jwks")
+		tokens = oidc.NewVerifier(*issuer, keys, &oidc.Config{ClientID: *audience})
+	}
+	srv := &http.Server{Handler: newHandler(up, creds, tokens, log), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -98,7 +117,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			served <- srv.Serve(ln)
 		}
 	}()
-	log.Info("serving", "addr", ln.Addr().String(), "upstream", up.String(), "tls", *certFile != "", "users", creds.count())
+	log.Info("serving", "addr", ln.Addr().String(), "upstream", up.String(), "tls", *certFile != "", "users", creds.count(), "oidc_issuer", *issuer)
 	select {
 	case err := <-served:
 		return err
@@ -164,7 +183,9 @@ func (c *credentials) valid(user, pass string) bool {
 	return subtle.ConstantTimeCompare([]byte(pass), []byte(want)) == 1 && ok
 }
 
-func newHandler(up *url.URL, creds *credentials, log *slog.Logger) http.Handler {
+// newHandler forwards to up the requests with valid basic credentials or, when tokens is set,
+// a bearer token it verifies.
+func newHandler(up *url.URL, creds *credentials, tokens *oidc.IDTokenVerifier, log *slog.Logger) http.Handler {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(up)
@@ -177,6 +198,16 @@ func newHandler(up *url.URL, creds *credentials, log *slog.Logger) http.Handler 
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tokens != nil {
+			if _, err := tokens.Verify(r.Context(), strings.TrimSpace(bearer)); err != nil {
+				log.Info("bearer token refused", "error", err)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="backflow registry", error="invalid_token"`)
+				writeError(w, http.StatusUnauthorized, 40101, "invalid bearer token: "+err.Error())
+				return
+			}
+			proxy.ServeHTTP(w, r)
+			return
+		}
 		user, pass, ok := r.BasicAuth()
 		if !ok || !creds.valid(user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="backflow registry"`)

@@ -31,7 +31,7 @@ func TestHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(up.URL)
-	srv := httptest.NewServer(newHandler(u, creds, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(newHandler(u, creds, nil, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	for _, tt := range []struct {
 		name       string

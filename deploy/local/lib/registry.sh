@@ -96,14 +96,16 @@ registry_up() {
 }
 
 # registry_proxy_up starts authproxy on REGISTRY_PORT: TLS with the stack's certificate, basic
-# auth for the stack's user (credentials file 0600), forwarding to Apicurio.
+# auth for the stack's user (credentials file 0600), and bearer tokens of audience "registry"
+# from the stack's OIDC test server (lib/oauth.sh), forwarding to Apicurio.
 registry_proxy_up() {
   authproxy_install
   local creds="$SECRETS_DIR/registry.credentials"
   printf '%s:%s\n' "$SECURE_USER" "$(secret registry-password)" | private_file "$creds"
-  log "starting authproxy on $HOST:$REGISTRY_PORT (TLS, basic auth) in front of the registry"
+  log "starting authproxy on $HOST:$REGISTRY_PORT (TLS, basic auth, bearer tokens) in front of the registry"
   start_bg registry-proxy "$AUTHPROXY_BIN" --listen "$HOST:$REGISTRY_PORT" --upstream "http://$HOST:$REGISTRY_BACKEND_PORT" \
-    --tls-cert-file "$TLS_DIR/server.crt" --tls-key-file "$TLS_DIR/server.key" --credentials-file "$creds"
+    --tls-cert-file "$TLS_DIR/server.crt" --tls-key-file "$TLS_DIR/server.key" --credentials-file "$creds" \
+    --oidc-issuer "$(oauth_issuer_url)" --oidc-audience registry
   wait_ready registry-proxy registry_probe
 }
 
