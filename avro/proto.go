@@ -298,3 +298,47 @@ func (b *protoAvro) enum(e protoreflect.EnumDescriptor) any {
 	}
 	return map[string]any{"type": "enum", "name": string(full), "symbols": symbols}
 }
+
+// StreamSchema is a subject's schema as a declared stream reads it.
+type StreamSchema struct {
+	// Schema is the Avro schema, or the Avro record a Protobuf message maps to (ProtoSchema).
+	Schema avro.Schema
+	ID     int
+	Type   sr.SchemaType
+	// Message is, for a PROTOBUF schema, the full name of the message the stream reads: the
+	// file's first, the one a producer writes by default. "" for AVRO.
+	Message string
+}
+
+// ErrStreamSchemaType: the subject's schema type is not one a declared stream reads.
+var ErrStreamSchemaType = errors.New("a declared stream reads AVRO or PROTOBUF subjects")
+
+// ParseStreamSchema parses the schema s registered under id for a declared stream: an AVRO
+// schema as it is, a PROTOBUF one compiled with its references (fetched from reg) as its
+// first message's Avro record. Another type is ErrStreamSchemaType; a schema that does not
+// parse or compile an error saying why.
+func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema) (StreamSchema, error) {
+	out := StreamSchema{ID: id, Type: s.Type}
+	switch s.Type {
+	case sr.TypeAvro:
+		sch, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
+		if err != nil {
+			return out, err
+		}
+		out.Schema = sch
+		return out, nil
+	case sr.TypeProtobuf:
+		f, err := CompileProto(ctx, reg, id, s)
+		if err != nil {
+			return out, err
+		}
+		m, err := ProtoMessage(f, "")
+		if err != nil {
+			return out, err
+		}
+		out.Message = string(m.FullName())
+		out.Schema, err = ProtoSchema(m)
+		return out, err
+	}
+	return out, fmt.Errorf("schemaType %s (schema id %d): %w", typeName(s.Type), id, ErrStreamSchemaType)
+}

@@ -216,6 +216,9 @@ func protoField(s avro.Schema, fd protoreflect.FieldDescriptor, m protoreflect.M
 	if fd.IsList() || fd.IsMap() {
 		return nil, fmt.Errorf("a repeated field where the table has one value")
 	}
+	if fd.Message() != nil && s.Type() == avro.String && !m.Has(fd) {
+		return "", nil // a message held as JSON text, unset
+	}
 	return protoSingle(s, fd, m.Get(fd))
 }
 

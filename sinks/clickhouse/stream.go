@@ -24,6 +24,18 @@ import (
 type StreamRun struct {
 	Schema hamba.Schema
 	Caps   chschema.Capabilities
+	// Message is, for a Protobuf subject, the full name of the message the stream reads
+	// (avro.StreamSchema's); Schema is then the Avro record it maps to. "": an Avro subject.
+	Message string
+}
+
+// streamDecoder reads a declared stream's values: avro.GenericDecoder for an Avro subject,
+// avro.ProtoDecoder for a Protobuf one. Both give a record as the map a generic Avro decode
+// gives, shaped by an Avro schema, which the schema engine maps to a row.
+type streamDecoder interface {
+	Frame(b []byte) (int, []byte, error)
+	Writer(ctx context.Context, id int) (hamba.Schema, error)
+	Decode(id int, body []byte, writer, reader hamba.Schema) (map[string]any, error)
 }
 
 // NewStream validates the configs and builds the sink of the declared stream sc: cfg's
@@ -51,7 +63,12 @@ func NewStream(sc chschema.StreamConfig, cfg Config, sr StreamRun, rc RunConfig)
 	if len(sc.Screen) > 0 && rc.SensitiveWords == nil {
 		return nil, fmt.Errorf("stream %s: screen needs the sensitive-word service", sc.Name)
 	}
-	dec, err := avro.NewGenericDecoder(rc.Registry, avro.DecoderConfig{})
+	var dec streamDecoder
+	if sr.Message != "" {
+		dec, err = avro.NewProtoDecoder(rc.Registry, avro.DecoderConfig{}, sr.Message)
+	} else {
+		dec, err = avro.NewGenericDecoder(rc.Registry, avro.DecoderConfig{})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +94,7 @@ type streamMapping struct {
 	sc   chschema.StreamConfig
 	ch   chschema.Conn
 	caps chschema.Capabilities
-	dec  *avro.GenericDecoder
+	dec  streamDecoder
 	mod  *moderation.Client // screens the Screen fields; nil without
 	log  *slog.Logger
 
