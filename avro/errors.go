@@ -49,7 +49,7 @@ func init() {
 		ClassNotFramed:          "not in the Confluent wire format: a bad magic byte, or too short",
 		ClassUnknownSchema:      "the registry has no schema with the record's id",
 		ClassIncompatibleSchema: "the writer schema cannot be resolved to the reader schema",
-		ClassCorrupt:            "the Avro body does not decode with its writer schema (truncated or garbage)",
+		ClassCorrupt:            "the body (Avro, or Protobuf with its message indexes) does not decode with its writer schema (truncated or garbage)",
 		ClassInvalid:            "decoded, but a required field is missing or out of range (requestId, timestamps)",
 		ClassOversized:          "larger than the record size limit",
 	} {
