@@ -111,7 +111,8 @@ func (d *ProtoDecoder) Decode(id int, body []byte, writer, reader avro.Schema) (
 		return nil, &DecodeError{Kind: ErrInvalid, SchemaID: id, Err: fmt.Errorf("a %s message, the stream reads %s", md.FullName(), d.message)}
 	}
 	m := dynamicpb.NewMessage(md)
-	if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(msg, m); err != nil {
+	// Partial: a proto2 required field left out reads as its zero value (and the check costs).
+	if err := (proto.UnmarshalOptions{DiscardUnknown: true, AllowPartial: true}).Unmarshal(msg, m); err != nil {
 		return nil, &DecodeError{Kind: ErrCorrupt, SchemaID: id, Err: err}
 	}
 	if reader == nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
-func readProto(t *testing.T, name string) string {
+func readProto(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "deploy", "streams", name))
 	if err != nil {
@@ -40,7 +40,7 @@ type protoFixture struct {
 	order protoreflect.MessageDescriptor
 }
 
-func newProtoFixture(t *testing.T, order string) *protoFixture {
+func newProtoFixture(t testing.TB, order string) *protoFixture {
 	t.Helper()
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
@@ -69,7 +69,7 @@ func newProtoFixture(t *testing.T, order string) *protoFixture {
 }
 
 // value is the framed value of the order written as JSON, under message index idx.
-func (f *protoFixture) value(t *testing.T, js string, idx ...int) []byte {
+func (f *protoFixture) value(t testing.TB, js string, idx ...int) []byte {
 	t.Helper()
 	m := dynamicpb.NewMessage(f.order)
 	if err := protojson.Unmarshal([]byte(js), m); err != nil {
