@@ -311,12 +311,13 @@ type StreamSchema struct {
 }
 
 // ErrStreamSchemaType: the subject's schema type is not one a declared stream reads.
-var ErrStreamSchemaType = errors.New("a declared stream reads AVRO or PROTOBUF subjects")
+var ErrStreamSchemaType = errors.New("a declared stream reads AVRO, PROTOBUF or JSON subjects")
 
 // ParseStreamSchema parses the schema s registered under id for a declared stream: an AVRO
 // schema as it is, a PROTOBUF one compiled with its references (fetched from reg) as its
-// first message's Avro record. Another type is ErrStreamSchemaType; a schema that does not
-// parse or compile an error saying why.
+// first message's Avro record, a JSON one as the Avro record its root object maps to
+// (JSONRecordSchema). Another type is ErrStreamSchemaType; a schema that does not parse or
+// compile an error saying why.
 func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema) (StreamSchema, error) {
 	out := StreamSchema{ID: id, Type: s.Type}
 	switch s.Type {
@@ -330,7 +331,7 @@ func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema) (
 	case sr.TypeProtobuf:
 		f, err := CompileProto(ctx, reg, id, s)
 		if err != nil {
-			return out, err
+			return out, schemaProblem(err)
 		}
 		m, err := ProtoMessage(f, "")
 		if err != nil {
@@ -339,6 +340,20 @@ func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema) (
 		out.Message = string(m.FullName())
 		out.Schema, err = ProtoSchema(m)
 		return out, err
+	case sr.TypeJSON:
+		_, sch, err := CompileJSONSchema(id, s)
+		out.Schema = sch
+		return out, schemaProblem(err)
 	}
 	return out, fmt.Errorf("schemaType %s (schema id %d): %w", typeName(s.Type), id, ErrStreamSchemaType)
+}
+
+// schemaProblem is err without the decode class a record would get for it: what is wrong with
+// the schema itself, for the one who registered it. An outage stays as it is (IsRetryable).
+func schemaProblem(err error) error {
+	var de *DecodeError
+	if errors.As(err, &de) && de.Kind == ErrIncompatibleSchema && de.Err != nil {
+		return de.Err
+	}
+	return err
 }

@@ -320,7 +320,7 @@ func zeroValue(s avro.Schema) any {
 	}
 	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
 		switch ls.Logical().Type() {
-		case avro.TimestampMicros, avro.TimestampMillis:
+		case avro.TimestampMicros, avro.TimestampMillis, avro.Date:
 			return time.Unix(0, 0).UTC()
 		}
 	}

@@ -140,7 +140,7 @@ func runStream(ctx context.Context, e *stageEnv, sc chschema.StreamConfig) error
 			return err
 		}
 	}
-	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps, Message: ss.Message}, rc)
+	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps, Type: ss.Type, Message: ss.Message}, rc)
 	if err != nil {
 		return err
 	}

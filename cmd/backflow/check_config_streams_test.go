@@ -37,8 +37,13 @@ func TestCheckConfigStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := reg.RegisterSchema("json-events-value", sr.Schema{Schema: `{"type": "object"}`, Type: sr.TypeJSON}); err != nil {
-		t.Fatal(err)
+	for subject, schema := range map[string]string{
+		"json-events-value": `{"type": "object", "properties": {"id": {"type": "string"}, "at": {"type": "string", "format": "date-time"}}, "required": ["id", "at"]}`,
+		"json-text-value":   `{"type": "string"}`,
+	} {
+		if _, _, err := reg.RegisterSchema(subject, sr.Schema{Schema: schema, Type: sr.TypeJSON}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	closed := srfake.New()
 	closedURL := closed.URL()
@@ -102,10 +107,14 @@ func TestCheckConfigStreams(t *testing.T) {
 			not:  []string{"problem(s)"},
 		},
 		{
-			name: "a subject of a type a stream does not read, in one line", code: exitUsage, problems: 1,
-			yaml: "streams:\n  - name: json\n    topic: json-events\n",
-			stderr: []string{"streams[0].topic (line 3): subject json-events-value version 1: schemaType JSON (schema id ",
-				"): a declared stream reads AVRO or PROTOBUF subjects: register the values' schema again as one of those"},
+			name: "a JSON Schema subject's fields are checked as an Avro one's", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: json\n    topic: json-events\n    dedupe_key: id\n    event_time: id\n",
+			stderr: []string{"streams[0].event_time (line 5): field id is String: an event time must be"},
+		},
+		{
+			name: "a JSON Schema whose root is no object is one line at the topic", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: json\n    topic: json-text\n",
+			stderr: []string{"streams[0].topic (line 3): subject json-text-value version 1: the JSON Schema's root is not an object with properties: fix the schema registered there"},
 		},
 	}
 	for _, tt := range tests {

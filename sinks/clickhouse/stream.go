@@ -12,6 +12,7 @@ import (
 
 	hamba "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	srtype "github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
@@ -24,13 +25,15 @@ import (
 type StreamRun struct {
 	Schema hamba.Schema
 	Caps   chschema.Capabilities
-	// Message is, for a Protobuf subject, the full name of the message the stream reads
-	// (avro.StreamSchema's); Schema is then the Avro record it maps to. "": an Avro subject.
+	// Type is the subject's schema type (avro.StreamSchema's): for PROTOBUF and JSON, Schema
+	// is the Avro record the message or the JSON Schema maps to. Zero: AVRO.
+	Type srtype.SchemaType
+	// Message is, for a Protobuf subject, the full name of the message the stream reads.
 	Message string
 }
 
 // streamDecoder reads a declared stream's values: avro.GenericDecoder for an Avro subject,
-// avro.ProtoDecoder for a Protobuf one. Both give a record as the map a generic Avro decode
+// avro.ProtoDecoder for a Protobuf one, avro.JSONDecoder for a JSON Schema one. Each gives a record as the map a generic Avro decode
 // gives, shaped by an Avro schema, which the schema engine maps to a row.
 type streamDecoder interface {
 	Frame(b []byte) (int, []byte, error)
@@ -64,9 +67,12 @@ func NewStream(sc chschema.StreamConfig, cfg Config, sr StreamRun, rc RunConfig)
 		return nil, fmt.Errorf("stream %s: screen needs the sensitive-word service", sc.Name)
 	}
 	var dec streamDecoder
-	if sr.Message != "" {
+	switch sr.Type {
+	case srtype.TypeProtobuf:
 		dec, err = avro.NewProtoDecoder(rc.Registry, avro.DecoderConfig{}, sr.Message)
-	} else {
+	case srtype.TypeJSON:
+		dec, err = avro.NewJSONDecoder(rc.Registry, avro.DecoderConfig{})
+	default:
 		dec, err = avro.NewGenericDecoder(rc.Registry, avro.DecoderConfig{})
 	}
 	if err != nil {
