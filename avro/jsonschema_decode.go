@@ -156,7 +156,8 @@ func jsonValue(s avro.Schema, v any) (any, error) {
 		}
 		for _, x := range u.Types() {
 			if x.Type() != avro.Null {
-				return jsonValue(x, v)
+				val, err := jsonValue(x, v)
+				return branched(x, val), err
 			}
 		}
 	}

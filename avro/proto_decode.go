@@ -184,7 +184,8 @@ func protoField(s avro.Schema, fd protoreflect.FieldDescriptor, m protoreflect.M
 		}
 		for _, u := range t.Types() {
 			if u.Type() != avro.Null {
-				return protoField(u, fd, m)
+				v, err := protoField(u, fd, m)
+				return branched(u, v), err
 			}
 		}
 		return nil, nil
@@ -286,6 +287,22 @@ func protoMessage(s avro.Schema, m protoreflect.Message) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("message %s does not fit %s", full, s.Type())
+}
+
+// branched is v, the value of union branch s, as hamba/avro decodes a union into an any: keyed
+// by the branch's name for a named type (record, enum, fixed), by "array" or "map" for those,
+// bare for a primitive. The schema engine takes the values in that shape.
+func branched(s avro.Schema, v any) any {
+	if v == nil {
+		return nil
+	}
+	switch x := deref(s).(type) {
+	case avro.NamedSchema:
+		return map[string]any{x.FullName(): v}
+	case *avro.ArraySchema, *avro.MapSchema:
+		return map[string]any{string(x.Type()): v}
+	}
+	return v
 }
 
 // fieldZero is what field f reads as when the writer did not have it: its default for an
