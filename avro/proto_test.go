@@ -123,8 +123,14 @@ func TestProtoTableAndRow(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("columns:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	for _, idx := range [][]int{{0}, {1, 0}} { // {0} is the one-byte shortcut
-		_, body, err := dec.Frame(f.value(t, orderJSON, idx...))
+	shortcut := f.value(t, orderJSON, 0)
+	explicit := append(append(append([]byte{}, shortcut[:avro.HeaderSize]...), 0x02, 0x00), shortcut[avro.HeaderSize+1:]...) // [0] spelled out
+	for _, idx := range [][]int{{0}, {1, 0}, nil} {                                                                          // {0} is the one-byte shortcut; nil: explicit
+		value := explicit
+		if idx != nil {
+			value = f.value(t, orderJSON, idx...)
+		}
+		_, body, err := dec.Frame(value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +238,8 @@ func TestProtoPoison(t *testing.T) {
 		t.Fatal(err)
 	}
 	notProto, _ := h.AppendEncode(nil, avroID.ID, []int{0})
+	nested, _ := h.AppendEncode(nil, f.id, []int{0, 0}) // Order.Item: a message, not the stream's
+	nested = append(nested, 0x0a, 0x01, 0x61)
 	for _, tt := range []struct {
 		name  string
 		value []byte
@@ -243,6 +251,7 @@ func TestProtoPoison(t *testing.T) {
 		{"enum number not declared", badEnum, avro.ClassInvalid},
 		{"uint64 past Int64", bigUint, avro.ClassInvalid},
 		{"an AVRO schema", notProto, avro.ClassIncompatibleSchema},
+		{"another message of the schema", nested, avro.ClassInvalid},
 	} {
 		err := decode(tt.value)
 		var de *avro.DecodeError
