@@ -15,6 +15,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -117,6 +118,16 @@ func TestJSONSchemaStreamEndToEnd(t *testing.T) {
 
 	// v2 while the stage runs: referrer added, tv appended to the enum.
 	id2 := register("page-view.v2.schema.json")
+	// What `migrate --dry-run` plans for it (the subject's latest schema, as the stage reads
+	// it), before any v2 record arrives.
+	latest, latestID, err := pipelines.LatestSchema(ctx, env.Registry, subject)
+	if err != nil || latestID != id2 {
+		t.Fatalf("latest schema: id %d (%v), want %d", latestID, err, id2)
+	}
+	plan, err := chschema.PlanStream(ctx, conn, chschema.StreamConfig{Name: "page-view", Topic: topic, Group: group, DedupeKey: "view_id", EventTime: "at"}, latest, id2, chschema.Capabilities{})
+	if err != nil || plan.Change() != "add columns referrer; modify columns device" || plan.Version != 2 {
+		t.Fatalf("v2's plan: %q as version %d (%v), want %q as version 2", plan.Change(), plan.Version, err, "add columns referrer; modify columns device")
+	}
 	produce(id2, view(7, "tv", `, "referrer": "search"`))
 	produce(id1, view(8, "mobile", ""))
 	testenv.WaitCommitted(t, run.Context(), env.Admin, group, topic)

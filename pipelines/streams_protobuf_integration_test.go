@@ -20,6 +20,7 @@ import (
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/pipelines"
+	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -159,6 +160,16 @@ func TestProtobufStreamEndToEnd(t *testing.T) {
 
 	// v2 while the stage runs: channel added, REFUNDED appended to the enum.
 	v2, id2 := register("shop-order.v2.proto")
+	// What `migrate --dry-run` plans for it (the subject's latest schema, as the stage reads
+	// it), before any v2 record arrives.
+	latest, latestID, err := pipelines.LatestSchema(ctx, env.Registry, subject)
+	if err != nil || latestID != id2 {
+		t.Fatalf("latest schema: id %d (%v), want %d", latestID, err, id2)
+	}
+	plan, err := chschema.PlanStream(ctx, conn, chschema.StreamConfig{Name: "shop-order", Topic: topic, Group: group, DedupeKey: "order_id", EventTime: "created"}, latest, id2, chschema.Capabilities{})
+	if err != nil || plan.Change() != "add columns channel; modify columns status" || plan.Version != 2 {
+		t.Fatalf("v2's plan: %q as version %d (%v), want %q as version 2", plan.Change(), plan.Version, err, "add columns channel; modify columns status")
+	}
 	send(v2, id2, order(7, "REFUNDED", `, "channel": "web"`))
 	send(v1, id1, order(8, "PAID", ""))
 	testenv.WaitCommitted(t, run.Context(), env.Admin, group, topic)
