@@ -49,8 +49,8 @@ func init() {
 		ClassNotFramed:          "not in the Confluent wire format: a bad magic byte, or too short",
 		ClassUnknownSchema:      "the registry has no schema with the record's id",
 		ClassIncompatibleSchema: "the writer schema cannot be resolved to the reader schema",
-		ClassCorrupt:            "the Avro body does not decode with its writer schema (truncated or garbage)",
-		ClassInvalid:            "decoded, but a required field is missing or out of range (requestId, timestamps)",
+		ClassCorrupt:            "the body (Avro, Protobuf with its message indexes, or JSON text) does not decode with its writer schema (truncated or garbage)",
+		ClassInvalid:            "decoded, but a required field is missing or out of range (requestId, timestamps), or a JSON value its schema rejects",
 		ClassOversized:          "larger than the record size limit",
 	} {
 		dlq.RegisterClass(name, doc)

@@ -20,6 +20,8 @@ type Registry interface {
 	SchemaByID(ctx context.Context, id int) (sr.Schema, error)
 	RegisterSchema(ctx context.Context, subject string, s sr.Schema, id, version int) (int, error)
 	LookupSchema(ctx context.Context, subject string, s sr.Schema) (sr.SubjectSchema, error)
+	// SchemaByVersion fetches the schemas a Protobuf schema references (by subject and version).
+	SchemaByVersion(ctx context.Context, subject string, version int) (sr.SubjectSchema, error)
 }
 
 var _ Registry = (*sr.Client)(nil)

@@ -23,6 +23,9 @@ type writerSchemas struct {
 	reg     Registry
 	ttl     time.Duration                                         // 0: an unknown id is asked about again each time
 	prepare func(id int, writer avro.Schema) (avro.Schema, error) // nil: the writer as parsed
+	// parse turns the registry's schema into the one kept; nil: an AVRO schema, parsed
+	// (ProtoDecoder sets its own: a Protobuf message as the Avro record it maps to).
+	parse func(ctx context.Context, id int, got sr.Schema) (avro.Schema, error)
 
 	mu      sync.RWMutex
 	byID    map[int]avro.Schema
@@ -58,12 +61,13 @@ func (c *writerSchemas) get(ctx context.Context, id int) (avro.Schema, error) {
 			}
 			return nil, err
 		}
-		if got.Type != sr.TypeAvro {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("schema type %s, want AVRO", got.Type)}
+		parse := c.parse
+		if parse == nil {
+			parse = parseAvroWriter
 		}
-		w, err := avro.ParseWithCache(got.Schema, "", &avro.SchemaCache{})
+		w, err := parse(ctx, id, got)
 		if err != nil {
-			return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("parse writer schema: %w", err)}
+			return nil, err
 		}
 		if c.prepare != nil {
 			if w, err = c.prepare(id, w); err != nil {
@@ -80,6 +84,18 @@ func (c *writerSchemas) get(ctx context.Context, id int) (avro.Schema, error) {
 		return nil, err
 	}
 	return res.(avro.Schema), nil
+}
+
+// parseAvroWriter is an AVRO writer schema, parsed; any other type is ErrIncompatibleSchema.
+func parseAvroWriter(_ context.Context, id int, got sr.Schema) (avro.Schema, error) {
+	if got.Type != sr.TypeAvro {
+		return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("schema type %s, want AVRO", got.Type)}
+	}
+	w, err := avro.ParseWithCache(got.Schema, "", &avro.SchemaCache{})
+	if err != nil {
+		return nil, &DecodeError{Kind: ErrIncompatibleSchema, SchemaID: id, Err: fmt.Errorf("parse writer schema: %w", err)}
+	}
+	return w, nil
 }
 
 // maxUnknownIDs bounds the remembered unknown ids, so poison with ever new ids cannot grow

@@ -58,9 +58,9 @@ type Config struct {
 
 	Dashboard dashboard.Auth `key:"dashboard" doc:"backflow dashboard's HTTP basic auth; without a password it serves only on a loopback address"`
 
-	// Streams are the declared streams: any Avro topic into a ClickHouse table derived from its
+	// Streams are the declared streams: any Avro, Protobuf or JSON Schema topic into a ClickHouse table derived from its
 	// subject's schema, each run by the stage stream-<name> (streams.go, docs/streams.md).
-	Streams []chschema.StreamConfig `key:"streams" doc:"declared streams: any Avro topic into a ClickHouse table derived from its subject's schema, each the stage stream-<name> (list it in stages); batching, DLQ topic and backoff are sink_clickhouse's. A list is given in the file only: it has no environment variables"`
+	Streams []chschema.StreamConfig `key:"streams" doc:"declared streams: any Avro, Protobuf or JSON Schema topic into a ClickHouse table derived from its subject's schema, each the stage stream-<name> (list it in stages); batching, DLQ topic and backoff are sink_clickhouse's. A list is given in the file only: it has no environment variables"`
 }
 
 // Conns holds the connection settings of every external system: the kafka, registry,

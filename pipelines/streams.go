@@ -110,7 +110,8 @@ func runStream(ctx context.Context, e *stageEnv, sc chschema.StreamConfig) error
 	if err := e.waitForSources(ctx, log, sc.Stage(), kafka.Source{Topic: sc.Topic, Key: streamTopicKey(e, sc)}); err != nil {
 		return nil // stopped while waiting
 	}
-	schema, schemaID, err := streamSchema(ctx, log, reg, sc)
+	ss, err := streamSchema(ctx, log, reg, sc)
+	schema, schemaID := ss.Schema, ss.ID
 	if err == nil {
 		err = e.migrateBuiltIn(ctx, log)
 	}
@@ -139,7 +140,7 @@ func runStream(ctx context.Context, e *stageEnv, sc chschema.StreamConfig) error
 			return err
 		}
 	}
-	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps}, rc)
+	sink, err := clickhouse.NewStream(sc, e.cfg.SinkClickHouse, clickhouse.StreamRun{Schema: schema, Caps: caps, Type: ss.Type, Message: ss.Message}, rc)
 	if err != nil {
 		return err
 	}
@@ -167,14 +168,14 @@ var streamWait = retry.Policy{Min: time.Second, Max: 30 * time.Second}
 
 // streamSchema is the subject's latest schema, waited for while the registry is down or has
 // none under the subject yet.
-func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc chschema.StreamConfig) (schema hamba.Schema, schemaID int, err error) {
+func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc chschema.StreamConfig) (ss avro.StreamSchema, err error) {
 	err = retry.Do(ctx, streamWait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
 		log.Warn("stream: waiting for the subject's schema", "subject", sc.Subject, "attempt", attempt, "error", err)
 	}, func() (err error) {
-		schema, schemaID, err = LatestSchema(ctx, reg, sc.Subject)
+		ss, err = LatestStreamSchema(ctx, reg, sc.Subject)
 		return err
 	})
-	return schema, schemaID, err
+	return ss, err
 }
 
 // prepareStreamTable brings the stream's table to the schema (creating it only when migrations
@@ -233,21 +234,48 @@ func planStreamTable(ctx context.Context, e *stageEnv, sc chschema.StreamConfig,
 // errNoSubject: the registry has no schema under the subject yet (no producer registered one).
 var errNoSubject = errors.New("pipelines: the registry has no schema under the subject")
 
-// LatestSchema is the newest schema registered under subject, parsed, with its id.
+// LatestSchema is the newest schema registered under subject, parsed, with its id
+// (LatestStreamSchema's schema: a Protobuf message as the Avro record it maps to).
 func LatestSchema(ctx context.Context, reg *sr.Client, subject string) (hamba.Schema, int, error) {
+	ss, err := LatestStreamSchema(ctx, reg, subject)
+	return ss.Schema, ss.ID, err
+}
+
+// subjectSchemaError: the subject's newest schema is of a type a stream does not read, or does
+// not parse (or compile): a problem of the subject, not of the registry.
+type subjectSchemaError struct {
+	subject string
+	version int
+	err     error
+}
+
+func (e *subjectSchemaError) Error() string {
+	return fmt.Sprintf("subject %s version %d: %v", e.subject, e.version, e.err)
+}
+
+func (e *subjectSchemaError) Unwrap() error { return e.err }
+
+// LatestStreamSchema is the newest schema registered under subject as a declared stream
+// reads it (avro.ParseStreamSchema): an AVRO schema, or a PROTOBUF one compiled with its
+// references. A subject without one is errNoSubject; a schema of another type, or one that
+// does not parse, a *subjectSchemaError.
+func LatestStreamSchema(ctx context.Context, reg *sr.Client, subject string) (avro.StreamSchema, error) {
 	ss, err := reg.SchemaByVersion(ctx, subject, -1)
 	if err != nil {
 		var re *sr.ResponseError
 		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
-			return nil, 0, fmt.Errorf("%w: %s", errNoSubject, subject)
+			return avro.StreamSchema{}, fmt.Errorf("%w: %s", errNoSubject, subject)
 		}
-		return nil, 0, &avro.DecodeError{Kind: avro.ErrRegistryUnavailable, Err: err}
+		return avro.StreamSchema{}, &avro.DecodeError{Kind: avro.ErrRegistryUnavailable, Err: err}
 	}
-	s, err := hamba.ParseWithCache(ss.Schema.Schema, "", &hamba.SchemaCache{})
-	if err != nil {
-		return nil, 0, fmt.Errorf("subject %s version %d: %w", subject, ss.Version, err)
+	out, err := avro.ParseStreamSchema(ctx, reg, ss.ID, ss.Schema)
+	switch {
+	case err != nil && avro.IsRetryable(err):
+		return out, err
+	case err != nil:
+		return out, &subjectSchemaError{subject: subject, version: ss.Version, err: err}
 	}
-	return s, ss.ID, nil
+	return out, nil
 }
 
 // ErrRegistryUnreachable: CheckStreams could not ask the registry (down, refusing, or not a
@@ -304,6 +332,13 @@ func CheckStreams(ctx context.Context, l Loaded, path string, found conf.Errors)
 		case errors.Is(err, errNoSubject):
 			add(item+".topic", fmt.Sprintf("the registry has no schema under subject %s (the topic's, as subject is not set): register the values' schema there first, or set subject", s.Subject))
 			continue
+		case errors.As(err, new(*subjectSchemaError)):
+			key := item + ".topic"
+			if given {
+				key = item + ".subject"
+			}
+			add(key, subjectSchemaProblem(err))
+			continue
 		case err != nil:
 			return out, fmt.Errorf("%w: at %s (registry.url): %w", ErrRegistryUnreachable, l.Config.Registry.URL, err)
 		}
@@ -318,6 +353,15 @@ func CheckStreams(ctx context.Context, l Loaded, path string, found conf.Errors)
 		}
 	}
 	return out, nil
+}
+
+// subjectSchemaProblem says in one line what is wrong with a subject's schema (a type a
+// stream does not read, or a schema that does not parse) and what to do.
+func subjectSchemaProblem(err error) string {
+	if errors.Is(err, avro.ErrStreamSchemaType) {
+		return fmt.Sprintf("%v: register the values' schema again as one of those", err)
+	}
+	return fmt.Sprintf("%v: fix the schema registered there", err)
 }
 
 // reported says whether found holds a problem at the key path p or under it (p's section).

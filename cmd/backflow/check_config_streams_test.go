@@ -23,6 +23,28 @@ func TestCheckConfigStreams(t *testing.T) {
 	if _, _, err := reg.RegisterSchema("agent-task-event-value", sr.Schema{Schema: string(avsc), Type: sr.TypeAvro}); err != nil {
 		t.Fatal(err)
 	}
+	for _, r := range []struct {
+		subject, file string
+		typ           sr.SchemaType
+		refs          []sr.SchemaReference
+	}{
+		{"shop-common.proto", "shop-common.proto", sr.TypeProtobuf, nil},
+		{"shop-order-value", "shop-order.proto", sr.TypeProtobuf, []sr.SchemaReference{{Name: "shop-common.proto", Subject: "shop-common.proto", Version: 1}}},
+	} {
+		text, err := os.ReadFile(filepath.Join("..", "..", "deploy", "streams", r.file))
+		must(t, err)
+		if _, _, err := reg.RegisterSchema(r.subject, sr.Schema{Schema: string(text), Type: r.typ, References: r.refs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for subject, schema := range map[string]string{
+		"json-events-value": `{"type": "object", "properties": {"id": {"type": "string"}, "at": {"type": "string", "format": "date-time"}}, "required": ["id", "at"]}`,
+		"json-text-value":   `{"type": "string"}`,
+	} {
+		if _, _, err := reg.RegisterSchema(subject, sr.Schema{Schema: schema, Type: sr.TypeJSON}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	closed := srfake.New()
 	closedURL := closed.URL()
 	closed.Close()
@@ -72,6 +94,27 @@ func TestCheckConfigStreams(t *testing.T) {
 			name: "no schema under the topic's subject is a problem at the topic", code: exitUsage, problems: 1,
 			yaml:   "streams:\n  - name: other\n    topic: other-events\n",
 			stderr: []string{"streams[0].topic (line 3): the registry has no schema under subject other-events-value (the topic's, as subject is not set)"},
+		},
+		{
+			name: "a Protobuf subject's fields are checked as an Avro one's", code: exitUsage, problems: 2,
+			yaml: "streams:\n  - name: shop\n    topic: shop-order\n    dedupe_key: orderid\n    event_time: customer\n",
+			stderr: []string{"streams[0].dedupe_key (line 4): field orderid: not in the schema; did you mean order_id? (subject shop-order-value",
+				"streams[0].event_time (line 5): field customer: a record, not a single value"},
+		},
+		{
+			name: "a valid Protobuf stream passes", code: exitOK,
+			yaml: "streams:\n  - name: shop\n    topic: shop-order\n    dedupe_key: order_id\n    event_time: created\n    screen: [customer.tier]\n",
+			not:  []string{"problem(s)"},
+		},
+		{
+			name: "a JSON Schema subject's fields are checked as an Avro one's", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: json\n    topic: json-events\n    dedupe_key: id\n    event_time: id\n",
+			stderr: []string{"streams[0].event_time (line 5): field id is String: an event time must be"},
+		},
+		{
+			name: "a JSON Schema whose root is no object is one line at the topic", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: json\n    topic: json-text\n",
+			stderr: []string{"streams[0].topic (line 3): subject json-text-value version 1: the JSON Schema's root is not an object with properties: fix the schema registered there"},
 		},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 
 	hamba "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	srtype "github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/dlq"
@@ -24,6 +25,20 @@ import (
 type StreamRun struct {
 	Schema hamba.Schema
 	Caps   chschema.Capabilities
+	// Type is the subject's schema type (avro.StreamSchema's): for PROTOBUF and JSON, Schema
+	// is the Avro record the message or the JSON Schema maps to. Zero: AVRO.
+	Type srtype.SchemaType
+	// Message is, for a Protobuf subject, the full name of the message the stream reads.
+	Message string
+}
+
+// streamDecoder reads a declared stream's values: avro.GenericDecoder for an Avro subject,
+// avro.ProtoDecoder for a Protobuf one, avro.JSONDecoder for a JSON Schema one. Each gives a record as the map a generic Avro decode
+// gives, shaped by an Avro schema, which the schema engine maps to a row.
+type streamDecoder interface {
+	Frame(b []byte) (int, []byte, error)
+	Writer(ctx context.Context, id int) (hamba.Schema, error)
+	Decode(id int, body []byte, writer, reader hamba.Schema) (map[string]any, error)
 }
 
 // NewStream validates the configs and builds the sink of the declared stream sc: cfg's
@@ -51,7 +66,15 @@ func NewStream(sc chschema.StreamConfig, cfg Config, sr StreamRun, rc RunConfig)
 	if len(sc.Screen) > 0 && rc.SensitiveWords == nil {
 		return nil, fmt.Errorf("stream %s: screen needs the sensitive-word service", sc.Name)
 	}
-	dec, err := avro.NewGenericDecoder(rc.Registry, avro.DecoderConfig{})
+	var dec streamDecoder
+	switch sr.Type {
+	case srtype.TypeProtobuf:
+		dec, err = avro.NewProtoDecoder(rc.Registry, avro.DecoderConfig{}, sr.Message)
+	case srtype.TypeJSON:
+		dec, err = avro.NewJSONDecoder(rc.Registry, avro.DecoderConfig{})
+	default:
+		dec, err = avro.NewGenericDecoder(rc.Registry, avro.DecoderConfig{})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +100,7 @@ type streamMapping struct {
 	sc   chschema.StreamConfig
 	ch   chschema.Conn
 	caps chschema.Capabilities
-	dec  *avro.GenericDecoder
+	dec  streamDecoder
 	mod  *moderation.Client // screens the Screen fields; nil without
 	log  *slog.Logger
 

@@ -40,8 +40,9 @@ type Column struct {
 	// MapPart is MapKeys or MapValues for the two columns of a map field, else "".
 	MapPart string
 	// Branches has, for each part of Field, the full name of the named type (record, enum,
-	// fixed) a nullable union there holds, or "": decoded into an any, hamba/avro keys such a
-	// union's value by that name. Nil when there is none.
+	// fixed) a nullable union there holds, "array" or "map" for an array or a map, or "":
+	// decoded into an any, hamba/avro keys such a union's value by that name. Nil when there
+	// is none.
 	Branches []string
 }
 
@@ -111,9 +112,18 @@ func (d *deriver) field(s avro.Schema, name, field string, br []string, arrays i
 		}
 		switch {
 		case len(others) == 1:
-			if named, ok := deref(others[0]).(avro.NamedSchema); ok {
+			// hamba keys the value of a union of a named type by its name, and of an array or
+			// a map by "array" or "map" (a primitive's value is bare).
+			branch := ""
+			switch x := deref(others[0]).(type) {
+			case avro.NamedSchema:
+				branch = x.FullName()
+			case *avro.ArraySchema, *avro.MapSchema:
+				branch = string(x.Type())
+			}
+			if branch != "" {
 				br = slices.Clone(br)
-				br[len(br)-1] = named.FullName()
+				br[len(br)-1] = branch
 			}
 			return d.field(others[0], name, field, br, arrays, nullable || hasNull, hasDefault)
 		case len(others) == 0:

@@ -295,3 +295,33 @@ func TestRowValues(t *testing.T) {
 		t.Errorf("a value that does not fit: %v", err)
 	}
 }
+
+// TestRowValuesOptionalArrayAndMap: hamba decodes an optional array or map (["null", array],
+// ["null", map]) keyed by its branch, {"array": [...]}; the row holds the elements, not an
+// empty array (an optional array landed empty, and an optional map was dead-lettered).
+func TestRowValuesOptionalArrayAndMap(t *testing.T) {
+	s := avro.MustParse(`{"type":"record","name":"R","fields":[{"name":"tags","type":["null",{"type":"array","items":"string"}],"default":null},
+		{"name":"attrs","type":["null",{"type":"map","values":"long"}],"default":null},
+		{"name":"xs","type":["null",{"type":"array","items":{"type":"record","name":"X","fields":[{"name":"v","type":"long"}]}}],"default":null}]}`)
+	cols, err := DeriveColumns(s, Capabilities{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := avro.Marshal(s, map[string]any{"tags": map[string]any{"array": []any{"a", "b"}}, "attrs": map[string]any{"map": map[string]any{"k": int64(7)}},
+		"xs": map[string]any{"array": []any{map[string]any{"v": int64(3)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec any
+	if err := avro.Unmarshal(s, body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := RowValues(cols, rec.(map[string]any))
+	if want := []any{[]string{"a", "b"}, []string{"k"}, []int64{7}, []int64{3}}; err != nil || !reflect.DeepEqual(vals, want) {
+		t.Errorf("values %#v (%v), want %#v", vals, err, want)
+	}
+	nulls, err := RowValues(cols, map[string]any{"tags": nil, "attrs": nil, "xs": nil})
+	if want := []any{[]string{}, []string{}, []int64{}, []int64{}}; err != nil || !reflect.DeepEqual(nulls, want) {
+		t.Errorf("nulls %#v (%v), want %#v", nulls, err, want)
+	}
+}

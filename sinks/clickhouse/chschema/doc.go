@@ -6,7 +6,8 @@
 // Conn says where ClickHouse is and Open connects to it, for the engine and the sink alike.
 //
 // The files, by job: a declared stream's config and table (stream_config.go), the Avro-to-column
-// derivation and its evolution (derive.go, derive_values.go, evolve.go), a table rebuilt under a
+// derivation and its evolution (derive.go, derive_values.go, evolve.go; Protobuf and JSON
+// Schema subjects reach it as the Avro records they map to, package avro), a table rebuilt under a
 // new key in chunks (rebuild.go, rebuild_plan.go, rebuild_log.go) and the rollups' backfill
 // (backfill.go), the audit tables' inserts (insert.go) and the check that a table exists
 // (tables.go).

@@ -15,7 +15,7 @@ import (
 // kafkaName is what Kafka takes as a topic or group name.
 var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
-// A declared stream: any Avro topic into a table derived from its subject's schema
+// A declared stream: any Avro, Protobuf or JSON Schema topic into a table derived from its subject's schema
 // (derive.go), with the built-in sink's batching, retries, DLQ, ledger and commits (Sink).
 // Start with StreamConfig (one section of the config's streams list), PlanStream (what
 // `backflow migrate` shows and applies) and NewStream (the stage's sink).
@@ -43,27 +43,27 @@ const (
 // Name and Topic (withDefaults).
 type StreamConfig struct {
 	Name    string `key:"name" doc:"the stream's name (lowercase letters, digits, '_', '-'; at most 57); its stage is stream-<name>"`
-	Topic   string `key:"topic" doc:"the topic to read: Avro values in the Confluent wire format"`
+	Topic   string `key:"topic" doc:"the topic to read: Avro, Protobuf or JSON values in the Confluent wire format (the subject's schemaType says which)"`
 	Subject string `key:"subject" doc:"registry subject of the values' schema; empty: <topic>-value"`
 	Table   string `key:"table" doc:"ClickHouse table the stream lands in (and v_<table>, its deduplicated view); empty: the name with '-' as '_'"`
 	Group   string `key:"group" doc:"Kafka consumer group (also recorded in sink_ledger); empty: backflow-stream-<name>"`
-	// DedupeKey is the Avro field path (a.b) whose value identifies a record: rows with equal
+	// DedupeKey is the field path (a.b) of the schema (an Avro record's, a Protobuf message's or a JSON Schema object's) whose value identifies a record: rows with equal
 	// keys collapse to the one at the highest offset. Empty: each record is its own row, and
 	// only a record written twice collapses.
-	DedupeKey string `key:"dedupe_key" doc:"Avro field path (a.b) identifying a record: rows with equal keys collapse to the latest (highest offset); empty: none, every record is a row"`
+	DedupeKey string `key:"dedupe_key" doc:"field path (a.b) of the schema identifying a record: rows with equal keys collapse to the latest (highest offset); empty: none, every record is a row"`
 	// DedupeWindow, with DedupeKey, makes equal keys collapse only when their event times fall
 	// in the same window (tumbling, counted from the Unix epoch). 0: whenever.
 	DedupeWindow time.Duration `key:"dedupe_window,zero" doc:"with dedupe_key: equal keys collapse only within the same window of event time (tumbling windows from the epoch; needs event_time); 0: at any distance"`
 	// EventTime is the Avro field path of the record's time (a timestamp-millis or -micros
 	// long, or a date): the table is partitioned by its month and the ledger dates flushes by it.
-	EventTime string   `key:"event_time" doc:"Avro field path of the event time (timestamp-millis, timestamp-micros or date): partitions the table by month; empty: one partition"`
-	Include   []string `key:"include" doc:"Avro field paths whose columns the table keeps (a record keeps every field under it); empty: every field"`
-	Exclude   []string `key:"exclude" doc:"Avro field paths whose columns the table leaves out"`
+	EventTime string   `key:"event_time" doc:"field path of the event time (timestamp-millis, timestamp-micros or date; a Protobuf google.protobuf.Timestamp, a JSON string of format date-time or date): partitions the table by month; empty: one partition"`
+	Include   []string `key:"include" doc:"field paths whose columns the table keeps (a record keeps every field under it); empty: every field"`
+	Exclude   []string `key:"exclude" doc:"field paths whose columns the table leaves out"`
 	// Rename maps a derived column name (user_id) to the name the table uses.
 	Rename map[string]string `key:"rename" doc:"column renames: derived column name (user_id) to the table's name for it"`
 	// Screen are the Avro field paths of text fields checked with the sensitive-word service;
 	// the dictionary words found in them land in ColSensitiveWords.
-	Screen []string `key:"screen" doc:"Avro field paths of text fields (string or optional string) to screen with the sensitive-word service: the dictionary words found land in _sensitive_words; the stage then needs sensitive_words"`
+	Screen []string `key:"screen" doc:"field paths of text fields (string or optional string) to screen with the sensitive-word service: the dictionary words found land in _sensitive_words; the stage then needs sensitive_words"`
 }
 
 var (
