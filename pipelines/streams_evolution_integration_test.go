@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/backflowhq/backflow/pipelines"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -96,31 +94,7 @@ func TestStreamFollowsEnumSymbolMidRun(t *testing.T) {
 	v1, id1 := register("eval-score.avsc")
 	send(v1, id1, v1rec(1, "MMLU"), v1rec(2, "GSM8K"), v1rec(3, "HUMANEVAL"), v1rec(4, "MMLU"))
 
-	yaml := streamsConfigHead("stream-eval-score", env.DB, dlqTopic) + fmt.Sprintf(`streams:
-  - name: eval-score
-    topic: %s
-    group: %s
-    dedupe_key: eval_id
-    event_time: event_time
-`, topic, group)
-	path := filepath.Join(t.TempDir(), "backflow.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := pipelines.Load(path, func(k string) string {
-		if k == "BACKFLOW_CLICKHOUSE_DATABASE" {
-			return "" // the file's
-		}
-		return os.Getenv(k)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	run := testenv.StartStage(t, ctx, "backflow run (eval-score)", func(ctx context.Context) error {
-		return pipelines.Run(ctx, loaded, pipelines.RunOptions{Logger: quiet})
-	})
-	testenv.WaitCommitted(t, run.Context(), env.Admin, group, topic)
+	run := runOneStream(t, ctx, env, oneStream{name: "eval-score", topic: topic, group: group, dedupeKey: "eval_id", eventTime: "event_time"}, dlqTopic)
 	if n := queryStrings(t, ctx, conn, "SELECT toString(count()) FROM v_eval_score")[0]; n != "4" {
 		t.Fatalf("v1: %s rows, want 4", n)
 	}

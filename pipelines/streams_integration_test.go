@@ -544,3 +544,42 @@ sink_clickhouse:
   migrate: true
 `, stages, db, dlqTopic)
 }
+
+// oneStream is a declared stream a test runs alone: its name (also the stage's, stream-<name>),
+// its topic and group, and the fields its table is keyed and timed by.
+type oneStream struct {
+	name, topic, group, dedupeKey, eventTime string
+}
+
+// runOneStream starts `backflow run` (pipelines.Run) of st alone, on the test's database and DLQ
+// topic, with a config file written as a user would, and waits until its group has committed
+// everything on its topic.
+func runOneStream(t *testing.T, ctx context.Context, env *pipelinetest.Env, st oneStream, dlqTopic string) *testenv.Stage {
+	t.Helper()
+	yaml := streamsConfigHead("stream-"+st.name, env.DB, dlqTopic) + fmt.Sprintf(`streams:
+  - name: %s
+    topic: %s
+    group: %s
+    dedupe_key: %s
+    event_time: %s
+`, st.name, st.topic, st.group, st.dedupeKey, st.eventTime)
+	path := filepath.Join(t.TempDir(), "backflow.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := pipelines.Load(path, func(k string) string {
+		if k == "BACKFLOW_CLICKHOUSE_DATABASE" {
+			return "" // the file's
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	run := testenv.StartStage(t, ctx, "backflow run ("+st.name+")", func(ctx context.Context) error {
+		return pipelines.Run(ctx, loaded, pipelines.RunOptions{Logger: quiet})
+	})
+	testenv.WaitCommitted(t, run.Context(), env.Admin, st.group, st.topic)
+	return run
+}

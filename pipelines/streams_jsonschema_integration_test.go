@@ -3,7 +3,6 @@ package pipelines_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,31 +77,7 @@ func TestJSONSchemaStreamEndToEnd(t *testing.T) {
 	produce(id1, view(6, "watch", ""))        // offset 6: an enum value the schema does not list
 	poison := map[int64]string{4: avro.ClassCorrupt, 5: avro.ClassUnknownSchema, 6: avro.ClassInvalid}
 
-	yaml := streamsConfigHead("stream-page-view", env.DB, dlqTopic) + fmt.Sprintf(`streams:
-  - name: page-view
-    topic: %s
-    group: %s
-    dedupe_key: view_id
-    event_time: at
-`, topic, group)
-	path := filepath.Join(t.TempDir(), "backflow.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := pipelines.Load(path, func(k string) string {
-		if k == "BACKFLOW_CLICKHOUSE_DATABASE" {
-			return "" // the file's
-		}
-		return os.Getenv(k)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	run := testenv.StartStage(t, ctx, "backflow run (page-view)", func(ctx context.Context) error {
-		return pipelines.Run(ctx, loaded, pipelines.RunOptions{Logger: quiet})
-	})
-	testenv.WaitCommitted(t, run.Context(), env.Admin, group, topic)
+	run := runOneStream(t, ctx, env, oneStream{name: "page-view", topic: topic, group: group, dedupeKey: "view_id", eventTime: "at"}, dlqTopic)
 	rows := "SELECT concat(view_id, ' ', toString(toUnixTimestamp(at)), ' ', user_id, ' ', ifNull(user_country, '-'), ' ', toString(device), ' ', " +
 		"toString(duration_ms), ' ', ifNull(toString(score), '-'), ' ', toString(items_qty), ' ', toString(labels_values), ' ', ifNull(context, '-'), ' ', " +
 		"toString(_offset)%s) FROM v_page_view ORDER BY view_id"

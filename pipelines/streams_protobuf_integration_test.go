@@ -3,7 +3,6 @@ package pipelines_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,31 +119,7 @@ func TestProtobufStreamEndToEnd(t *testing.T) {
 	produce(append(badEnum, 0x0a, 0x02, 0x6f, 0x39, 0x30, 0x09))
 	poison := map[int64]string{4: avro.ClassCorrupt, 5: avro.ClassUnknownSchema, 6: avro.ClassInvalid}
 
-	yaml := streamsConfigHead("stream-shop-order", env.DB, dlqTopic) + fmt.Sprintf(`streams:
-  - name: shop-order
-    topic: %s
-    group: %s
-    dedupe_key: order_id
-    event_time: created
-`, topic, group)
-	path := filepath.Join(t.TempDir(), "backflow.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := pipelines.Load(path, func(k string) string {
-		if k == "BACKFLOW_CLICKHOUSE_DATABASE" {
-			return "" // the file's
-		}
-		return os.Getenv(k)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	run := testenv.StartStage(t, ctx, "backflow run (shop-order)", func(ctx context.Context) error {
-		return pipelines.Run(ctx, loaded, pipelines.RunOptions{Logger: quiet})
-	})
-	testenv.WaitCommitted(t, run.Context(), env.Admin, group, topic)
+	run := runOneStream(t, ctx, env, oneStream{name: "shop-order", topic: topic, group: group, dedupeKey: "order_id", eventTime: "created"}, dlqTopic)
 	rows := "SELECT concat(order_id, ' ', toString(toUnixTimestamp(created)), ' ', customer_id, ' ', toString(items_qty), ' ', toString(counters_keys), " +
 		"toString(counters_values), ' ', toString(status), ' ', ifNull(card, '-'), ' ', ifNull(voucher_code, '-'), ' ', ifNull(toString(priority), '-'), ' ', " +
 		"ifNull(note, '-'), ' ', extra, ' ', toString(_offset)%s) FROM v_shop_order ORDER BY order_id"
