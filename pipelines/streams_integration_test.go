@@ -583,3 +583,31 @@ func runOneStream(t *testing.T, ctx context.Context, env *pipelinetest.Env, st o
 	testenv.WaitCommitted(t, run.Context(), env.Admin, st.group, st.topic)
 	return run
 }
+
+// checkStreamEnd checks what a one-stream test leaves: the stream's versions in
+// stream_migrations (history, "version schema_id: change"), each poison record dead-lettered
+// once by the stream's stage with its class (by offset), and every record of the topic's one
+// partition committed (records).
+func checkStreamEnd(t *testing.T, ctx context.Context, env *pipelinetest.Env, conn driver.Conn, st oneStream, dlqTopic string, history []string, poison map[int64]string, records int64) {
+	t.Helper()
+	got := queryStrings(t, ctx, conn, "SELECT concat(toString(version), ' ', toString(schema_id), ': ', change) FROM stream_migrations WHERE stream = '"+st.name+"' ORDER BY version")
+	if strings.Join(got, "; ") != strings.Join(history, "; ") {
+		t.Errorf("stream_migrations %q, want %q", got, history)
+	}
+	dead := map[int64]string{}
+	for _, e := range testenv.DLQEntries(t, ctx, env.Kafka, dlqTopic) {
+		if e.Origin.Topic != st.topic || e.Stage != "stream-"+st.name {
+			t.Errorf("DLQ entry from %s stage %s, want %s stream-%s", e.Origin.Topic, e.Stage, st.topic, st.name)
+		}
+		if _, twice := dead[e.Origin.Offset]; twice {
+			t.Errorf("offset %d dead-lettered twice", e.Origin.Offset)
+		}
+		dead[e.Origin.Offset] = e.Class
+	}
+	if fmt.Sprint(dead) != fmt.Sprint(poison) {
+		t.Errorf("DLQ by offset %v, want %v", dead, poison)
+	}
+	if c := committedOffsets(t, ctx, env.Admin, st.group, st.topic); c[0] != records {
+		t.Errorf("committed offset %d, want %d (every record)", c[0], records)
+	}
+}

@@ -77,7 +77,8 @@ func TestJSONSchemaStreamEndToEnd(t *testing.T) {
 	produce(id1, view(6, "watch", ""))        // offset 6: an enum value the schema does not list
 	poison := map[int64]string{4: avro.ClassCorrupt, 5: avro.ClassUnknownSchema, 6: avro.ClassInvalid}
 
-	run := runOneStream(t, ctx, env, oneStream{name: "page-view", topic: topic, group: group, dedupeKey: "view_id", eventTime: "at"}, dlqTopic)
+	st := oneStream{name: "page-view", topic: topic, group: group, dedupeKey: "view_id", eventTime: "at"}
+	run := runOneStream(t, ctx, env, st, dlqTopic)
 	rows := "SELECT concat(view_id, ' ', toString(toUnixTimestamp(at)), ' ', user_id, ' ', ifNull(user_country, '-'), ' ', toString(device), ' ', " +
 		"toString(duration_ms), ' ', ifNull(toString(score), '-'), ' ', toString(items_qty), ' ', toString(labels_values), ' ', ifNull(context, '-'), ' ', " +
 		"toString(_offset)%s) FROM v_page_view ORDER BY view_id"
@@ -115,25 +116,6 @@ func TestJSONSchemaStreamEndToEnd(t *testing.T) {
 	if got := queryStrings(t, ctx, conn, fmt.Sprintf(rows, ", ' ', ifNull(referrer, '-')")); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows after v2:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	history := queryStrings(t, ctx, conn, "SELECT concat(toString(version), ' ', toString(schema_id), ': ', change) FROM stream_migrations WHERE stream = 'page-view' ORDER BY version")
-	if w := []string{fmt.Sprintf("1 %d: create", id1), fmt.Sprintf("2 %d: add columns referrer; modify columns device", id2)}; strings.Join(history, "; ") != strings.Join(w, "; ") {
-		t.Errorf("stream_migrations %q, want %q", history, w)
-	}
-	got := map[int64]string{}
-	for _, e := range testenv.DLQEntries(t, ctx, env.Kafka, dlqTopic) {
-		if e.Origin.Topic != topic || e.Stage != "stream-page-view" {
-			t.Errorf("DLQ entry from %s stage %s, want %s stream-page-view", e.Origin.Topic, e.Stage, topic)
-		}
-		if _, twice := got[e.Origin.Offset]; twice {
-			t.Errorf("offset %d dead-lettered twice", e.Origin.Offset)
-		}
-		got[e.Origin.Offset] = e.Class
-	}
-	if fmt.Sprint(got) != fmt.Sprint(poison) {
-		t.Errorf("DLQ by offset %v, want %v", got, poison)
-	}
-	if c := committedOffsets(t, ctx, env.Admin, group, topic); c[0] != 9 {
-		t.Errorf("committed offset %d, want 9 (every record)", c[0])
-	}
+	checkStreamEnd(t, ctx, env, conn, st, dlqTopic, []string{fmt.Sprintf("1 %d: create", id1), fmt.Sprintf("2 %d: add columns referrer; modify columns device", id2)}, poison, 9)
 	run.Stop()
 }

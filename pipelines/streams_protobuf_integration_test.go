@@ -119,7 +119,8 @@ func TestProtobufStreamEndToEnd(t *testing.T) {
 	produce(append(badEnum, 0x0a, 0x02, 0x6f, 0x39, 0x30, 0x09))
 	poison := map[int64]string{4: avro.ClassCorrupt, 5: avro.ClassUnknownSchema, 6: avro.ClassInvalid}
 
-	run := runOneStream(t, ctx, env, oneStream{name: "shop-order", topic: topic, group: group, dedupeKey: "order_id", eventTime: "created"}, dlqTopic)
+	st := oneStream{name: "shop-order", topic: topic, group: group, dedupeKey: "order_id", eventTime: "created"}
+	run := runOneStream(t, ctx, env, st, dlqTopic)
 	rows := "SELECT concat(order_id, ' ', toString(toUnixTimestamp(created)), ' ', customer_id, ' ', toString(items_qty), ' ', toString(counters_keys), " +
 		"toString(counters_values), ' ', toString(status), ' ', ifNull(card, '-'), ' ', ifNull(voucher_code, '-'), ' ', ifNull(toString(priority), '-'), ' ', " +
 		"ifNull(note, '-'), ' ', extra, ' ', toString(_offset)%s) FROM v_shop_order ORDER BY order_id"
@@ -157,26 +158,6 @@ func TestProtobufStreamEndToEnd(t *testing.T) {
 	if got := queryStrings(t, ctx, conn, fmt.Sprintf(rows, ", ' ', channel")); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows after v2:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	history := queryStrings(t, ctx, conn, "SELECT concat(toString(version), ' ', toString(schema_id), ': ', change) FROM stream_migrations WHERE stream = 'shop-order' ORDER BY version")
-	if w := []string{fmt.Sprintf("1 %d: create", id1), fmt.Sprintf("2 %d: add columns channel; modify columns status", id2)}; strings.Join(history, "; ") != strings.Join(w, "; ") {
-		t.Errorf("stream_migrations %q, want %q", history, w)
-	}
-
-	got := map[int64]string{}
-	for _, e := range testenv.DLQEntries(t, ctx, env.Kafka, dlqTopic) {
-		if e.Origin.Topic != topic || e.Stage != "stream-shop-order" {
-			t.Errorf("DLQ entry from %s stage %s, want %s stream-shop-order", e.Origin.Topic, e.Stage, topic)
-		}
-		if _, twice := got[e.Origin.Offset]; twice {
-			t.Errorf("offset %d dead-lettered twice", e.Origin.Offset)
-		}
-		got[e.Origin.Offset] = e.Class
-	}
-	if fmt.Sprint(got) != fmt.Sprint(poison) {
-		t.Errorf("DLQ by offset %v, want %v", got, poison)
-	}
-	if c := committedOffsets(t, ctx, env.Admin, group, topic); c[0] != 9 {
-		t.Errorf("committed offset %d, want 9 (every record)", c[0])
-	}
+	checkStreamEnd(t, ctx, env, conn, st, dlqTopic, []string{fmt.Sprintf("1 %d: create", id1), fmt.Sprintf("2 %d: add columns channel; modify columns status", id2)}, poison, 9)
 	run.Stop()
 }
