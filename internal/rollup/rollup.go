@@ -104,7 +104,8 @@ type Part struct {
 }
 
 // Rollup is one family of pre-aggregated rows: rollup_<Name>_minute, with a row per minute and
-// combination of dimensions, and rollup_<Name>_hour, the same per hour.
+// combination of dimensions, rollup_<Name>_hour, the same per hour, and rollup_<Name>_day, the
+// same per UTC day.
 type Rollup struct {
 	Name     string
 	Dims     []Dim
@@ -112,9 +113,13 @@ type Rollup struct {
 	Parts    []Part
 }
 
-// MinuteTable and HourTable are the rollup's tables.
+// MinuteTable, HourTable and DayTable are the rollup's tables.
 func (r Rollup) MinuteTable() string { return "rollup_" + r.Name + "_minute" }
 func (r Rollup) HourTable() string   { return "rollup_" + r.Name + "_hour" }
+func (r Rollup) DayTable() string    { return "rollup_" + r.Name + "_day" }
+
+// Tables are the rollup's tables, finest first.
+func (r Rollup) Tables() []string { return []string{r.MinuteTable(), r.HourTable(), r.DayTable()} }
 
 // Sources are the tables the rollup reads, in the order of its parts.
 func (r Rollup) Sources() []string {

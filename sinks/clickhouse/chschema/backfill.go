@@ -23,9 +23,36 @@ import (
 // the rollup loop (see rollup.Backfill): like a REBUILD, it is for `backflow migrate` with the
 // sinks stopped, or for a stage's start-up, before its loops start.
 
-var backfillStmt = regexp.MustCompile(`(?is)^BACKFILL\s+ROLLUPS\s*$`)
+// and the day level of the rollups built before it existed (rollup.BuildDays), from their hours:
+//
+//	BACKFILL ROLLUP DAYS
+//
+// and dlq_first from dlq_entries (rollup.DLQFirstSQL), after its key changed:
+//
+//	BACKFILL DLQ FIRST
+var backfillStmt = regexp.MustCompile(`(?is)^BACKFILL\s+(ROLLUPS|ROLLUP\s+DAYS|DLQ\s+FIRST)\s*$`)
 
+// isBackfill reports whether stmt is one of the BACKFILL statements.
 func isBackfill(stmt string) bool { return backfillStmt.MatchString(strings.TrimSpace(stmt)) }
+
+// runBackfill runs a BACKFILL statement.
+func (t *target) runBackfill(ctx context.Context, stmt string) error {
+	what := strings.ToUpper(strings.Join(strings.Fields(backfillStmt.FindStringSubmatch(strings.TrimSpace(stmt))[1]), " "))
+	switch what {
+	case "ROLLUPS":
+		return t.backfill(ctx)
+	case "DLQ FIRST":
+		if err := t.seed.Exec(ctx, rollup.DLQFirstSQL()); err != nil {
+			return fmt.Errorf("backfill %s: %w", rollup.DLQFirst, err)
+		}
+		return nil
+	}
+	// ROLLUP DAYS: the day rows of every rollup from its hour rows.
+	if err := rollup.BuildDays(ctx, syncingConn{t.seed, t.rebuild()}, t.progress); err != nil {
+		return fmt.Errorf("backfill rollup days: %w", err)
+	}
+	return nil
+}
 
 func (t *target) backfill(ctx context.Context) error {
 	rt := t.rebuild()

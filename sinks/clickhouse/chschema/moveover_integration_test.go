@@ -67,7 +67,7 @@ func syncReplicas(t *testing.T, ctx context.Context, conn driver.Conn, hosts []s
 			tables = append(tables, table)
 		}
 		for _, r := range rollup.All {
-			tables = append(tables, r.MinuteTable(), r.HourTable())
+			tables = append(tables, r.Tables()...)
 		}
 		for _, table := range tables {
 			if err := hc.Exec(ctx, "SYSTEM SYNC REPLICA "+table+chschema.LocalSuffix); err != nil {
