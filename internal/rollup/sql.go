@@ -253,7 +253,7 @@ func (r Rollup) AllTime() string { return r.Between("1", "1", Beginning, End) }
 // DLQFirstSQL adds every entry of dlq_entries to dlq_first (FINAL keeps each origin's first):
 // the entries mirrored before dlq_first existed. Running it again changes nothing.
 func DLQFirstSQL() string {
-	return "INSERT INTO " + DLQFirst + " (origin_topic, origin_partition, origin_offset, stage, orphan, dlq_topic, dlq_partition, dlq_offset, version)" +
-		" SELECT origin_topic, origin_partition, origin_offset, toString(stage), " + DLQOrphan + ", dlq_topic, dlq_partition, dlq_offset," +
+	return "INSERT INTO " + DLQFirst + " (origin_time, origin_topic, origin_partition, origin_offset, stage, orphan, dlq_topic, dlq_partition, dlq_offset, version)" +
+		" SELECT " + DLQFirstTime + ", origin_topic, origin_partition, origin_offset, toString(stage), " + DLQOrphan + ", dlq_topic, dlq_partition, dlq_offset," +
 		" toUInt64(18446744073709551615) - (bitShiftLeft(toUInt64(dlq_partition), 40) + toUInt64(dlq_offset)) FROM " + DLQEntries
 }

@@ -586,3 +586,22 @@ PARTITION BY toYYYYMM(day)
 ORDER BY (day, group, topic);
 -- 0018_rollup_days statement 7
 BACKFILL ROLLUP DAYS;
+-- 0019_dlq_first_by_time statement 1
+DROP TABLE IF EXISTS dlq_first;
+-- 0019_dlq_first_by_time statement 2
+CREATE TABLE IF NOT EXISTS dlq_first (
+    origin_time      DateTime,
+    origin_topic     String,
+    origin_partition Int32,
+    origin_offset    Int64,
+    stage            String,
+    orphan           String,
+    dlq_topic        String,
+    dlq_partition    Int32,
+    dlq_offset       Int64,
+    version          UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(origin_time)
+ORDER BY (origin_time, origin_topic, origin_partition, origin_offset, stage, orphan);
+-- 0019_dlq_first_by_time statement 3
+BACKFILL DLQ FIRST;
