@@ -43,7 +43,8 @@ func syncReplicas(ctx context.Context, conn Conn, tables ...string) error {
 // redelivered; running it again changes nothing.
 //
 // Two Recomputes of the same minutes must not run at once: the one that read first could
-// write last. The sink's rollup loop gives each hour to one owner (docs/dashboards.md).
+// write last; nor two Recomputes of minutes of one UTC day, which both write the day. The sink's
+// rollup loop gives each day to one owner (docs/dashboards.md).
 // now stamps the versions: each write's version is above both now (in milliseconds) and every
 // version its rows had, so a later Recompute wins even if clocks disagree.
 func Recompute(ctx context.Context, conn Conn, source string, spans []Span, now time.Time) error {
