@@ -48,6 +48,17 @@ func syncReplicas(ctx context.Context, conn Conn, tables ...string) error {
 // now stamps the versions: each write's version is above both now (in milliseconds) and every
 // version its rows had, so a later Recompute wins even if clocks disagree.
 func Recompute(ctx context.Context, conn Conn, source string, spans []Span, now time.Time) error {
+	return recompute(ctx, conn, source, spans, now, true)
+}
+
+// RecomputeMinutesAndHours is Recompute without the days: for a migration that runs before the
+// day tables exist (0017's backfill on a database that predates 0018, which then builds the
+// days from the hours with BuildDays).
+func RecomputeMinutesAndHours(ctx context.Context, conn Conn, source string, spans []Span, now time.Time) error {
+	return recompute(ctx, conn, source, spans, now, false)
+}
+
+func recompute(ctx context.Context, conn Conn, source string, spans []Span, now time.Time, withDays bool) error {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -88,6 +99,9 @@ func Recompute(ctx context.Context, conn Conn, source string, spans []Span, now 
 		}
 		if err := conn.Exec(ctx, r.HourSQL(hrs, v)); err != nil {
 			return fmt.Errorf("rollup %s: hours: %w", r.Name, err)
+		}
+		if !withDays {
+			continue
 		}
 		if err := rollDays(ctx, conn, r, dys, now); err != nil {
 			return err

@@ -100,6 +100,13 @@ func (t *target) backfillSource(ctx context.Context, rt rebuildTarget, source st
 			return err
 		}
 	}
+	// Before 0018 the day tables are not there yet: 0018 builds the days from the hours.
+	recompute := rollup.Recompute
+	if ok, err := TableExists(ctx, t.seed, rollup.Model.DayTable()); err != nil {
+		return err
+	} else if !ok {
+		recompute = rollup.RecomputeMinutesAndHours
+	}
 	first, last := oldest.UTC().Truncate(24*time.Hour), newest.UTC().Truncate(24*time.Hour)
 	total := int(last.Sub(first)/(24*time.Hour)) + 1
 	for day := first; !day.After(last); day = day.Add(24 * time.Hour) {
@@ -107,7 +114,7 @@ func (t *target) backfillSource(ctx context.Context, rt rebuildTarget, source st
 		if done[d] {
 			continue
 		}
-		if err := rollup.Recompute(ctx, syncingConn{t.seed, rt}, source, []rollup.Span{{From: day, To: day.Add(24 * time.Hour)}}, time.Now()); err != nil {
+		if err := recompute(ctx, syncingConn{t.seed, rt}, source, []rollup.Span{{From: day, To: day.Add(24 * time.Hour)}}, time.Now()); err != nil {
 			return err
 		}
 		if err := InsertRows(ctx, t.seed, RebuildsTable, []rebuildRow{{Version: t.version, Table: source, Kind: "backfill", Chunk: d,
