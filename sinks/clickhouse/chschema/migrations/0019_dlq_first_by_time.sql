@@ -7,8 +7,9 @@
 -- day's partition is dropped once it is older than the dead-letter topic's retention (the DLQ
 -- mirror does it, reading retention.ms from the topic: docs/dashboards.md). An entry without an
 -- origin (orphan) carries its own dead-letter time. The table is derived: it is dropped and
--- filled again from dlq_entries (BACKFILL DLQ FIRST is backflow's, not ClickHouse's:
--- sinks/clickhouse/chschema/backfill.go); all three steps are safe to run again. Like 0017, it
+-- filled again from dlq_entries, and the DLQ rollup of every day is built again from it
+-- (BACKFILL DLQ FIRST is backflow's, not ClickHouse's: sinks/clickhouse/chschema/backfill.go;
+-- each day recorded when done); all three steps are safe to run again. Like 0017, it
 -- is for `backflow migrate` with the sinks stopped, or a stage's start-up before its loops.
 DROP TABLE IF EXISTS dlq_first;
 
