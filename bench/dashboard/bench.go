@@ -307,7 +307,7 @@ func (b *bench) timeQuery(ctx context.Context, conn driver.Conn, p dashboard.Pan
 func rowCounts(ctx context.Context, conn driver.Conn) (map[string]uint64, error) {
 	tables := []string{rollup.InferenceResults, rollup.GatewayLogs, rollup.ModerationHits, rollup.DLQEntries, rollup.SinkLedger}
 	for _, r := range rollup.All {
-		tables = append(tables, r.MinuteTable(), r.HourTable())
+		tables = append(tables, r.Tables()...)
 	}
 	out := map[string]uint64{}
 	for _, t := range tables {

@@ -53,8 +53,9 @@ user is dashboard.user (default backflow). A password is never a flag. Without a
 dashboard serves only on a loopback address: another address is refused unless
 --insecure-no-auth (dashboard.insecure_no_auth) allows it. Scripts pass the same credentials
 (curl -u backflow:"$(cat dashboard-password)" .../api/panels). It needs the tables of 'backflow
-migrate': the panels read the rollups of migration 0015 (0017 rolls up the rows written before
-them), and for the minutes not rolled up yet the views of 0008, 0009 and 0014.
+migrate': the panels read the rollups of migration 0015 and their day level of 0018 (0017 rolls
+up the rows written before them), dlq_first of 0019 for the dead letters, and for the minutes
+not rolled up yet the views of 0008, 0009 and 0014.
 It runs until SIGINT or SIGTERM.`,
 		Example: `  backflow dashboard --env-file .stack/env
   (umask 077 && openssl rand -hex 16 >dashboard-password)

@@ -23,7 +23,7 @@ func TestDashboardHelpNamesItsMigrations(t *testing.T) {
 	help = strings.Join(strings.Fields(help), " ")
 	read := []string{rollup.Watermarks}
 	for _, r := range rollup.All {
-		read = append(read, r.MinuteTable(), r.HourTable())
+		read = append(read, r.Tables()...)
 	}
 	name := regexp.MustCompile(`\b(v_[a-z_]+|dlq_first)\b`)
 	for _, dir := range []string{"internal/dashboard", "internal/rollup"} {
@@ -40,9 +40,12 @@ func TestDashboardHelpNamesItsMigrations(t *testing.T) {
 	}
 	slices.Sort(read)
 	read = slices.Compact(read)
-	migrations, err := filepath.Glob(filepath.Join("..", "..", "sinks", "clickhouse", "migrations", "*.sql"))
+	migrations, err := filepath.Glob(filepath.Join("..", "..", "sinks", "clickhouse", "chschema", "migrations", "*.sql"))
 	must(t, err)
 	slices.Sort(migrations)
+	if len(migrations) < 19 {
+		t.Fatalf("%d migrations found: the test does not see them", len(migrations))
+	}
 	for _, rel := range read {
 		creates := regexp.MustCompile(`CREATE (TABLE|VIEW) IF NOT EXISTS ` + rel + `\b`)
 		last := ""

@@ -39,7 +39,9 @@ crash, --timeout) goes on where it was when run again, and each showing its prog
 0016_time_keys rebuilds inference_results, gateway_logs, moderation_hits, dlq_entries and
 sink_ledger under a key that starts with the minute (REBUILD TABLE: a copy in chunks of the old
 key, then a swap by rename; the old rows stay in <table>_before_0016 until you drop them), and
-0017_rollup_backfill builds the dashboards' rollups of the rows already there, a day at a time.
+0017_rollup_backfill builds the dashboards' rollups of the rows already there, a day at a time
+(0018_rollup_days builds their day level from the hours, 0019_dlq_first_by_time fills dlq_first
+again from dlq_entries).
 Stop the ClickHouse sinks first: a rebuild refuses a table that changes under it. A stage that
 applies migrations at start-up does these itself only for tables of up to a million rows, and
 otherwise stops and asks for this command. --dry-run shows each table's rows and how far a

@@ -45,16 +45,20 @@ const HealthSection = "Health"
 const bucket = `toDateTime(intDiv(toUInt32(minute), $__interval_s) * $__interval_s) AS time`
 
 // series is what a time series reads of r for its range: whole hours from the hour table only
-// when its buckets are whole hours, so that no hour row straddles two buckets.
-func series(r rollup.Rollup) string { return r.Range("$__interval_s % 3600 = 0") }
+// when its buckets are whole hours, and whole days from the day table only when they are whole
+// days, so that no hour or day row straddles two buckets.
+func series(r rollup.Rollup) string {
+	return r.Range("$__interval_s % 3600 = 0", "$__interval_s % 86400 = 0")
+}
 
-// whole is what a panel over the whole range (a table, bars, a stat) reads of r: whole hours
-// from the hour table, the edges from the minute table and the raw rows.
-func whole(r rollup.Rollup) string { return r.Range("1") }
+// whole is what a panel over the whole range (a table, bars, a stat) reads of r: whole days
+// from the day table, the whole hours at its edges from the hour table, the edges of those from
+// the minute table and the raw rows.
+func whole(r rollup.Rollup) string { return r.Range("1", "1") }
 
 // Panels are the dashboards' panels, in page order. Every panel but the replay history reads a
-// rollup of internal/rollup (Rollup.Range: hours, minutes below the watermark, raw rows
-// through FINAL after it), and answers what it answered over the per-minute views of
+// rollup of internal/rollup (Rollup.Range: days, hours, minutes below the watermark, raw
+// rows through FINAL after it), and answers what it answered over the per-minute views of
 // migrations 0008 and 0014: a key a rollup keeps at zero (a combination no row has any more) is
 // dropped with HAVING, as the view never has it. The SQL runs on ClickHouse 18.16 and current
 // releases: no toStartOfInterval (18.16 lacks it, so no $__timeInterval), no aliases that

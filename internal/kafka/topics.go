@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -235,4 +236,31 @@ func CheckTableChangelog(ctx context.Context, cl *kgo.Client, topic string) (str
 		}
 	}
 	return fmt.Sprintf("table changelog %s has no cleanup.policy: want compact", topic), nil
+}
+
+// TopicRetention is topic's retention.ms as a duration: how long the brokers keep its records.
+// 0 means they keep them for ever (retention.ms = -1).
+func TopicRetention(ctx context.Context, cl *kgo.Client, topic string) (time.Duration, error) {
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: describe %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: describe %s: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key != "retention.ms" {
+			continue
+		}
+		ms, err := strconv.ParseInt(c.MaybeValue(), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("kafka: %s: retention.ms %q: %w", topic, c.MaybeValue(), err)
+		}
+		if ms < 0 {
+			return 0, nil
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	return 0, fmt.Errorf("kafka: %s has no retention.ms", topic)
 }

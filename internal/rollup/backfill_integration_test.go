@@ -51,8 +51,9 @@ func TestBackfillEqualsTheViews(t *testing.T) {
 	check(t, conn, "backfill again")
 }
 
-// TestAllTimeEqualsTheViews: every rollup read over all time (AllTime: whole hours, the minutes
-// below the watermark, raw rows after it) gives the views' answer over every minute, and the
+// TestAllTimeEqualsTheViews: every rollup read over all time (AllTime: whole days, whole hours,
+// the minutes below the watermark, raw rows after it) gives the views' answer over every
+// minute, by the day (the first UTC day of the data is read from the day table), and the
 // sink rollup's maxima and sums per group give v_freshness's.
 func TestAllTimeEqualsTheViews(t *testing.T) {
 	conn := migrated(t)
@@ -60,8 +61,8 @@ func TestAllTimeEqualsTheViews(t *testing.T) {
 	backfill(t, conn, base.Add((dataMinutes-70)*time.Minute))
 	for _, r := range rollup.All {
 		ms := rollupcheck.ViewMeasures(t, conn, r)
-		got := rollupcheck.Answer(t, conn, r, ms, r.AllTime(), 3600)
-		want := rollupcheck.Answer(t, conn, r, ms, "v_"+r.Name+"_minute", 3600)
+		got := rollupcheck.Answer(t, conn, r, ms, r.AllTime(), 86400)
+		want := rollupcheck.Answer(t, conn, r, ms, "v_"+r.Name+"_minute", 86400)
 		if !reflect.DeepEqual(got, want) || len(want) < 4 {
 			t.Errorf("rollup %s over all time: %d rows, the view %d\nrollup: %v\nview:   %v", r.Name, len(got), len(want), rollupcheck.Head(got), rollupcheck.Head(want))
 		}

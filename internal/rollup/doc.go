@@ -1,4 +1,4 @@
-// Package rollup defines the dashboards' rollups: per-minute and per-hour aggregates of the
+// Package rollup defines the dashboards' rollups: per-minute, per-hour and per-day aggregates of the
 // sunk tables that a panel reads instead of the raw rows, and the SQL that keeps them exact.
 // Start with All (each Rollup: its dimensions, measures and the tables it reads), Recompute
 // (what the sink's rollup loop runs for the minutes a flush wrote into) and Rollup.Range (the

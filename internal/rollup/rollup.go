@@ -104,7 +104,8 @@ type Part struct {
 }
 
 // Rollup is one family of pre-aggregated rows: rollup_<Name>_minute, with a row per minute and
-// combination of dimensions, and rollup_<Name>_hour, the same per hour.
+// combination of dimensions, rollup_<Name>_hour, the same per hour, and rollup_<Name>_day, the
+// same per UTC day.
 type Rollup struct {
 	Name     string
 	Dims     []Dim
@@ -112,9 +113,13 @@ type Rollup struct {
 	Parts    []Part
 }
 
-// MinuteTable and HourTable are the rollup's tables.
+// MinuteTable, HourTable and DayTable are the rollup's tables.
 func (r Rollup) MinuteTable() string { return "rollup_" + r.Name + "_minute" }
 func (r Rollup) HourTable() string   { return "rollup_" + r.Name + "_hour" }
+func (r Rollup) DayTable() string    { return "rollup_" + r.Name + "_day" }
+
+// Tables are the rollup's tables, finest first.
+func (r Rollup) Tables() []string { return []string{r.MinuteTable(), r.HourTable(), r.DayTable()} }
 
 // Sources are the tables the rollup reads, in the order of its parts.
 func (r Rollup) Sources() []string {
@@ -209,15 +214,18 @@ var (
 		Parts: []Part{{Source: DLQEntries, Time: "error_time", Final: true,
 			// GLOBAL IN: in cluster mode both tables are Distributed, and ClickHouse refuses a
 			// distributed subquery inside a distributed query; on one server it is a plain IN.
-			// 18.16 does not use dlq_first's key for an IN over a subquery, so the lookup would
-			// read every origin ever dead-lettered; the origins' offsets grow with time, and a
-			// bound on them from the rows' own (a constant by the time the key is read) keeps
-			// it to the granules of recent origins, plus the orphans. An orphan's offset (0)
-			// does not lower the bound: it would make one unreadable entry read them all.
+			// Neither uses dlq_first's key for an IN over a subquery, so the lookup would read
+			// every origin ever dead-lettered. dlq_first is keyed by origin time first
+			// (migration 0019), and a bound on it from the rows' own origin times (constants by
+			// the time the key is read) keeps the lookup to the granules of the origins of the
+			// minutes being read, however many origins the table holds, and whatever their
+			// offsets (a bound on offsets, which are not comparable across partitions, let one
+			// partition whose offsets run low make the lookup read nearly every origin).
 			Where: "(dlq_topic, dlq_partition, dlq_offset) GLOBAL IN (SELECT dlq_topic, dlq_partition, dlq_offset FROM " + DLQFirst + " FINAL" +
-				" WHERE (origin_offset >= (SELECT min(if(origin_topic = '', toInt64(9223372036854775807), origin_offset)) FROM " + DLQEntries + " WHERE $rows) OR origin_topic = '')" +
-				" AND (origin_topic, origin_partition, origin_offset, stage, orphan) GLOBAL IN (SELECT origin_topic, origin_partition, origin_offset, stage, " +
-				DLQOrphan + " FROM " + DLQEntries + " WHERE $rows))",
+				" WHERE origin_time >= (SELECT min(" + DLQFirstTime + ") FROM " + DLQEntries + " WHERE $rows)" +
+				" AND origin_time <= (SELECT max(" + DLQFirstTime + ") FROM " + DLQEntries + " WHERE $rows)" +
+				" AND (origin_time, origin_topic, origin_partition, origin_offset, stage, orphan) GLOBAL IN (SELECT " + DLQFirstTime +
+				", origin_topic, origin_partition, origin_offset, toString(stage), " + DLQOrphan + " FROM " + DLQEntries + " WHERE $rows))",
 			Dims:     []string{"toString(stage)", "toString(class)", "origin_topic"},
 			Measures: []string{"toUInt64(count())", "toUInt64(sum(value_bytes))"}}},
 	}
@@ -239,6 +247,10 @@ var (
 // headers could not be read): its own DLQ position, so each such entry counts once. The
 // same expression as v_dlq_entries' LIMIT 1 BY.
 const DLQOrphan = "if(origin_topic = '', concat(dlq_topic, '/', toString(dlq_partition), '/', toString(dlq_offset)), '')"
+
+// DLQFirstTime is the time that leads dlq_first's key, of a dlq_entries row: its origin's time,
+// the same in every entry of an origin; an orphan's own dead-letter time.
+const DLQFirstTime = "toDateTime(if(origin_topic = '', error_time, origin_time))"
 
 // All are the rollups, in the dashboards' order.
 var All = []Rollup{Model, Tenant, Moderation, Category, DLQ, Sink}

@@ -48,10 +48,17 @@ func exec(t *testing.T, conn driver.Conn, stmts ...string) {
 // origins are dead-lettered again a minute later (a replay re-dead-letters its poison).
 func fill(t *testing.T, conn driver.Conn, n int, ver uint64, salt int, keep string) {
 	t.Helper()
+	fillSpan(t, conn, base, dataMinutes, n, ver, salt, keep)
+}
+
+// fillSpan is fill over mins minutes from from (n at least one a minute).
+func fillSpan(t *testing.T, conn driver.Conn, from time.Time, mins, n int, ver uint64, salt int, keep string) {
+	t.Helper()
 	at := func(num string, per int) string {
-		return fmt.Sprintf("(toDateTime(%d) + intDiv(%s * 60, %d))", base.Unix(), num, per)
+		return fmt.Sprintf("(toDateTime(%d) + intDiv(%s * 60, %d))", from.Unix(), num, per)
 	}
-	per := n / dataMinutes
+	per := n / mins
+	lper := max(per/10, 1) // ledger rows a minute
 	exec(t, conn,
 		fmt.Sprintf(`INSERT INTO inference_results (source_topic, request_id, model, event_time, latency_ms, prompt_tokens, completion_tokens, status, verdict, moderation_status, hit_count, version)
 SELECT 'inf', toString(number), concat('m', toString((number + %d) %% 5)), %s, toUInt32((number * 37) %% 2000), toUInt32(number %% 100), toUInt32(number %% 77),
@@ -77,7 +84,7 @@ FROM (SELECT number, number >= %d AS r, toUInt64(if(number >= %d, toUInt64(numbe
 		fmt.Sprintf(`INSERT INTO sink_ledger (batch_id, group, topic, partition, min_offset, max_offset, rows, hit_rows, epoch, flushed_at, max_event_time)
 SELECT concat('b', toString(intDiv(number, 3))), arrayElement(['sink-a', 'sink-b'], (intDiv(number, 3) %% 2) + 1), 'enriched', toInt32(number %% 3),
     toInt64(number * 10), toInt64(number * 10 + 9), 10, toUInt32(number %% 4), 0, %s, %s
-FROM numbers(%d) WHERE %s`, at("intDiv(number, 3) * 3", per/10), at("number", per/10), n/10, keep))
+FROM numbers(%d) WHERE %s`, at("intDiv(number, 3) * 3", lper), at("number", lper), mins*lper, keep))
 }
 
 // check compares every rollup with its view over windows of the synthetic data.

@@ -32,13 +32,20 @@ func Spans(minutes []time.Time) []Span {
 }
 
 // hours returns the spans widened to whole hours (UTC), merged.
-func hours(spans []Span) []Span {
+func hours(spans []Span) []Span { return widen(spans, 3600) }
+
+// days returns the spans widened to whole UTC days, merged.
+func days(spans []Span) []Span { return widen(spans, 86400) }
+
+// widen returns the spans widened to whole units of unit seconds (from the Unix epoch, so
+// whole UTC hours and days), merged.
+func widen(spans []Span, unit int64) []Span {
 	var out []Span
 	for _, s := range spans {
-		from := s.From.Unix() - s.From.Unix()%3600
+		from := s.From.Unix() - s.From.Unix()%unit
 		to := s.To.Unix()
-		if r := to % 3600; r != 0 {
-			to += 3600 - r
+		if r := to % unit; r != 0 {
+			to += unit - r
 		}
 		if n := len(out); n > 0 && out[n-1].To.Unix() >= from {
 			if to > out[n-1].To.Unix() {
@@ -146,6 +153,15 @@ func (r Rollup) HourSQL(spans []Span, version uint64) string {
 	return r.replace(r.HourTable(), "hour", fresh, within("hour", spans), "", version)
 }
 
+// DaySQL is the INSERT that rolls the hour rows of the days in spans (whole UTC days) up into
+// the rollup's day table at version: a day is merged from its 24 hours, as an hour is from its
+// 60 minutes, with the same merges (sums, maxima, quantile states).
+func (r Rollup) DaySQL(spans []Span, version uint64) string {
+	cols := append(append([]string{"toDateTime(intDiv(toUInt32(hour), 86400) * 86400) AS day"}, r.dimNames()...), r.measureNames()...)
+	fresh := fmt.Sprintf("SELECT %s FROM %s FINAL WHERE %s", strings.Join(cols, ", "), r.HourTable(), within("hour", spans))
+	return r.replace(r.DayTable(), "day", fresh, within("day", spans), "", version)
+}
+
 // VersionSQL asks for the newest version of table's rows in spans (of its time column).
 func VersionSQL(table, timeCol string, spans []Span) string {
 	return fmt.Sprintf("SELECT toUInt64(max(version)) FROM %s WHERE %s", table, within(timeCol, spans))
@@ -174,23 +190,33 @@ func (r Rollup) watermark() string {
 // $__fromTime and $__toTime: one row per bucket and combination of dimensions, with columns
 // minute (the bucket's start), the dimensions and the measures (stored form: merge the
 // quantile states), covering exactly the minutes m with $__fromTime <= m <= $__toTime, as
-// WHERE $__timeFilter(minute) over a per-minute view does. It reads:
-//   - the hour table for the whole hours in the range, when hours (a SQL condition, e.g.
-//     "$__interval_s % 3600 = 0" for a time series) holds;
+// WHERE $__timeFilter(minute) over a per-minute view does. It reads the coarsest level that
+// keeps that exact:
+//   - the day table for the whole UTC days in the range, when hoursOK and daysOK (SQL
+//     conditions, e.g. "$__interval_s % 86400 = 0" for a time series: no day row may straddle
+//     two buckets) both hold;
+//   - the hour table for the whole hours in the range outside those days, when hoursOK holds;
 //   - the minute table for the rest, below the watermark;
 //   - the source tables, through FINAL, from the watermark on: the minutes not rolled up yet.
-func (r Rollup) Range(hoursOK string) string { return r.Between(hoursOK, "$__fromTime", "$__toTime") }
+func (r Rollup) Range(hoursOK, daysOK string) string {
+	return r.Between(hoursOK, daysOK, "$__fromTime", "$__toTime")
+}
 
 // Between is Range with the bounds given as SQL expressions of type DateTime, from and to,
 // in place of the macros: the minutes m with from <= m <= to.
-func (r Rollup) Between(hoursOK, from, to string) string {
+func (r Rollup) Between(hoursOK, daysOK, from, to string) string {
 	w := r.watermark()
-	last := fmt.Sprintf("least(%s, %s - 1)", to, w)                                                                // the last minute read from rollups
-	h1 := fmt.Sprintf("if(%s, toDateTime(intDiv(toUInt32(%s) + 3599, 3600) * 3600), %s + 1)", hoursOK, from, last) // first whole hour
-	h2 := fmt.Sprintf("greatest(%s, toDateTime(intDiv(toUInt32(%s) + 60, 3600) * 3600))", h1, last)                // end of the whole hours
+	// Every bound is a DateTime; [h1, h2) are the whole hours and [d1, d2) the whole days read
+	// from the coarser tables, h1 <= d1 <= d2 <= h2, all of them at most last + 1.
+	last := fmt.Sprintf("least(%s, %s - 1)", to, w)                                                       // the last minute read from rollups
+	h1 := fmt.Sprintf("if(%s, %s, %s + 1)", hoursOK, ceil(from, 3600), last)                              // first whole hour
+	h2 := fmt.Sprintf("greatest(%s, %s)", h1, floor(last+" + 60", 3600))                                  // end of the whole hours
+	d1 := fmt.Sprintf("if((%s) AND (%s), least(%s, %s), %s)", hoursOK, daysOK, ceil(from, 86400), h2, h2) // first whole day
+	d2 := fmt.Sprintf("greatest(%s, %s)", d1, floor(last+" + 60", 86400))                                 // end of the whole days
 	cols := strings.Join(append(r.dimNames(), r.measureNames()...), ", ")
 	branches := []string{
-		fmt.Sprintf("SELECT hour AS minute, %s FROM %s FINAL WHERE (%s) AND hour >= %s AND hour < %s", cols, r.HourTable(), hoursOK, h1, h2),
+		fmt.Sprintf("SELECT day AS minute, %s FROM %s FINAL WHERE (%s) AND (%s) AND day >= %s AND day < %s", cols, r.DayTable(), hoursOK, daysOK, d1, d2),
+		fmt.Sprintf("SELECT hour AS minute, %s FROM %s FINAL WHERE (%s) AND ((hour >= %s AND hour < %s) OR (hour >= %s AND hour < %s))", cols, r.HourTable(), hoursOK, h1, d1, d2, h2),
 		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute < least(%s, %s + 1)", cols, r.MinuteTable(), from, h1, last),
 		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute <= %s", cols, r.MinuteTable(), h2, last),
 	}
@@ -202,6 +228,16 @@ func (r Rollup) Between(hoursOK, from, to string) string {
 	return "(" + strings.Join(branches, " UNION ALL ") + ")"
 }
 
+// ceil is the first multiple of unit seconds at or after t (a DateTime expression); floor the
+// last at or before it.
+func ceil(t string, unit int) string {
+	return fmt.Sprintf("toDateTime(intDiv(toUInt32(%s) + %d, %d) * %d)", t, unit-1, unit, unit)
+}
+
+func floor(t string, unit int) string {
+	return fmt.Sprintf("toDateTime(intDiv(toUInt32(%s), %d) * %d)", t, unit, unit)
+}
+
 // Beginning and End are the bounds of AllTime: the first second DateTime holds, and one far
 // enough ahead (2096) to be after any row, yet inside the range every release handles.
 const (
@@ -209,15 +245,15 @@ const (
 	End       = "toDateTime(4000000000)"
 )
 
-// AllTime is the rollup's rows of every minute (Between Beginning and End, whole hours from
-// the hour table): what a panel of "now", not of a range, reads, e.g. the newest event time
-// landed per sink group.
-func (r Rollup) AllTime() string { return r.Between("1", Beginning, End) }
+// AllTime is the rollup's rows of every minute (Between Beginning and End, whole days from the
+// day table and whole hours from the hour table): what a panel of "now", not of a range, reads,
+// e.g. the newest event time landed per sink group.
+func (r Rollup) AllTime() string { return r.Between("1", "1", Beginning, End) }
 
 // DLQFirstSQL adds every entry of dlq_entries to dlq_first (FINAL keeps each origin's first):
 // the entries mirrored before dlq_first existed. Running it again changes nothing.
 func DLQFirstSQL() string {
-	return "INSERT INTO " + DLQFirst + " (origin_topic, origin_partition, origin_offset, stage, orphan, dlq_topic, dlq_partition, dlq_offset, version)" +
-		" SELECT origin_topic, origin_partition, origin_offset, toString(stage), " + DLQOrphan + ", dlq_topic, dlq_partition, dlq_offset," +
+	return "INSERT INTO " + DLQFirst + " (origin_time, origin_topic, origin_partition, origin_offset, stage, orphan, dlq_topic, dlq_partition, dlq_offset, version)" +
+		" SELECT " + DLQFirstTime + ", origin_topic, origin_partition, origin_offset, toString(stage), " + DLQOrphan + ", dlq_topic, dlq_partition, dlq_offset," +
 		" toUInt64(18446744073709551615) - (bitShiftLeft(toUInt64(dlq_partition), 40) + toUInt64(dlq_offset)) FROM " + DLQEntries
 }

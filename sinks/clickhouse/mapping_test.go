@@ -192,7 +192,7 @@ func TestMirrorMapsEntries(t *testing.T) {
 	rec.Partition, rec.Offset = 1, 12 // where the DLQ topic put it
 	var retries atomic.Int64
 	r := testRetrier(&retries)
-	got, fault, err := mirrorMapping{}.mapRecord(context.Background(), r, rec)
+	got, fault, err := (&mirrorMapping{}).mapRecord(context.Background(), r, rec)
 	if err != nil || fault != nil {
 		t.Fatalf("mapRecord = %v, %v", fault, err)
 	}
@@ -205,7 +205,7 @@ func TestMirrorMapsEntries(t *testing.T) {
 	if c := got.tally(); c != (tally{rows: 1}) {
 		t.Fatalf("tally %+v, want one row", c)
 	}
-	odd, fault, err := mirrorMapping{}.mapRecord(context.Background(), r, &kgo.Record{Topic: "dlq", Offset: 7, Key: []byte("k"), Value: []byte("v")})
+	odd, fault, err := (&mirrorMapping{}).mapRecord(context.Background(), r, &kgo.Record{Topic: "dlq", Offset: 7, Key: []byte("k"), Value: []byte("v")})
 	if err != nil || fault != nil || odd.(DLQRow).Class != "unreadable_entry" || odd.(DLQRow).Message == "" || odd.(DLQRow).RecordKey != "k" {
 		t.Fatalf("a record without the DLQ headers: %+v, %v, %v; want an unreadable_entry row saying why", odd, fault, err)
 	}
@@ -221,7 +221,7 @@ func TestMirrorInsertsItsTables(t *testing.T) {
 	var retries atomic.Int64
 	w := &memWriter{}
 	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
-	rejected, err := mirrorMapping{}.insert(context.Background(), in, rows)
+	rejected, err := (&mirrorMapping{}).insert(context.Background(), in, rows)
 	if err != nil || len(rejected) != 0 || len(w.batches) != 2 || w.batches[0].Table() != TableDLQ || w.batches[0].Len() != 2 ||
 		w.batches[1].Table() != "dlq_first" || w.batches[1].Len() != 2 {
 		t.Fatalf("insert = %v, %v; batches %v: want a dlq_entries batch of 2, then a dlq_first one", rejected, err, w.batches)
@@ -235,7 +235,7 @@ func TestMirrorInsertsItsTables(t *testing.T) {
 	}
 	w = &memWriter{reject: func(Batch) bool { return true }}
 	in.w = w
-	if _, err := (mirrorMapping{}).insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || w.attemptsMade() != 1 {
+	if _, err := (&mirrorMapping{}).insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || w.attemptsMade() != 1 {
 		t.Fatalf("rejected: %v after %d attempts, want ErrClickHouseFatal at once", err, w.attemptsMade())
 	}
 }

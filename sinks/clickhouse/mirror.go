@@ -120,7 +120,16 @@ func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg chschema.Conn, log *sl
 	if err := chcfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := newSink(mc.sink(), RunConfig{Kafka: kcfg, ClickHouse: chcfg, Logger: log, OnAssigned: mc.OnAssigned}, mirrorMapping{}, "")
+	mm := &mirrorMapping{}
+	s := newSink(mc.sink(), RunConfig{Kafka: kcfg, ClickHouse: chcfg, Logger: log, OnAssigned: mc.OnAssigned}, mm, "")
+	mm.log = s.log
+	mm.sweep = func(ctx context.Context, conn rollup.Conn, now time.Time) ([]uint32, error) {
+		retention, err := kafka.TopicRetention(ctx, s.cl, s.cfg.Topic)
+		if err != nil {
+			return nil, err
+		}
+		return DropExpiredDLQFirst(ctx, conn, chcfg, retention, now)
+	}
 	s.ledger, s.marks = false, mc.RollupTopic
 	s.metrics = &metrics{stage: mc.Metrics}
 	s.retry.metrics = s.metrics
@@ -137,14 +146,21 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg c
 }
 
 // mirrorMapping is the DLQ mirror's mapping: a DLQ entry becomes its row of dlq_entries
-// (MapDLQRecord), an entry not written by dlq.Writer included.
-type mirrorMapping struct{}
+// (MapDLQRecord), an entry not written by dlq.Writer included. After a flush, at most once per
+// dlqSweepEvery, it drops dlq_first's days past the topic's retention (dlq_retention.go).
+type mirrorMapping struct {
+	// sweep drops the expired days (nil: never); next is when it is due again. Flushes run
+	// one at a time, so they need no lock.
+	sweep func(ctx context.Context, conn rollup.Conn, now time.Time) ([]uint32, error)
+	next  time.Time
+	log   *slog.Logger
+}
 
-func (mirrorMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
+func (*mirrorMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
 	return MapDLQRecord(rec), nil, nil
 }
 
-func (mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+func (mm *mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
 	dl := make([]DLQRow, len(rows))
 	owners := make([]int, len(rows))
 	for i, r := range rows {
@@ -160,30 +176,56 @@ func (mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int
 	for i, d := range dl {
 		first[i] = d.first()
 	}
-	return rejects, in.insert(ctx, dlqFirstBatch(first), nil, nil)
+	if err := in.insert(ctx, dlqFirstBatch(first), nil, nil); err != nil {
+		return rejects, err
+	}
+	mm.expire(ctx, in.statements(), time.Now())
+	return rejects, nil
+}
+
+// expire drops dlq_first's expired days when due. A failure (Kafka or ClickHouse away) is
+// logged and tried again dlqSweepRetry later: the mirror runs on, and a day kept longer only
+// costs disk.
+func (mm *mirrorMapping) expire(ctx context.Context, conn rollup.Conn, now time.Time) {
+	if mm.sweep == nil || conn == nil || now.Before(mm.next) {
+		return
+	}
+	days, err := mm.sweep(ctx, conn, now)
+	if err != nil {
+		mm.next = now.Add(dlqSweepRetry)
+		mm.log.Warn("dlq mirror: dropping expired days of "+rollup.DLQFirst+" failed; trying again later", "err", err, "retry_in", dlqSweepRetry)
+		return
+	}
+	mm.next = now.Add(dlqSweepEvery)
+	if len(days) > 0 {
+		mm.log.Info("dlq mirror: dropped days of "+rollup.DLQFirst+" past the dead-letter topic's retention", "days", fmt.Sprint(days))
+	}
 }
 
 // DLQFirstRow is a row of dlq_first: an entry's origin and its place in the DLQ, versioned so
-// that FINAL keeps an origin's lowest place.
+// that FINAL keeps an origin's lowest place. OriginTime leads the key (rollup.DLQFirstTime).
 type DLQFirstRow struct {
-	OriginTopic     string `ch:"origin_topic"`
-	OriginPartition int32  `ch:"origin_partition"`
-	OriginOffset    int64  `ch:"origin_offset"`
-	Stage           string `ch:"stage"`
-	Orphan          string `ch:"orphan"`
-	DLQTopic        string `ch:"dlq_topic"`
-	DLQPartition    int32  `ch:"dlq_partition"`
-	DLQOffset       int64  `ch:"dlq_offset"`
-	Version         uint64 `ch:"version"`
+	OriginTime      time.Time `ch:"origin_time"`
+	OriginTopic     string    `ch:"origin_topic"`
+	OriginPartition int32     `ch:"origin_partition"`
+	OriginOffset    int64     `ch:"origin_offset"`
+	Stage           string    `ch:"stage"`
+	Orphan          string    `ch:"orphan"`
+	DLQTopic        string    `ch:"dlq_topic"`
+	DLQPartition    int32     `ch:"dlq_partition"`
+	DLQOffset       int64     `ch:"dlq_offset"`
+	Version         uint64    `ch:"version"`
 }
 
-// first is the entry's dlq_first row; an entry without an origin is its own (rollup.DLQOrphan).
+// first is the entry's dlq_first row; an entry without an origin is its own (rollup.DLQOrphan),
+// at its own dead-letter time.
 func (r DLQRow) first() DLQFirstRow {
-	f := DLQFirstRow{OriginTopic: r.OriginTopic, OriginPartition: r.OriginPartition, OriginOffset: r.OriginOffset, Stage: r.Stage,
+	f := DLQFirstRow{OriginTime: r.OriginTime, OriginTopic: r.OriginTopic, OriginPartition: r.OriginPartition, OriginOffset: r.OriginOffset, Stage: r.Stage,
 		DLQTopic: r.DLQTopic, DLQPartition: r.DLQPartition, DLQOffset: r.DLQOffset,
 		Version: ^uint64(0) - (uint64(max(r.DLQPartition, 0))<<40 + uint64(max(r.DLQOffset, 0)))}
 	if r.OriginTopic == "" {
 		f.Orphan = fmt.Sprintf("%s/%d/%d", r.DLQTopic, r.DLQPartition, r.DLQOffset)
+		f.OriginTime = r.ErrorTime
 	}
 	return f
 }

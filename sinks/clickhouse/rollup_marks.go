@@ -15,9 +15,11 @@ import (
 // mark tells the rollup loop that a flush landed rows of Source in Minutes (Unix seconds, each
 // the start of a minute), all of them in the UTC hour that starts at Hour. A flush produces one
 // mark per table and hour it wrote into, after its insert succeeded and before it commits, so
-// the loop never reads a mark before the rows it names. A mark's key is its table and hour: the
-// marks of one hour meet in one partition, so one owner at a time re-aggregates an hour (two
-// owners of the same minutes could write an older aggregate last).
+// the loop never reads a mark before the rows it names. A mark's key is its table and UTC day:
+// the marks of one day meet in one partition, so one owner at a time re-aggregates a day's
+// minutes, its hours and the day itself (two owners of the same minutes could write an older
+// aggregate last, and two owners of two hours of one day could each write the day from hours
+// without the other's).
 type mark struct {
 	Source  string  `json:"source"`
 	Hour    int64   `json:"hour"`
@@ -50,7 +52,7 @@ func marksOf(source string, times []time.Time) []mark {
 // record is the mark as a Kafka record of topic.
 func (m mark) record(topic string) *kgo.Record {
 	v, _ := json.Marshal(m) // a struct of strings and integers: cannot fail
-	return &kgo.Record{Topic: topic, Key: []byte(m.Source + "/" + strconv.FormatInt(m.Hour, 10)), Value: v}
+	return &kgo.Record{Topic: topic, Key: []byte(m.Source + "/" + strconv.FormatInt(m.Hour-m.Hour%86400, 10)), Value: v}
 }
 
 // decodeMark reads a mark. A record that is not one (not JSON, a table no rollup reads, a

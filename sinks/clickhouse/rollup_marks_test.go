@@ -30,8 +30,8 @@ func TestMarksGroupMinutesByHour(t *testing.T) {
 	}
 	for _, m := range got {
 		rec := m.record("backflow.rollups")
-		if want := "inference_results/" + strconv.FormatInt(m.Hour, 10); string(rec.Key) != want {
-			t.Fatalf("key %q, want %q: the marks of one hour share a key", rec.Key, want)
+		if want := "inference_results/" + strconv.FormatInt(at("2026-12-05T00:00:00Z").Unix(), 10); string(rec.Key) != want {
+			t.Fatalf("key %q, want %q: the marks of one day share a key", rec.Key, want)
 		}
 		back, err := decodeMark(rec)
 		if err != nil || !reflect.DeepEqual(back, m) {

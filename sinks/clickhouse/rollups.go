@@ -21,7 +21,7 @@ import (
 // loop is a Sink over that topic (its own group, Config.RollupGroup) whose mapping re-aggregates
 // the minutes the marks name, from FINAL, with rollup.Recompute, then commits. A mark is read
 // only after its rows landed, a mark read twice re-aggregates the same minutes again, and the
-// marks of one hour are one partition's, so one member at a time re-aggregates an hour: the
+// marks of one UTC day are one partition's, so one member at a time re-aggregates a day: the
 // rollups end up equal to the deduplicated tables whatever was replayed, redelivered or late.
 
 // RollupStage is the stage label of the rollup loop's metrics.

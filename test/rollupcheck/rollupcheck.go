@@ -39,7 +39,8 @@ func Windows(from, to time.Time) []Window {
 	}
 }
 
-// Equal fails t unless every rollup read through Range over each window gives what its view
+// Equal fails t unless every rollup read through Range (days where the window's buckets are
+// whole days) over each window gives what its view
 // gives; it returns how many (rollup, window) comparisons had rows. stage names the check.
 func Equal(t testing.TB, conn driver.Conn, stage string, windows []Window) int {
 	t.Helper()
@@ -47,8 +48,8 @@ func Equal(t testing.TB, conn driver.Conn, stage string, windows []Window) int {
 	for _, r := range rollup.All {
 		ms := ViewMeasures(t, conn, r)
 		for _, w := range windows {
-			hoursOK := fmt.Sprintf("%d %% 3600 = 0", w.Interval)
-			got := Answer(t, conn, r, ms, expand(r.Range(hoursOK), w), w.Interval)
+			hoursOK, daysOK := fmt.Sprintf("%d %% 3600 = 0", w.Interval), fmt.Sprintf("%d %% 86400 = 0", w.Interval)
+			got := Answer(t, conn, r, ms, expand(r.Range(hoursOK, daysOK), w), w.Interval)
 			view := fmt.Sprintf("(SELECT * FROM v_%s_minute WHERE minute >= $__fromTime AND minute <= $__toTime)", r.Name)
 			want := Answer(t, conn, r, ms, expand(view, w), w.Interval)
 			if !reflect.DeepEqual(got, want) {

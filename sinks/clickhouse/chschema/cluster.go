@@ -57,13 +57,14 @@ var (
 	orderBy     = regexp.MustCompile("(?is)ORDER\\s+BY\\s+\\(?([A-Za-z0-9_,`\\s()]+?)\\)?\\s*(?:SETTINGS|$)")
 )
 
-// objectNames lists the tables and views the migrations create.
+// objectNames lists the tables and views the migrations create, and the shard-local table
+// (<table>_local) behind each table.
 func objectNames(ms []Migration) map[string]bool {
 	out := map[string]bool{}
 	for _, m := range ms {
 		for _, s := range m.Statements {
 			if c := createTable.FindStringSubmatch(s); c != nil {
-				out[c[1]] = true
+				out[c[1]], out[c[1]+LocalSuffix] = true, true
 			}
 			if c := createView.FindStringSubmatch(s); c != nil {
 				out[c[1]] = true
@@ -117,7 +118,12 @@ func clusterStatements(stmt, cluster, db, zkPath string, names map[string]bool) 
 		return []clusterStmt{{SQL: stmt[:m[2]] + q + stmt[m[2]:m[3]] + on + qualify(stmt[m[3]:], db, names)}}, nil
 	}
 	if m := dropTable.FindStringSubmatch(stmt); m != nil {
-		return []clusterStmt{{SQL: "DROP TABLE IF EXISTS " + q + m[1] + on}}, nil
+		drop := []clusterStmt{{SQL: "DROP TABLE IF EXISTS " + q + m[1] + on}}
+		if names[m[1]+LocalSuffix] {
+			// A table: its shard-local table goes too, so that a CREATE after it makes both anew.
+			drop = append(drop, clusterStmt{SQL: "DROP TABLE IF EXISTS " + q + m[1] + LocalSuffix + on})
+		}
+		return drop, nil
 	}
 	if m := alterTable.FindStringSubmatch(stmt); m != nil {
 		table, op := m[1], m[2]

@@ -9,7 +9,7 @@ import (
 // every name in it is qualified with the database (ON CLUSTER runs in the other hosts'
 // default database).
 func TestClusterStatements(t *testing.T) {
-	names := map[string]bool{"inference_results": true, "sink_ledger": true, "v_dlq_entries": true}
+	names := map[string]bool{"inference_results": true, "sink_ledger": true, "v_dlq_entries": true, "dlq_first": true, "dlq_first_local": true}
 	for _, tt := range []struct {
 		name, stmt string
 		want       []string
@@ -35,6 +35,8 @@ func TestClusterStatements(t *testing.T) {
 			[]string{"CREATE VIEW IF NOT EXISTS `db`.v_x ON CLUSTER c AS SELECT count() FROM `db`.inference_results FINAL WHERE x = 'from `db`.sink_ledger' AND y IN (SELECT 1 FROM numbers(1))"},
 			[]bool{false}},
 		{"drop", "DROP TABLE IF EXISTS v_dlq_entries", []string{"DROP TABLE IF EXISTS `db`.v_dlq_entries ON CLUSTER c"}, []bool{false}},
+		{"drop a table: its local table too, so that it is created anew", "DROP TABLE IF EXISTS dlq_first",
+			[]string{"DROP TABLE IF EXISTS `db`.dlq_first ON CLUSTER c", "DROP TABLE IF EXISTS `db`.dlq_first_local ON CLUSTER c"}, []bool{false, false}},
 		{"add column: local on cluster, distributed per host",
 			"ALTER TABLE inference_results ADD COLUMN landed_time_ms Int64 DEFAULT 0",
 			[]string{"ALTER TABLE `db`.inference_results_local ON CLUSTER c ADD COLUMN landed_time_ms Int64 DEFAULT 0",

@@ -125,3 +125,6 @@ func Open(ctx context.Context, c Conn) (driver.Conn, error) {
 
 // Endpoint says where c points, defaults applied.
 func (c Conn) Endpoint() string { return c.withDefaults().Addr }
+
+// DatabaseName is the database of backflow's tables, the default applied.
+func (c Conn) DatabaseName() string { return c.withDefaults().Database }

@@ -178,27 +178,29 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 	}
 	t.Logf("rows written with the sink's columns and read back deduplicated with ms times: %s", got)
 
-	// The rollups on the same rows: the recompute's statements, then each rollup read through
-	// Range (its rows before the watermark from the rollup tables) against its view.
+	// The rollups on the same rows: the recompute's statements (minutes, hours, days), then each
+	// rollup read through Range over two days either side, the watermark at the end of the
+	// rows' day: their day is read from the day table.
 	minute := evt.Truncate(time.Minute)
 	spans := []rollup.Span{{From: minute, To: minute.Add(time.Minute)}}
 	hour := []rollup.Span{{From: evt.Truncate(time.Hour), To: evt.Truncate(time.Hour).Add(time.Hour)}}
+	day := []rollup.Span{{From: evt.Truncate(24 * time.Hour), To: evt.Truncate(24 * time.Hour).Add(24 * time.Hour)}}
 	roll := []string{rollup.DLQFirstSQL()}
 	for _, r := range rollup.All {
 		for _, p := range r.Parts {
 			roll = append(roll, r.MinuteSQL(p, spans, 1))
 		}
-		roll = append(roll, r.HourSQL(hour, 1))
+		roll = append(roll, r.HourSQL(hour, 1), r.DaySQL(day, 1))
 	}
 	for _, src := range rollup.Sources() {
-		roll = append(roll, rollup.WatermarkSQL(src, minute.Add(time.Minute)))
+		roll = append(roll, rollup.WatermarkSQL(src, day[0].To.Add(-time.Minute)))
 	}
 	eng.Run(roll...)
 	var checks []string
-	macros := strings.NewReplacer("$__fromTime", fmt.Sprintf("toDateTime(%d)", minute.Add(-time.Hour).Unix()), "$__toTime", fmt.Sprintf("toDateTime(%d)", minute.Add(time.Hour).Unix()))
+	macros := strings.NewReplacer("$__fromTime", fmt.Sprintf("toDateTime(%d)", minute.Add(-48*time.Hour).Unix()), "$__toTime", fmt.Sprintf("toDateTime(%d)", minute.Add(48*time.Hour).Unix()))
 	for _, r := range rollup.All {
 		m := r.Measures[0].Name
-		checks = append(checks, macros.Replace(fmt.Sprintf("SELECT toUInt64(sum(%s)) FROM %s", m, r.Range("1"))),
+		checks = append(checks, macros.Replace(fmt.Sprintf("SELECT toUInt64(sum(%s)) FROM %s", m, r.Range("1", "1"))),
 			fmt.Sprintf("SELECT toUInt64(sum(%s)) FROM v_%s_minute", m, r.Name))
 	}
 	_, res = eng.Run(checks...)

@@ -33,7 +33,7 @@ type target struct {
 }
 
 // MigrateOptions say how a migration's long statements run: a REBUILD TABLE (rebuild.go) and a
-// BACKFILL ROLLUPS (backfill.go).
+// BACKFILL (backfill.go).
 type MigrateOptions struct {
 	// RebuildLimit leaves a REBUILD of a table of more rows than this to the operator: the
 	// migration fails with ErrRebuildNeeded. 0: no limit (backflow migrate). A stage applying
@@ -122,7 +122,7 @@ func (t *target) exec(ctx context.Context, stmt string) error {
 		return t.rebuild().run(ctx, rb, t.opts.RebuildLimit, func(st RebuildState) { t.progress(st.String()) })
 	}
 	if isBackfill(stmt) {
-		return t.backfill(ctx)
+		return t.runBackfill(ctx, stmt)
 	}
 	if t.c.Cluster == "" {
 		return execStmt(ctx, t.seed, oneServer(stmt))

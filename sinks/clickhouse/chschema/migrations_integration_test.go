@@ -56,11 +56,12 @@ func TestMigrateTwice(t *testing.T) {
 	if recorded != uint64(len(all)) || distinct != uint64(len(all)) {
 		t.Fatalf("%s holds %d rows over %d versions, want %d each", chschema.MigrationsTable, recorded, distinct, len(all))
 	}
-	// The rollups' tables (0015) besides the sunk ones; 0016 rebuilt empty tables, so it kept
+	// The rollups' tables (0015, their day level 0018) besides the sunk ones; 0016 rebuilt empty tables, so it kept
 	// no old copies (a table with rows is kept as <table>_before_0016).
 	want := []string{chschema.MigrationsTable, chschema.RebuildsTable, "dlq_entries", "dlq_first", "gateway_logs", "inference_results", "moderation_hits", "replay_log",
-		"rollup_category_hour", "rollup_category_minute", "rollup_dlq_hour", "rollup_dlq_minute", "rollup_model_hour", "rollup_model_minute",
-		"rollup_moderation_hour", "rollup_moderation_minute", "rollup_sink_hour", "rollup_sink_minute", "rollup_tenant_hour", "rollup_tenant_minute",
+		"rollup_category_day", "rollup_category_hour", "rollup_category_minute", "rollup_dlq_day", "rollup_dlq_hour", "rollup_dlq_minute",
+		"rollup_model_day", "rollup_model_hour", "rollup_model_minute", "rollup_moderation_day", "rollup_moderation_hour", "rollup_moderation_minute",
+		"rollup_sink_day", "rollup_sink_hour", "rollup_sink_minute", "rollup_tenant_day", "rollup_tenant_hour", "rollup_tenant_minute",
 		"rollup_watermarks", "sink_ledger", chschema.StreamMigrationsTable,
 		"v_category_minute", "v_dlq_entries", "v_dlq_minute", "v_freshness", "v_gateway_logs", "v_inference_results", "v_model_minute",
 		"v_moderation_hits", "v_moderation_minute", "v_replay_history", "v_sink_minute", "v_tenant_minute"}

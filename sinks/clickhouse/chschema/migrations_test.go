@@ -46,9 +46,10 @@ func TestMigrationsParse(t *testing.T) {
 			}
 			// A ReplacingMergeTree collapses by its version; one with partitions has them by the
 			// month of a time that never changes for a row (its copies meet in one partition).
-			// dlq_first and rollup_watermarks are keyed by what they collapse, without partitions.
+			// rollup_watermarks is keyed by what it collapses, without partitions; dlq_first (0019)
+			// by the day of its origin's time, the same in every copy of a row.
 			if strings.Contains(s, "ENGINE = ReplacingMergeTree") && (!strings.Contains(s, "ReplacingMergeTree(version)") ||
-				strings.Contains(s, "PARTITION BY") && !regexp.MustCompile(`PARTITION BY toYYYYMM\((event_time|error_time|minute|hour)\)`).MatchString(s) ||
+				strings.Contains(s, "PARTITION BY") && !regexp.MustCompile(`PARTITION BY (toYYYYMM\((event_time|error_time|minute|hour|day)\)|toYYYYMMDD\(origin_time\))`).MatchString(s) ||
 				!strings.Contains(s, "PARTITION BY") && !regexp.MustCompile(`EXISTS (dlq_first|rollup_watermarks) `).MatchString(s)) {
 				t.Errorf("%04d_%s: ReplacingMergeTree without the version column or the time partition", m.Version, m.Name)
 			}

@@ -503,3 +503,105 @@ REBUILD TABLE dlq_entries PARTITION BY toYYYYMMDD(error_time) ORDER BY (toStartO
 REBUILD TABLE sink_ledger PARTITION BY toYYYYMMDD(flushed_at) ORDER BY (toStartOfMinute(flushed_at), group, topic, partition, min_offset);
 -- 0017_rollup_backfill statement 1
 BACKFILL ROLLUPS;
+-- 0018_rollup_days statement 1
+CREATE TABLE IF NOT EXISTS rollup_model_day (
+    day                  DateTime,
+    model                String,
+    requests             UInt64,
+    errors               UInt64,
+    unknown              UInt64,
+    latency_ms_sum       UInt64,
+    latency_ms_quantiles AggregateFunction(quantiles(0.5, 0.95, 0.99), UInt32),
+    tokens_prompt        UInt64,
+    tokens_completion    UInt64,
+    flagged              UInt64,
+    version              UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, model);
+-- 0018_rollup_days statement 2
+CREATE TABLE IF NOT EXISTS rollup_tenant_day (
+    day               DateTime,
+    tenant_id         String,
+    model             String,
+    requests          UInt64,
+    errors            UInt64,
+    tokens_prompt     UInt64,
+    tokens_completion UInt64,
+    tokens_total      UInt64,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, tenant_id, model);
+-- 0018_rollup_days statement 3
+CREATE TABLE IF NOT EXISTS rollup_moderation_day (
+    day               DateTime,
+    record            String,
+    verdict           String,
+    moderation_status String,
+    records           UInt64,
+    with_hits         UInt64,
+    hits              UInt64,
+    version           UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, record, verdict, moderation_status);
+-- 0018_rollup_days statement 4
+CREATE TABLE IF NOT EXISTS rollup_category_day (
+    day      DateTime,
+    category String,
+    record   String,
+    hits     UInt64,
+    requests UInt64,
+    version  UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, category, record);
+-- 0018_rollup_days statement 5
+CREATE TABLE IF NOT EXISTS rollup_dlq_day (
+    day          DateTime,
+    stage        String,
+    class        String,
+    origin_topic String,
+    entries      UInt64,
+    bytes        UInt64,
+    version      UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, stage, class, origin_topic);
+-- 0018_rollup_days statement 6
+CREATE TABLE IF NOT EXISTS rollup_sink_day (
+    day             DateTime,
+    group           String,
+    topic           String,
+    flushes         UInt64,
+    records         UInt64,
+    rows_landed     UInt64,
+    hit_rows_landed UInt64,
+    last_event_time DateTime,
+    last_flush      DateTime,
+    version         UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, group, topic);
+-- 0018_rollup_days statement 7
+BACKFILL ROLLUP DAYS;
+-- 0019_dlq_first_by_time statement 1
+DROP TABLE IF EXISTS dlq_first;
+-- 0019_dlq_first_by_time statement 2
+CREATE TABLE IF NOT EXISTS dlq_first (
+    origin_time      DateTime,
+    origin_topic     String,
+    origin_partition Int32,
+    origin_offset    Int64,
+    stage            String,
+    orphan           String,
+    dlq_topic        String,
+    dlq_partition    Int32,
+    dlq_offset       Int64,
+    version          UInt64
+) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(origin_time)
+ORDER BY (origin_time, origin_topic, origin_partition, origin_offset, stage, orphan);
+-- 0019_dlq_first_by_time statement 3
+BACKFILL DLQ FIRST;
