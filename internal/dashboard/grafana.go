@@ -19,6 +19,29 @@ type obj = map[string]any
 // grafanaUnits maps a panel's Unit to Grafana's unit ids.
 var grafanaUnits = map[string]string{"": "short", "ms": "ms", "%": "percent", "s": "s", "tokens": "short", "rows/s": "short"}
 
+// aheadOfClock names the columns whose negative value means events dated after the server's
+// clock, not a lag: Grafana shows such a value as the page does ("ahead of the clock"), in
+// orange, instead of a raw negative number of seconds.
+var aheadOfClock = map[string]bool{"event_lag_s": true}
+
+// grafanaOverrides are a panel's field overrides: a value mapping for each column of
+// aheadOfClock it has.
+func grafanaOverrides(p Panel) []any {
+	overrides := []any{}
+	for _, c := range p.Columns {
+		if !aheadOfClock[c] {
+			continue
+		}
+		overrides = append(overrides, obj{
+			"matcher": obj{"id": "byName", "options": c},
+			"properties": []any{obj{"id": "mappings", "value": []any{obj{"type": "range", "options": obj{
+				"from": -1e12, "to": -0.5,
+				"result": obj{"text": "ahead of the clock (events dated after now)", "color": "orange", "index": 0}}}}}},
+		})
+	}
+	return overrides
+}
+
 // GrafanaJSON renders Panels as a Grafana dashboard for the grafana-clickhouse-datasource plugin
 // (v4): one row per section, a time series, bar chart, table or stat panel per Panel, each with
 // its SQL as a raw SQL target. The data source is a dashboard variable that defaults to the
@@ -57,7 +80,7 @@ func GrafanaJSON() ([]byte, error) {
 			"gridPos": obj{"h": h, "w": p.Width, "x": x, "y": y},
 			"targets": []any{obj{"datasource": ds, "editorType": "sql", "format": format, "queryType": queryType,
 				"rawSql": p.SQL, "refId": "A"}},
-			"fieldConfig": obj{"defaults": obj{"unit": grafanaUnits[p.Unit]}, "overrides": []any{}},
+			"fieldConfig": obj{"defaults": obj{"unit": grafanaUnits[p.Unit]}, "overrides": grafanaOverrides(p)},
 		}
 		switch p.Kind {
 		case TimeSeries:

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -91,5 +92,54 @@ func TestGrafanaProvisioning(t *testing.T) {
 	}
 	if !bytes.Contains(prov, []byte("type: file\n")) || filepath.Dir(GrafanaJSONPath) != "deploy/grafana/dashboards" {
 		t.Errorf("the dashboard provider must load deploy/grafana/dashboards")
+	}
+}
+
+// TestGrafanaShowsEventsAheadOfTheClock: the freshness table's event lag has a value mapping
+// that shows a negative value as "ahead of the clock", as the page does, and no other column
+// of any panel has one.
+func TestGrafanaShowsEventsAheadOfTheClock(t *testing.T) {
+	b, err := GrafanaJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title       string
+			FieldConfig struct {
+				Overrides []struct {
+					Matcher    struct{ ID, Options string }
+					Properties []struct {
+						ID    string
+						Value []struct {
+							Type    string
+							Options struct {
+								From, To float64
+								Result   struct{ Text string }
+							}
+						}
+					}
+				}
+			} `json:"fieldConfig"`
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var mapped []string
+	for _, p := range d.Panels {
+		for _, o := range p.FieldConfig.Overrides {
+			mapped = append(mapped, p.Title+"/"+o.Matcher.Options)
+			if o.Matcher.ID != "byName" || len(o.Properties) != 1 || o.Properties[0].ID != "mappings" || len(o.Properties[0].Value) != 1 {
+				t.Fatalf("%s: override %+v, want one value mapping by column name", p.Title, o)
+			}
+			m := o.Properties[0].Value[0]
+			if m.Type != "range" || m.Options.To >= 0 || m.Options.From > -86400*365 || !strings.HasPrefix(m.Options.Result.Text, "ahead of the clock") {
+				t.Fatalf("%s/%s: mapping %+v, want every negative value shown as ahead of the clock", p.Title, o.Matcher.Options, m)
+			}
+		}
+	}
+	if len(mapped) != 1 || !strings.HasSuffix(mapped[0], "/event_lag_s") {
+		t.Fatalf("columns with a mapping: %v, want the freshness table's event_lag_s only", mapped)
 	}
 }
