@@ -43,6 +43,10 @@ topic that does not exist is an error (exit 1).`,
 			shown := 0
 			waiting := func(ends map[int32]int64) { fmt.Fprintln(cmd.ErrOrStderr(), f.waiting(ends)) }
 			return dlq.Follow(ctx, cfg.Kafka, f.topic, waiting, func(r *kgo.Record) error {
+				// The rest of a fetch still arrives after the cancel: --limit is exact.
+				if f.limit > 0 && shown >= f.limit {
+					return nil
+				}
 				e, err := dlq.Decode(r)
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "backflow: %s/%d/%d is not a DLQ entry: %v\n", r.Topic, r.Partition, r.Offset, err)
