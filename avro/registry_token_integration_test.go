@@ -2,13 +2,10 @@ package avro_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/secure"
@@ -21,29 +18,11 @@ import (
 // file, is used by the same client at its next request.
 func TestRegistryBearerTokenOnTheStack(t *testing.T) {
 	vals := testenv.Secure(t)
-	tokenURL := vals["BACKFLOW_OAUTH_TOKEN_URL"]
-	if tokenURL == "" {
-		t.Fatal("the secured stack's env file has no BACKFLOW_OAUTH_TOKEN_URL: restart it with this checkout's deploy/local/stack --secure up")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	token := func(scope string) string {
-		cc := clientcredentials.Config{ClientID: "backflow", ClientSecret: "any-secret", TokenURL: tokenURL, Scopes: []string{scope}}
-		tok, err := cc.Token(ctx)
-		if err != nil {
-			t.Fatalf("token for scope %s: %v", scope, err)
-		}
-		return tok.AccessToken
-	}
+	token := func(scope string) string { return testenv.OAuthToken(t, scope) }
 	file := filepath.Join(t.TempDir(), "registry-token")
-	put := func(tok string) {
-		if err := os.WriteFile(file+".tmp", []byte(tok+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(file+".tmp", file); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(tok string) { testenv.WriteTokenFile(t, file, tok) }
 	put(token("kafka")) // another audience
 	cl, err := avro.NewRegistryClient(avro.RegistryConn{URL: vals["BACKFLOW_REGISTRY_URL"], TokenFile: file,
 		TLS: secure.TLS{CAFile: vals["BACKFLOW_REGISTRY_TLS_CA_FILE"]}})

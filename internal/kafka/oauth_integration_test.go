@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
-	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/secure"
@@ -27,22 +26,20 @@ import (
 // test server (deploy/local/lib/oauth.sh): the token's audience is the scope asked for, scope
 // "kafka-expired" gets a token that expired long ago, and sessions re-authenticate every 15 s.
 
-// oauthStack returns the secured stack's token endpoint and a Conn of its broker with TLS and
-// the given SASL settings.
-func oauthStack(t *testing.T, s kafka.SASL) (tokenURL string, c kafka.Conn) {
+// oauthStack returns a Conn of the secured stack's broker with TLS and the given SASL settings.
+func oauthStack(t *testing.T, s kafka.SASL) kafka.Conn {
 	t.Helper()
 	vals := testenv.Secure(t)
-	tokenURL = vals["BACKFLOW_OAUTH_TOKEN_URL"]
-	if tokenURL == "" {
-		t.Fatalf("the secured stack's env file has no BACKFLOW_OAUTH_TOKEN_URL: restart it with this checkout's deploy/local/stack --secure up")
-	}
-	return tokenURL, kafka.Conn{Brokers: kafka.ParseBrokers(vals["BACKFLOW_KAFKA_BROKERS"]), ClientID: "oauth-test",
+	return kafka.Conn{Brokers: kafka.ParseBrokers(vals["BACKFLOW_KAFKA_BROKERS"]), ClientID: "oauth-test",
 		SASL: s, TLS: secure.TLS{CAFile: vals["BACKFLOW_KAFKA_TLS_CA_FILE"]}}
 }
 
 // endpointSASL is OAUTHBEARER from the stack's token endpoint, asking for scope.
 func endpointSASL(t *testing.T, scope string) kafka.SASL {
 	vals := testenv.Secure(t)
+	if vals["BACKFLOW_OAUTH_TOKEN_URL"] == "" {
+		t.Fatal("the secured stack's env file has no BACKFLOW_OAUTH_TOKEN_URL: restart it with this checkout's deploy/local/stack --secure up")
+	}
 	secret := filepath.Join(t.TempDir(), "client-secret")
 	if err := os.WriteFile(secret, []byte("any-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -51,32 +48,11 @@ func endpointSASL(t *testing.T, scope string) kafka.SASL {
 		ClientID: "backflow", ClientSecretFile: secret, Scopes: []string{scope}}}
 }
 
-// fetchToken gets a token for scope from the stack's endpoint, as a platform would.
-func fetchToken(t *testing.T, tokenURL, scope string) string {
-	t.Helper()
-	cc := clientcredentials.Config{ClientID: "backflow", ClientSecret: "any-secret", TokenURL: tokenURL, Scopes: []string{scope}}
-	tok, err := cc.Token(context.Background())
-	if err != nil {
-		t.Fatalf("token for scope %s: %v", scope, err)
-	}
-	return tok.AccessToken
-}
-
-func writeTokenFile(t *testing.T, path, tok string) {
-	t.Helper()
-	if err := os.WriteFile(path+".tmp", []byte(tok+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestOAuthBearerLogin: franz-go and sarama (goka's client), built from one Conn with tokens
 // from the stack's OIDC endpoint, log in, create a topic and write one record each; franz-go
 // reads back exactly those two.
 func TestOAuthBearerLogin(t *testing.T) {
-	_, cfg := oauthStack(t, endpointSASL(t, "kafka"))
+	cfg := oauthStack(t, endpointSASL(t, "kafka"))
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +75,10 @@ func TestOAuthBearerLogin(t *testing.T) {
 // brokers (SASL_AUTHENTICATION_FAILED, an IsAuthError, for franz-go and sarama alike); an
 // expired token in the token file is not even sent, with an error naming the file.
 func TestOAuthBearerRefusals(t *testing.T) {
-	tokenURL, base := oauthStack(t, kafka.SASL{})
-	expired := fetchToken(t, tokenURL, "kafka-expired")
+	base := oauthStack(t, kafka.SASL{})
+	expired := testenv.OAuthToken(t, "kafka-expired")
 	expiredFile := filepath.Join(t.TempDir(), "token")
-	writeTokenFile(t, expiredFile, expired)
+	testenv.WriteTokenFile(t, expiredFile, expired)
 	brokerRefusal := func(err error) bool {
 		return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, sarama.ErrSASLAuthenticationFailed)
 	}
@@ -158,9 +134,9 @@ func TestOAuthBearerRefusals(t *testing.T) {
 // another audience, each one's next re-authentication is refused; rotated to a good token, the
 // same clients write again, and the records they wrote after the rotation are read back.
 func TestOAuthBearerTokenFileRotation(t *testing.T) {
-	tokenURL, cfg := oauthStack(t, kafka.SASL{})
+	cfg := oauthStack(t, kafka.SASL{})
 	file := filepath.Join(t.TempDir(), "token")
-	writeTokenFile(t, file, fetchToken(t, tokenURL, "kafka"))
+	testenv.WriteTokenFile(t, file, testenv.OAuthToken(t, "kafka"))
 	cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismOAuthBearer, OAuth: kafka.OAuth{TokenFile: file}}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second) // a good token lives 120 s
 	defer cancel()
@@ -199,7 +175,7 @@ func TestOAuthBearerTokenFileRotation(t *testing.T) {
 		}
 	}
 
-	writeTokenFile(t, file, fetchToken(t, tokenURL, "not-kafka"))
+	testenv.WriteTokenFile(t, file, testenv.OAuthToken(t, "not-kafka"))
 	for name, produce := range clients {
 		for i := 0; ; i++ { // the next re-authentication (every 15 s) reads the file
 			err := produce(fmt.Sprintf("during rotation %s %d", name, i))
@@ -217,7 +193,7 @@ func TestOAuthBearerTokenFileRotation(t *testing.T) {
 		}
 	}
 
-	writeTokenFile(t, file, fetchToken(t, tokenURL, "kafka"))
+	testenv.WriteTokenFile(t, file, testenv.OAuthToken(t, "kafka"))
 	want := map[string]bool{}
 	for name, produce := range clients {
 		for produce("after rotation "+name) != nil {
@@ -273,7 +249,7 @@ func dropTopic(t *testing.T, cfg kafka.Conn, topic string) {
 // stack's endpoint counts its records, and goes on counting after the brokers' session
 // re-authentication deadline (15 s on the secured stack) has passed.
 func TestOAuthBearerGokaProcessor(t *testing.T) {
-	_, cfg := oauthStack(t, endpointSASL(t, "kafka"))
+	cfg := oauthStack(t, endpointSASL(t, "kafka"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := testenv.CreateTopic(t, ctx, cfg, "oauth-goka", 2)
