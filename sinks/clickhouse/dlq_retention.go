@@ -16,10 +16,12 @@ import (
 // day of origin time 0 (an origin whose record had no time) is never dropped.
 
 // dlqSweepEvery is how often the DLQ mirror drops dlq_first's expired days; dlqSweepRetry how
-// soon it tries again after a failure (the mirror runs on: the sweep is housekeeping).
+// soon it tries again after a failure (the mirror runs on: the sweep is housekeeping);
+// dlqSweepTimeout bounds one sweep, which runs inside a flush.
 const (
-	dlqSweepEvery = time.Hour
-	dlqSweepRetry = time.Minute
+	dlqSweepEvery   = time.Hour
+	dlqSweepRetry   = time.Minute
+	dlqSweepTimeout = 30 * time.Second
 )
 
 // DropExpiredDLQFirst drops the partitions of dlq_first whose day ends at or before now minus

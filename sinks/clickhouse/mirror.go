@@ -190,6 +190,10 @@ func (mm *mirrorMapping) expire(ctx context.Context, conn rollup.Conn, now time.
 	if mm.sweep == nil || conn == nil || now.Before(mm.next) {
 		return
 	}
+	// Housekeeping inside a flush: a broker or server that does not answer holds the flush,
+	// and the commit after it, dlqSweepTimeout at most.
+	ctx, cancel := context.WithTimeout(ctx, dlqSweepTimeout)
+	defer cancel()
 	days, err := mm.sweep(ctx, conn, now)
 	if err != nil {
 		mm.next = now.Add(dlqSweepRetry)
