@@ -96,7 +96,11 @@ func TestConcurrentFirstRegistration(t *testing.T) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
-		cl, err := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL)})
+		// No request is abandoned: with the default 10 s bound a client gives up on a
+		// registration still waiting for a table lock, asks again, and the registry may complete
+		// the abandoned one after the test has deleted the subject (CI found one left behind).
+		// ctx bounds the whole test instead.
+		cl, err := bfavro.NewRegistryClient(bfavro.RegistryConn{URL: testenv.Get(testenv.RegistryURL), Timeout: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
