@@ -83,6 +83,12 @@ func (p Part) minuteOf() string { return "toStartOfMinute(" + p.Time + ")" }
 // part's minute expression, which it is given as its argument), grouped by minute and the
 // rollup's dimensions: the rows a rollup stores, as they are now.
 func (r Rollup) aggregate(p Part, cond func(minute string) string) string {
+	return r.aggregateWith(p, cond, cond)
+}
+
+// aggregateWith is aggregate with the rows bounded by cond in its WHERE and by inner where the
+// part's Where says $rows (inside its subqueries, which see none of the branch's WITH aliases).
+func (r Rollup) aggregateWith(p Part, cond, inner func(minute string) string) string {
 	var b strings.Builder
 	b.WriteString("SELECT toDateTime(" + p.minuteOf() + ") AS minute")
 	for i, d := range r.Dims {
@@ -95,10 +101,9 @@ func (r Rollup) aggregate(p Part, cond func(minute string) string) string {
 	if p.Final {
 		b.WriteString(" FINAL")
 	}
-	rows := cond(p.minuteOf())
-	b.WriteString(" WHERE " + rows)
+	b.WriteString(" WHERE " + cond(p.minuteOf()))
 	if p.Where != "" {
-		b.WriteString(" AND " + strings.ReplaceAll(p.Where, "$rows", rows))
+		b.WriteString(" AND " + strings.ReplaceAll(p.Where, "$rows", inner(p.minuteOf())))
 	}
 	b.WriteString(" GROUP BY minute")
 	for _, d := range r.Dims {
@@ -205,7 +210,12 @@ func (r Rollup) Range(hoursOK, daysOK string) string {
 // Between is Range with the bounds given as SQL expressions of type DateTime, from and to,
 // in place of the macros: the minutes m with from <= m <= to.
 func (r Rollup) Between(hoursOK, daysOK, from, to string) string {
-	w := r.watermark()
+	// Each branch binds the watermark once (WITH ... AS _watermark) and its bounds use the alias:
+	// spelled out, the bounds nest it 27 times, and ClickHouse runs a scalar subquery once for
+	// each time it is written.
+	full := r.watermark()
+	with := "WITH " + full + " AS _watermark "
+	w := "_watermark"
 	// Every bound is a DateTime; [h1, h2) are the whole hours and [d1, d2) the whole days read
 	// from the coarser tables, h1 <= d1 <= d2 <= h2, all of them at most last + 1.
 	last := fmt.Sprintf("least(%s, %s - 1)", to, w)                                                       // the last minute read from rollups
@@ -215,15 +225,18 @@ func (r Rollup) Between(hoursOK, daysOK, from, to string) string {
 	d2 := fmt.Sprintf("greatest(%s, %s)", d1, floor(last+" + 60", 86400))                                 // end of the whole days
 	cols := strings.Join(append(r.dimNames(), r.measureNames()...), ", ")
 	branches := []string{
-		fmt.Sprintf("SELECT day AS minute, %s FROM %s FINAL WHERE (%s) AND (%s) AND day >= %s AND day < %s", cols, r.DayTable(), hoursOK, daysOK, d1, d2),
-		fmt.Sprintf("SELECT hour AS minute, %s FROM %s FINAL WHERE (%s) AND ((hour >= %s AND hour < %s) OR (hour >= %s AND hour < %s))", cols, r.HourTable(), hoursOK, h1, d1, d2, h2),
-		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute < least(%s, %s + 1)", cols, r.MinuteTable(), from, h1, last),
-		fmt.Sprintf("SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute <= %s", cols, r.MinuteTable(), h2, last),
+		fmt.Sprintf(with+"SELECT day AS minute, %s FROM %s FINAL WHERE (%s) AND (%s) AND day >= %s AND day < %s", cols, r.DayTable(), hoursOK, daysOK, d1, d2),
+		fmt.Sprintf(with+"SELECT hour AS minute, %s FROM %s FINAL WHERE (%s) AND ((hour >= %s AND hour < %s) OR (hour >= %s AND hour < %s))", cols, r.HourTable(), hoursOK, h1, d1, d2, h2),
+		fmt.Sprintf(with+"SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute < least(%s, %s + 1)", cols, r.MinuteTable(), from, h1, last),
+		fmt.Sprintf(with+"SELECT minute, %s FROM %s FINAL WHERE minute >= %s AND minute <= %s", cols, r.MinuteTable(), h2, last),
+	}
+	raw := func(w string) func(minute string) string {
+		return func(minute string) string {
+			return fmt.Sprintf("%s >= greatest(%s, %s) AND %s <= %s", minute, from, w, minute, to)
+		}
 	}
 	for _, p := range r.Parts {
-		branches = append(branches, r.aggregate(p, func(minute string) string {
-			return fmt.Sprintf("%s >= greatest(%s, %s) AND %s <= %s", minute, from, w, minute, to)
-		}))
+		branches = append(branches, with+r.aggregateWith(p, raw(w), raw(full)))
 	}
 	return "(" + strings.Join(branches, " UNION ALL ") + ")"
 }
