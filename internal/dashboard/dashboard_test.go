@@ -50,6 +50,7 @@ func TestNewRange(t *testing.T) {
 	}{
 		{5 * time.Minute, time.Minute}, {2 * time.Hour, time.Minute}, {3 * time.Hour, 2 * time.Minute},
 		{6 * time.Hour, 5 * time.Minute}, {24 * time.Hour, 15 * time.Minute}, {7 * 24 * time.Hour, 2 * time.Hour},
+		{15 * 24 * time.Hour, 3 * time.Hour}, {16 * 24 * time.Hour, 24 * time.Hour}, {30 * 24 * time.Hour, 24 * time.Hour},
 		{365 * 24 * time.Hour, 24 * time.Hour},
 	} {
 		r, err := LastRange(now, c.span)
