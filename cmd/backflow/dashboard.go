@@ -18,13 +18,8 @@ import (
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
-func newDashboardCmd() *cobra.Command {
-	var cfg dashboard.Config
-	authFlags := &runFlags{paths: map[string]string{}} // the dashboard section's keys
-	cmd := &cobra.Command{
-		Use:   "dashboard",
-		Short: "Serve the built-in dashboard: traffic, latency, tokens, moderation, dead letters, freshness, replays",
-		Long: `dashboard serves a web page of what backflow sank into ClickHouse, with the same panels (and
+// dashboardLong is the dashboard command's --help text.
+const dashboardLong = `dashboard serves a web page of what backflow sank into ClickHouse, with the same panels (and
 the same SQL) as the Grafana dashboard in deploy/grafana: requests and errors per model, latency
 percentiles, tokens per tenant and model, risk-hit rate, top categories and verdict mix, dead
 letters per class and origin, sink throughput and freshness, and replay history. The page and
@@ -56,7 +51,15 @@ dashboard serves only on a loopback address: another address is refused unless
 migrate': the panels read the rollups of migration 0015 and their day level of 0018 (0017 rolls
 up the rows written before them), dlq_first of 0019 for the dead letters, and for the minutes
 not rolled up yet the views of 0008, 0009 and 0014.
-It runs until SIGINT or SIGTERM.`,
+It runs until SIGINT or SIGTERM.`
+
+func newDashboardCmd() *cobra.Command {
+	var cfg dashboard.Config
+	authFlags := &runFlags{paths: map[string]string{}} // the dashboard section's keys
+	cmd := &cobra.Command{
+		Use:   "dashboard",
+		Short: "Serve the built-in dashboard: traffic, latency, tokens, moderation, dead letters, freshness, replays",
+		Long:  dashboardLong,
 		Example: `  backflow dashboard --env-file .stack/env
   (umask 077 && openssl rand -hex 16 >dashboard-password)
   BACKFLOW_DASHBOARD_PASSWORD_FILE=dashboard-password backflow dashboard --env-file .stack/env --addr 0.0.0.0:18400 --range 6h --breaker-metrics-url http://127.0.0.1:18410/metrics`,
