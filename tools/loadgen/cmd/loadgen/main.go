@@ -107,8 +107,8 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
   loadgen --duration 5m --rate 2000 --poison-rate 0.001
   loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0   # no duplicates
   loadgen --config deploy/streams/streams.yaml --stream agent-task-event --stream-schema deploy/streams/agent-task-event.avsc --requests 5000
-  loadgen --config deploy/streams/streams.yaml --stream shop-order --stream-schema deploy/streams/shop-order.proto --requests 5000
-  loadgen --config deploy/streams/streams.yaml --stream page-view --stream-schema deploy/streams/page-view.schema.json --requests 5000`,
+  loadgen --config deploy/demo.yaml --stream shop-order --stream-schema deploy/streams/shop-order.proto --requests 5000
+  loadgen --config deploy/demo.yaml --stream page-view --stream-schema deploy/streams/page-view.schema.json --requests 5000`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(cmd *cobra.Command, args []string) error {
