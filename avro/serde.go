@@ -246,8 +246,19 @@ func (e *Encoder[T]) ID(ctx context.Context) (int, error) {
 	if e.id != 0 {
 		return e.id, nil
 	}
-	schema := sr.Schema{Schema: e.text, Type: sr.TypeAvro}
-	id, err := e.reg.RegisterSchema(ctx, e.subject, schema, -1, -1)
+	id, err := RegisterSchema(ctx, e.reg, e.subject, sr.Schema{Schema: e.text, Type: sr.TypeAvro})
+	if err != nil {
+		return 0, err
+	}
+	e.id = id
+	return id, nil
+}
+
+// RegisterSchema registers schema (of any type, with its references) under subject and
+// returns its id, as Encoder.ID does: a registry that cannot be asked is
+// ErrRegistryUnavailable (retryable); a schema the registry rejects an error saying so.
+func RegisterSchema(ctx context.Context, reg Registry, subject string, schema sr.Schema) (int, error) {
+	id, err := reg.RegisterSchema(ctx, subject, schema, -1, -1)
 	if err != nil {
 		var re *sr.ResponseError
 		if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 && re.StatusCode != 401 && re.StatusCode != 403 && re.StatusCode != 429 {
@@ -255,8 +266,7 @@ func (e *Encoder[T]) ID(ctx context.Context) (int, error) {
 			// answer the loser 409 "artifact already exists" although the schema is there. If
 			// the subject holds our schema, that is success; otherwise the registry rejected
 			// it (incompatible or invalid), which no retry can fix.
-			if ss, lerr := e.reg.LookupSchema(ctx, e.subject, schema); lerr == nil && ss.ID > 0 {
-				e.id = ss.ID
+			if ss, lerr := reg.LookupSchema(ctx, subject, schema); lerr == nil && ss.ID > 0 {
 				return ss.ID, nil
 			}
 			if strings.Contains(re.Message, "already exists") {
@@ -265,13 +275,12 @@ func (e *Encoder[T]) ID(ctx context.Context) (int, error) {
 				// nothing (fault suite #2 caught ingest stopping on it). Nothing was rejected:
 				// asking again succeeds, so it is an outage to retry, not a refusal.
 				return 0, fmt.Errorf("avro: register schema under %s: the registry says it exists but does not hold it: %w",
-					e.subject, &DecodeError{Kind: ErrRegistryUnavailable, Err: err})
+					subject, &DecodeError{Kind: ErrRegistryUnavailable, Err: err})
 			}
-			return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, err)
+			return 0, fmt.Errorf("avro: register schema under %s: %w", subject, err)
 		}
-		return 0, fmt.Errorf("avro: register schema under %s: %w", e.subject, classifyRegistryErr(0, err))
+		return 0, fmt.Errorf("avro: register schema under %s: %w", subject, classifyRegistryErr(0, err))
 	}
-	e.id = id
 	return id, nil
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deploy/demo.sh — the main job on the local stack: every stage running in one `backflow run`
-# process (config deploy/demo.yaml, with a declared stream beside the built-in ones), generated
+# process (config deploy/demo.yaml, with declared streams beside the built-in ones: Avro,
+# Protobuf and JSON Schema), generated
 # traffic for about 30 s, then what landed where.
 # Run by `make demo` once the stack is up and bin/backflow is built. DEMO_SECONDS and DEMO_RATE
 # (requests/s) change the traffic; DEMO_BACKFILL (default 20m) dates its event times back so
@@ -26,8 +27,14 @@ RUN_PID=.stack/run/demo-run.pid
 DASH_ADDR=127.0.0.1:${BACKFLOW_DASHBOARD_PORT:-18400}
 DASH_PID=.stack/run/demo-dashboard.pid
 PROM=${BACKFLOW_PROMETHEUS_URL:-}
-GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-sink-clickhouse-rollups|backflow-features|backflow-stream-agent-task-event)"'
-STREAM_MANIFEST=.stack/demo-stream-manifest.jsonl
+GROUPS_RE='group="(backflow-ingest|backflow-sink-clickhouse|backflow-sink-clickhouse-dlq|backflow-sink-clickhouse-rollups|backflow-features|backflow-stream-agent-task-event|backflow-stream-shop-order|backflow-stream-page-view)"'
+# The declared streams of deploy/demo.yaml: name, schema file, dedupe key. Each one's manifest
+# is .stack/demo-stream-NAME.jsonl.
+STREAMS=(
+  "agent-task-event deploy/streams/agent-task-event.avsc event_id"
+  "shop-order deploy/streams/shop-order.proto order_id"
+  "page-view deploy/streams/page-view.schema.json view_id"
+)
 
 say() { printf '\n== %s ==\n' "$*"; }
 metric() { curl -sf "http://$METRICS/metrics" | grep -E "^$1" || true; }
@@ -57,19 +64,23 @@ $BF ping
 say "2. backflow migrate: ClickHouse tables and views"
 $BF migrate
 
-say "3. backflow run: ingest, sink-clickhouse, sink-features and the declared stream agent-task-event in one process (log: $LOGS/demo-run.log), and the dashboard"
+say "3. backflow run: ingest, sink-clickhouse, sink-features and the declared streams agent-task-event (Avro), shop-order (Protobuf) and page-view (JSON Schema) in one process (log: $LOGS/demo-run.log), and the dashboard"
 stop_bg "$RUN_PID"; stop_bg "$DASH_PID"
 # ingest reads the source topics and loadgen writes them; on a fresh stack neither exists yet
 # (the brokers do not create topics), so create them first, 3 partitions each as loadgen would.
 for topic in model-inference-result gateway-log; do
   $KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic "$topic" --partitions 3 --replication-factor 1 >/dev/null
 done
-$KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic agent-task-event --partitions 3 --replication-factor 1 >/dev/null
-# The declared stream's table is derived from its subject's schema, which its producer
-# registers: loadgen, here, with a backlog the stage drains when it starts.
-echo "   declared stream agent-task-event: a backlog from loadgen → $STREAM_MANIFEST"
-bin/loadgen --env-file "$ENV" --config deploy/demo.yaml --stream agent-task-event --stream-schema deploy/streams/agent-task-event.avsc \
-  --requests "${DEMO_STREAM_RECORDS:-3000}" --no-progress --manifest "$STREAM_MANIFEST" | sed 's/^/   /'
+# A declared stream's table is derived from its subject's schema, which its producer
+# registers: loadgen, here, with a backlog the stage drains when it starts (the schema file's
+# extension gives the type; shop-order.proto's import is registered as shop-common.proto).
+for s in "${STREAMS[@]}"; do
+  read -r name schema _ <<<"$s"
+  $KT topics --bootstrap-server "$BOOT" --create --if-not-exists --topic "$name" --partitions 3 --replication-factor 1 >/dev/null
+  echo "   declared stream $name: a backlog from loadgen ($schema) → .stack/demo-stream-$name.jsonl"
+  bin/loadgen --env-file "$ENV" --config deploy/demo.yaml --stream "$name" --stream-schema "$schema" \
+    --requests "${DEMO_STREAM_RECORDS:-3000}" --no-progress --manifest ".stack/demo-stream-$name.jsonl" | sed 's/^/   /'
+done
 bin/backflow check-config --config deploy/demo.yaml | sed 's/^/   /'
 start_bg "$RUN_PID" "$LOGS/demo-run.log" bin/backflow --env-file "$PWD/$ENV" run --config deploy/demo.yaml --metrics-addr "$METRICS"
 for _ in $(seq 100); do curl -sf "http://$METRICS/healthz" >/dev/null && break; alive "$RUN_PID" || { tail -n 5 "$LOGS/demo-run.log"; exit 1; }; sleep 0.2; done
@@ -91,7 +102,7 @@ while :; do
     { match($0, /group="[^"]+"/); g = substr($0, RSTART + 7, RLENGTH - 8); seen[g] = 1; lag[g] += $NF }
     END { for (g in seen) printf "%s=%d ", g, lag[g] }')
   printf '   %s(%ds)\n' "$lags" $((SECONDS - start))
-  if [ "$(echo "$lags" | grep -o '=' | wc -l)" = 6 ] && [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ]; then break; fi
+  if [ "$(echo "$lags" | grep -o '=' | wc -l)" = 8 ] && [ "$(echo "$lags" | grep -oE '=[0-9]+' | grep -vc '=0$')" = 0 ]; then break; fi
   alive "$RUN_PID" || { tail -n 5 "$LOGS/demo-run.log"; echo "backflow run exited" >&2; exit 1; }
   [ $((SECONDS - start)) -lt 300 ] || { echo "not caught up in 300 s" >&2; exit 1; }
   sleep 2
@@ -121,14 +132,18 @@ $CH --format PrettyCompactMonoBlock -q "
   UNION ALL SELECT 'v_gateway_logs', count(), uniqExact(request_id) FROM v_gateway_logs
   UNION ALL SELECT 'v_moderation_hits', count(), uniqExact(request_id) FROM v_moderation_hits
   UNION ALL SELECT 'v_dlq_entries', count(), uniqExact(origin_topic, origin_partition, origin_offset) FROM v_dlq_entries" | sed 's/^/   /'
-stream_sent=$(grep -c '"kind":"original"' "$STREAM_MANIFEST" || true)
-read -r srows skeys <<<"$($CH -q "SELECT count(), uniqExact(event_id) FROM v_agent_task_event")"
-echo "   declared stream agent-task-event: this run sent $stream_sent originals, $(grep -c '"kind":"duplicate"' "$STREAM_MANIFEST" || true) duplicates, $(grep -c '"kind":"poison"' "$STREAM_MANIFEST" || true) poison;"
-echo "   v_agent_task_event (all runs so far): $srows rows, $skeys event ids"
-if [ "$srows" -ne "$skeys" ] || [ "$skeys" -lt "$stream_sent" ]; then
-  echo "the declared stream's view does not hold each sent event once" >&2
-  exit 1
-fi
+for s in "${STREAMS[@]}"; do
+  read -r name _ key <<<"$s"
+  sm=.stack/demo-stream-$name.jsonl view=v_${name//-/_}
+  stream_sent=$(grep -c '"kind":"original"' "$sm" || true)
+  read -r srows skeys <<<"$($CH -q "SELECT count(), uniqExact($key) FROM $view")"
+  echo "   declared stream $name: this run sent $stream_sent originals, $(grep -c '"kind":"duplicate"' "$sm" || true) duplicates, $(grep -c '"kind":"poison"' "$sm" || true) poison;"
+  echo "   $view (all runs so far): $srows rows, $skeys distinct $key"
+  if [ "$srows" -ne "$skeys" ] || [ "$skeys" -lt "$stream_sent" ]; then
+    echo "the declared stream $name's view does not hold each sent record once" >&2
+    exit 1
+  fi
+done
 echo "   dead letters per class (ClickHouse mirror of backflow.dlq):"
 $CH --format PrettyCompactNoEscapes -q "SELECT class, stage, count() AS entries FROM v_dlq_entries GROUP BY class, stage ORDER BY entries DESC" | sed 's/^/   /'
 echo "   latency per model (top 5 by requests):"
@@ -155,7 +170,7 @@ say "where to look"
 cat <<TXT
    dashboard:                http://$DASH_ADDR/   (log $LOGS/demo-dashboard.log)
    backflow's metrics:       curl -s http://$METRICS/metrics | grep ^backflow_   (health /healthz, readiness /readyz)
-   ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries, v_agent_task_event; sink_ledger;
+   ClickHouse:               $CH   (views v_inference_results, v_gateway_logs, v_moderation_hits, v_dlq_entries, v_agent_task_event, v_shop_order, v_page_view; sink_ledger;
                              per-minute v_model_minute, v_tenant_minute, v_moderation_minute, v_dlq_minute, v_sink_minute, v_freshness)
    Prometheus:               ${PROM:-not running: deploy/local/stack up prometheus}   (alerts ${PROM:+$PROM/alerts}; rules deploy/prometheus/rules.yaml, runbooks docs/operations.md#alerts)
    Grafana:                  deploy/grafana/README.md (the same panels)

@@ -45,6 +45,9 @@ type Env struct {
 	IngestGroup, SinkGroup, MirrorGroup, FeaturesGroup string
 	DB, Project                                        string
 	Replication                                        int16 // of every topic it creates: 3 on a 3-broker cluster
+	// StreamGroups are the consumer groups of the declared streams a scenario runs, with the
+	// topic each reads (scenarios_streams.go): counted in Groups, so in the lag too.
+	StreamGroups map[string][]string
 
 	Stack    Stack
 	Kafka    kafka.Conn
@@ -208,13 +211,17 @@ func (e *Env) sweep(ch driver.Conn) {
 // Groups are the pipeline's consumer groups with the topics each reads.
 func (e *Env) Groups() map[string][]string {
 	icfg := ingest.Config{Group: e.IngestGroup}
-	return map[string][]string{
+	out := map[string][]string{
 		e.IngestGroup:            {e.Inf, e.GW, icfg.LoopTopic()},
 		e.SinkGroup:              {e.Enriched},
 		e.MirrorGroup:            {e.DLQ},
 		e.SinkGroup + "-rollups": {e.Enriched + "-rollups"},
 		e.FeaturesGroup:          {e.Enriched, e.FeaturesGroup + "-loop"},
 	}
+	for g, topics := range e.StreamGroups {
+		out[g] = topics
+	}
+	return out
 }
 
 // CreateSourceTopics creates the two source topics (3 partitions) before the stages start.
@@ -246,7 +253,7 @@ func (e *Env) Vars() map[string]string {
 // Config writes a config file for stages (comma-separated) with every name private. extra
 // adds keys to sections ("ingest" -> "policy: pass, batch_size: 10"); extra["shutdown_timeout"]
 // replaces the default 30s, extra["log_level"] the default info (debug also brings goka's
-// table recovery lines).
+// table recovery lines), extra["streams"] is the streams list (YAML flow style).
 func (e *Env) Config(name, stages string, extra map[string]string) (string, error) {
 	sec := func(section, keys string) string {
 		return section + ": {" + mergeKeys(keys, extra[section]) + "}\n"
@@ -272,6 +279,9 @@ func (e *Env) Config(name, stages string, extra map[string]string) (string, erro
 			e.SinkGroup, e.Enriched, e.DLQ, e.MirrorGroup, e.Enriched+"-rollups", e.SinkGroup+"-rollups")) +
 		sec("sink_features", fmt.Sprintf("group: %s, enriched_topic: %s, dlq_topic: %s, project: %s, storage_dir: %q, request_ttl: 2h",
 			e.FeaturesGroup, e.Enriched, e.DLQ, e.Project, filepath.Join(dir, "features")))
+	if streams := extra["streams"]; streams != "" {
+		y += "streams: " + streams + "\n"
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

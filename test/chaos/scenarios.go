@@ -11,7 +11,8 @@ import (
 // The scenarios' bodies are in files by family: scenarios_crash.go (backflow's processes and
 // Kafka's brokers), scenarios_sinks.go (ClickHouse and Redis), scenarios_services.go (the
 // sensitive-word service and the registry), scenarios_data.go (the records and the state kept
-// about them), scenarios_secured.go, restarts.go (deploys and restores) and, here, the soak.
+// about them), scenarios_secured.go, restarts.go (deploys and restores), scenarios_streams.go
+// (a declared stream) and, here, the soak.
 
 // Scenario is one row of reliability.md's table, as data: what it injects, and a body that
 // starts the pipeline, sends the traffic and injects the fault. Execute then waits until every
@@ -79,6 +80,8 @@ var Scenarios = []*Scenario{
 		Asserts: "its partitions of every group committed further within the session timeout + 10 s (goka waits 5 s after a session before it rejoins; the figure above the timeout is reported against reliability.md's 5 s); the survivors' table recoveries since the kill are warm (goka's Recovering lines: none from an empty store, none reading over half the changelog partition)", Run: failoverStandby},
 	{ID: 24, Name: "empty-disk-beside-full", Records: 20_000, Fault: "an instance started on an empty disk beside two with full state, under traffic",
 		Asserts: "every partition the other two own after the join commits further after the new instance's start; its restore reported: a \"table restored\" line with records for ingest's and the feature sink's group, backflow_table_restore_records > 0 (the 10 s progress line and /readyz's reason are not asserted: this restore ends sooner)", Run: emptyDiskBesideFull},
+	{ID: 25, Name: "protobuf-stream-broker-restart", Records: 20_000, Brokers: 3, Fault: "a declared Protobuf stream (shop-order, its schema importing another subject) under traffic; SIGKILL the broker leading partition 0 of its topic, restarted after 20 s",
+		Asserts: "the stream's stage rides through; every record once in v_shop_order, every poison record in the stream's DLQ with its class", Run: protobufStreamBrokerRestart},
 	{ID: 20, Name: "soak", Records: 0, Brokers: 3, Fault: "1, 2, 5, 9 and 15 in turn, over and over, under steady traffic",
 		Asserts: "exact at the end", Run: soak},
 }

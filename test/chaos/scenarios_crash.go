@@ -176,8 +176,11 @@ func leaderKilled(ctx context.Context, r *Run) error {
 
 // killLeader kills the broker leading partition 0 of the inference topic, waits 20 s and
 // starts it again.
-func (r *Run) killLeader(ctx context.Context) error {
-	leader, err := Leader(ctx, kadm.NewClient(r.Admin), r.Inf, 0)
+func (r *Run) killLeader(ctx context.Context) error { return r.killLeaderOf(ctx, r.Inf) }
+
+// killLeaderOf kills the broker leading partition 0 of topic, waits 20 s and starts it again.
+func (r *Run) killLeaderOf(ctx context.Context, topic string) error {
+	leader, err := Leader(ctx, kadm.NewClient(r.Admin), topic, 0)
 	if err != nil {
 		return err
 	}
@@ -185,7 +188,7 @@ func (r *Run) killLeader(ctx context.Context) error {
 	if err := r.Script.Kill(name); err != nil {
 		return err
 	}
-	r.Note("killed %s, the leader of %s/0", name, r.Inf)
+	r.Note("killed %s, the leader of %s/0", name, topic)
 	sleep(ctx, r.Dur(20*time.Second))
 	r.Healed()
 	if _, err := r.Script.Run(ctx, "up", "--brokers", fmt.Sprint(len(r.Kafka.Brokers)), "kafka"); err != nil {

@@ -196,7 +196,7 @@ func (c Config) Validate() error {
 	badShares(bad, map[string]float64{"sensitive share": c.SensitiveShare, "duplicate rate": c.DuplicateRate,
 		"cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate, "v2 share": c.V2Share, "embedding share": c.EmbeddingShare})
 	for _, k := range c.PoisonKinds {
-		if _, ok := poisonClass[k]; !ok {
+		if _, ok := poisonClass[k]; !ok || k == PoisonRejected {
 			bad("poison kind: %q is unknown (known: %v)", k, AllPoisonKinds)
 		}
 	}

@@ -20,9 +20,11 @@ const (
 	PoisonMissingRequestID PoisonKind = "missing_request_id" // requestId ""               → invalid
 	PoisonAbsurdTimestamp  PoisonKind = "absurd_timestamp"   // event time in 1970         → invalid
 	PoisonOversized        PoisonKind = "oversized"          // above MaxRecordBytes       → oversized
+	PoisonRejected         PoisonKind = "rejected"           // JSON its schema rejects    → invalid (JSON Schema streams)
 )
 
-// AllPoisonKinds lists every kind, in the order they rotate.
+// AllPoisonKinds lists every kind of the built-in streams, in the order they rotate
+// (PoisonRejected is a JSON Schema stream's only).
 var AllPoisonKinds = []PoisonKind{PoisonBadMagic, PoisonShort, PoisonUnknownSchema, PoisonTruncated,
 	PoisonGarbage, PoisonMissingRequestID, PoisonAbsurdTimestamp, PoisonOversized}
 
@@ -35,6 +37,7 @@ var poisonClass = map[PoisonKind]string{
 	PoisonMissingRequestID: avro.ClassInvalid,
 	PoisonAbsurdTimestamp:  avro.ClassInvalid,
 	PoisonOversized:        avro.ClassOversized,
+	PoisonRejected:         avro.ClassInvalid,
 }
 
 // Class returns the decode error class the pipeline must give this kind of poison.

@@ -6,34 +6,42 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"math/rand/v2"
-	"reflect"
+	"slices"
 	"strings"
 	"time"
 
-	hamba "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 )
 
 // StreamConfig is the traffic of a declared stream (pipelines' streams list): records of its
-// schema with random valid values for each Avro type, duplicates and poison, and the same
-// manifest as Run writes. Zero fields take the defaults stated on each.
+// schema (Avro, Protobuf or JSON Schema) with random valid values for each type, duplicates
+// and poison, and the same manifest as Run writes. Zero fields take the defaults stated on each.
 type StreamConfig struct {
 	// Topic is the stream's topic. Required.
 	Topic string
 	// Subject is the registry subject the schema is registered under. Default: <topic>-value.
 	Subject string
-	// Schema is the record schema the values are written with, as written (JSON): it is
-	// registered as is, its fields' defaults included. Required.
+	// Schema is the schema the values are written with, as written (Avro or JSON Schema JSON,
+	// Protobuf .proto text): it is registered as is, its fields' defaults included. Required.
 	Schema string
-	// KeyField is the Avro field path of the stream's dedupe key: each original record gets a
+	// SchemaType is the schema's type, registered with it: sr.TypeAvro (the zero value),
+	// sr.TypeProtobuf (records are the file's first message, message index [0]) or sr.TypeJSON.
+	SchemaType sr.SchemaType
+	// ImportPaths are the directories a Protobuf schema's imports are read from (the standard
+	// google/protobuf ones are built in). Each import is registered first, under the subject
+	// ReferencePrefix + its import path, and referenced by the schema under that path.
+	ImportPaths     []string
+	ReferencePrefix string
+	// KeyField is the field path (dot-separated) of the stream's dedupe key: each original record gets a
 	// value of its own there (<run id>-<sequence> for a string, a UUID made from it for a uuid),
 	// which is also its Kafka key and its manifest RequestID. Empty: records are keyed by their sequence number.
 	KeyField string
-	// TimeField is the Avro field path of the event time (a timestamp): record n is dated
+	// TimeField is the field path of the event time (an Avro timestamp, a Protobuf
+	// google.protobuf.Timestamp, a JSON Schema string of format date-time): record n is dated
 	// EventStart + (n-1)·EventStep. Default EventStart: the clock at the start, truncated to
 	// the second; EventStep: 1s.
 	TimeField  string
@@ -48,7 +56,8 @@ type StreamConfig struct {
 	DuplicateRate       float64
 	CrossPartitionShare float64
 	PoisonRate          float64
-	// PoisonKinds restricts the kinds of poison. Default: StreamPoisonKinds.
+	// PoisonKinds restricts the kinds of poison. Default: StreamPoisonKinds, and for a JSON
+	// Schema stream PoisonRejected too.
 	PoisonKinds []PoisonKind
 	// SensitiveShare is the share of string values with a word of Words planted (0: the
 	// default, None: none). Defaults: 0.05 and DefaultWords.
@@ -67,6 +76,9 @@ type StreamConfig struct {
 // a record whatever its schema (the built-in streams' missing request id and absurd timestamp
 // are rules of theirs).
 var StreamPoisonKinds = []PoisonKind{PoisonBadMagic, PoisonShort, PoisonUnknownSchema, PoisonTruncated, PoisonGarbage, PoisonOversized}
+
+// jsonPoisonKinds are a JSON Schema stream's: StreamPoisonKinds and a value its schema rejects.
+var jsonPoisonKinds = append(slices.Clone(StreamPoisonKinds), PoisonRejected)
 
 func (c StreamConfig) withDefaults() StreamConfig {
 	if c.resolved {
@@ -94,6 +106,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	}
 	if len(c.PoisonKinds) == 0 {
 		c.PoisonKinds = StreamPoisonKinds
+		if c.SchemaType == sr.TypeJSON {
+			c.PoisonKinds = jsonPoisonKinds
+		}
 	}
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = avro.DefaultMaxRecordBytes
@@ -112,77 +127,66 @@ func (c StreamConfig) Validate() error {
 	if c.Topic == "" {
 		bad("topic: empty")
 	}
-	schema, err := hamba.Parse(c.Schema)
-	if err != nil {
-		bad("schema: %v", err)
-	}
-	rec, ok := schema.(*hamba.RecordSchema)
-	if !ok && err == nil {
-		bad("schema: want a record schema")
-	}
 	if c.Records < 0 {
 		bad("records: %d is negative", c.Records)
 	}
 	badShares(bad, map[string]float64{"duplicate rate": c.DuplicateRate, "cross-partition share": c.CrossPartitionShare, "poison rate": c.PoisonRate,
 		"sensitive share": c.SensitiveShare})
 	for _, k := range c.PoisonKinds {
-		if k == PoisonMissingRequestID || k == PoisonAbsurdTimestamp {
+		switch _, known := poisonClass[k]; {
+		case k == PoisonMissingRequestID || k == PoisonAbsurdTimestamp:
 			bad("poison kind %q is the built-in streams' only (stream kinds: %v)", k, StreamPoisonKinds)
-		} else if _, ok := poisonClass[k]; !ok {
+		case k == PoisonRejected && c.SchemaType != sr.TypeJSON:
+			bad("poison kind %q is a JSON Schema stream's only (a value its schema rejects)", k)
+		case !known:
 			bad("poison kind %q is unknown (stream kinds: %v)", k, StreamPoisonKinds)
 		}
 	}
-	if ok {
-		for _, f := range []string{c.KeyField, c.TimeField} {
-			if f != "" && fieldSchema(rec, f) == nil {
-				bad("field %s: not in the schema", f)
-			}
-		}
-		if c.KeyField != "" {
-			if s := fieldSchema(rec, c.KeyField); s != nil && s.Type() != hamba.String && s.Type() != hamba.Long && s.Type() != hamba.Int {
-				bad("key field %s is a %s; want a string, int or long", c.KeyField, s.Type())
-			}
-		}
+	if _, err := newStreamFormat(c, nil, nil); err != nil {
+		bad("%v", err)
 	}
 	return errors.Join(errs...)
-}
-
-// fieldSchema is the schema of the field at a dot path in rec, or nil.
-func fieldSchema(rec *hamba.RecordSchema, path string) hamba.Schema {
-	var s hamba.Schema = rec
-	for _, name := range strings.Split(path, ".") {
-		r, ok := s.(*hamba.RecordSchema)
-		if !ok {
-			return nil
-		}
-		var next hamba.Schema
-		for _, f := range r.Fields() {
-			if f.Name() == name {
-				next = f.Type()
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		if ref, ok := next.(*hamba.RefSchema); ok {
-			next = ref.Schema()
-		}
-		s = next
-	}
-	return s
 }
 
 // StreamGenerator makes the traffic of a StreamConfig, one original record at a time.
 // Deterministic for a seed and run id; not safe for concurrent use.
 type StreamGenerator struct {
 	cfg        StreamConfig
-	schema     *hamba.RecordSchema
 	runID      string
 	rng        *rand.Rand
-	enc        *avro.Encoder[any]
+	format     streamFormat
+	id         int // the schema's registry id, once registered
 	seq        int
 	poisonNext int
 	pending    duplicates
+}
+
+// streamFormat is what differs between schema types: registering the schema, writing a
+// record, and the poison that depends on the body's encoding.
+type streamFormat interface {
+	// register registers the schema (and what it references) and returns its id.
+	register(ctx context.Context) (int, error)
+	// record is original record n framed with schema id: random valid values, its key
+	// (returned) and event time set.
+	record(ctx context.Context, id, n int) (value []byte, key string, err error)
+	// truncate cuts a valid value so that its body no longer parses.
+	truncate(valid []byte) []byte
+	// reject is a value that parses but its schema rejects (JSON Schema only).
+	reject(valid []byte) []byte
+}
+
+// newStreamFormat is cfg's format, its schema checked; g makes its values and reg registers
+// its schema (both nil: only check).
+func newStreamFormat(cfg StreamConfig, g *StreamGenerator, reg avro.Registry) (streamFormat, error) {
+	switch cfg.SchemaType {
+	case sr.TypeAvro:
+		return newAvroFormat(cfg, g, reg)
+	case sr.TypeProtobuf:
+		return newProtoFormat(cfg, g, reg)
+	case sr.TypeJSON:
+		return newJSONFormat(cfg, g, reg)
+	}
+	return nil, fmt.Errorf("schema type %v: want AVRO, PROTOBUF or JSON", cfg.SchemaType)
 }
 
 // NewStreamGenerator validates cfg; the schema is registered with reg on first use.
@@ -194,37 +198,21 @@ func NewStreamGenerator(cfg StreamConfig, runID string, reg avro.Registry) (*Str
 		return nil, errors.New("loadgen: run id is empty")
 	}
 	cfg = cfg.withDefaults()
-	enc, err := avro.NewTextEncoder[any](reg, cfg.Schema, cfg.Subject)
+	g := &StreamGenerator{cfg: cfg, runID: runID, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73747265616d))}
+	f, err := newStreamFormat(cfg, g, reg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("loadgen: stream: %w", err)
 	}
-	schema := hamba.MustParse(cfg.Schema).(*hamba.RecordSchema)
-	return &StreamGenerator{cfg: cfg, schema: schema, runID: runID, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73747265616d)), enc: enc}, nil
+	g.format = f
+	return g, nil
 }
 
-// Record makes record n's value (from 1): random valid values, its key and event time set.
-func (g *StreamGenerator) Record(n int) (map[string]any, string) {
-	v := g.value(g.schema, 0).(map[string]any)
-	key := fmt.Sprintf("%s-%08d", g.runID, n)
-	if g.cfg.KeyField != "" {
-		switch fieldSchema(g.schema, g.cfg.KeyField).Type() {
-		case hamba.Long:
-			setPath(v, g.cfg.KeyField, int64(n))
-			key = fmt.Sprint(n)
-		case hamba.Int:
-			setPath(v, g.cfg.KeyField, n)
-			key = fmt.Sprint(n)
-		default:
-			if ls, ok := fieldSchema(g.schema, g.cfg.KeyField).(hamba.LogicalTypeSchema); ok && ls.Logical() != nil && ls.Logical().Type() == hamba.UUID {
-				key = nameUUID(key)
-			}
-			setPath(v, g.cfg.KeyField, key)
-		}
-	}
-	if g.cfg.TimeField != "" {
-		setPath(v, g.cfg.TimeField, g.cfg.EventStart.Add(time.Duration(n-1)*g.cfg.EventStep))
-	}
-	return v, key
+// key is record n's dedupe key: <run id>-<sequence>.
+func (g *StreamGenerator) key(n int) string { return fmt.Sprintf("%s-%08d", g.runID, n) }
+
+// eventTime is record n's event time.
+func (g *StreamGenerator) eventTime(n int) time.Time {
+	return g.cfg.EventStart.Add(time.Duration(n-1) * g.cfg.EventStep)
 }
 
 // nameUUID is a UUID made from name (its SHA-1, version 5 layout): a unique key for a uuid
@@ -244,25 +232,30 @@ func setPath(v map[string]any, path string, x any) {
 	v[parts[len(parts)-1]] = x
 }
 
-// Next plans one more original record, any poison due, and any duplicates due.
 // Register registers the stream's schema, so run can wait out a registry outage before sending.
 func (g *StreamGenerator) Register(ctx context.Context) error {
-	_, err := g.enc.ID(ctx)
-	return err
+	if g.id != 0 {
+		return nil
+	}
+	id, err := g.format.register(ctx)
+	if err != nil {
+		return err
+	}
+	g.id = id
+	return nil
 }
 
+// Next plans one more original record, any poison due, and any duplicates due.
 func (g *StreamGenerator) Next(ctx context.Context) ([]Planned, error) {
+	if err := g.Register(ctx); err != nil {
+		return nil, err
+	}
 	g.seq++
-	rec, key := g.Record(g.seq)
-	value, err := g.enc.Encode(ctx, rec)
+	value, key, err := g.format.record(ctx, g.id, g.seq)
 	if err != nil {
 		return nil, err
 	}
-	id, err := g.enc.ID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p := Planned{Topic: g.cfg.Topic, Key: []byte(key), Value: value, RequestID: key, Kind: KindOriginal, SchemaID: id}
+	p := Planned{Topic: g.cfg.Topic, Key: []byte(key), Value: value, RequestID: key, Kind: KindOriginal, SchemaID: g.id}
 	out := []Planned{p}
 	if g.rng.Float64() < g.cfg.DuplicateRate {
 		g.pending.plan(g.rng, g.seq, p, g.cfg.CrossPartitionShare)
@@ -290,117 +283,31 @@ func (g *StreamGenerator) poison(valid []byte) Planned {
 	case PoisonUnknownSchema:
 		value = append(avro.AppendFrame(nil, UnknownSchemaID), value[avro.HeaderSize:]...)
 	case PoisonTruncated:
-		value = value[:avro.HeaderSize+(len(value)-avro.HeaderSize)/2]
+		value = g.format.truncate(value)
 	case PoisonGarbage:
-		// A run of 0xff bytes is a varint that never ends: no reading of it succeeds.
+		// A run of 0xff bytes is a varint that never ends (Avro, Protobuf's message indexes)
+		// and not JSON: no reading of it succeeds.
 		value = append(value[:avro.HeaderSize], []byte(strings.Repeat("\xff", 12+g.rng.IntN(20)))...)
 	case PoisonOversized:
 		value = append(value, make([]byte, g.cfg.MaxRecordBytes)...)
+	case PoisonRejected:
+		value = g.format.reject(value)
 	}
 	return Planned{Topic: g.cfg.Topic, Key: []byte(id), Value: value, RequestID: id, Kind: KindPoison, Poison: kind}
 }
 
-// value is a random valid value of s, as hamba/avro encodes an any: a map per record, a
-// union's non-null value keyed by its type's name.
-func (g *StreamGenerator) value(s hamba.Schema, depth int) any {
-	if ref, ok := s.(*hamba.RefSchema); ok {
-		s = ref.Schema()
+// text is a random string of vocabulary words, with a dictionary word planted at the
+// sensitive share.
+func (g *StreamGenerator) text() string {
+	n := 1 + g.rng.IntN(4)
+	words := make([]string, n)
+	for i := range words {
+		words[i] = vocabulary[g.rng.IntN(len(vocabulary))]
 	}
-	if ls, ok := s.(hamba.LogicalTypeSchema); ok && ls.Logical() != nil {
-		switch l := ls.Logical(); l.Type() {
-		case hamba.TimestampMillis, hamba.TimestampMicros, hamba.LocalTimestampMillis, hamba.LocalTimestampMicros:
-			return g.cfg.EventStart.Add(-time.Duration(g.rng.IntN(3600)) * time.Second)
-		case hamba.Date:
-			return g.cfg.EventStart.Truncate(24 * time.Hour)
-		case hamba.UUID:
-			b := make([]byte, 16)
-			for i := range b {
-				b[i] = byte(g.rng.IntN(256))
-			}
-			return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-		case hamba.Decimal:
-			if dl, ok := l.(*hamba.DecimalLogicalSchema); ok {
-				scale := int64(math.Pow10(dl.Scale()))
-				return big.NewRat(g.rng.Int64N(1000*scale), scale)
-			}
-		}
+	if g.rng.Float64() < g.cfg.SensitiveShare {
+		words[g.rng.IntN(n)] = g.cfg.Words[g.rng.IntN(len(g.cfg.Words))]
 	}
-	switch t := s.(type) {
-	case *hamba.RecordSchema:
-		m := map[string]any{}
-		for _, f := range t.Fields() {
-			m[f.Name()] = g.value(f.Type(), depth+1)
-		}
-		return m
-	case *hamba.EnumSchema:
-		return t.Symbols()[g.rng.IntN(len(t.Symbols()))]
-	case *hamba.FixedSchema:
-		arr := reflect.New(reflect.ArrayOf(t.Size(), reflect.TypeFor[byte]())).Elem()
-		for i := range t.Size() {
-			arr.Index(i).SetUint(uint64('a' + g.rng.IntN(26)))
-		}
-		return arr.Interface()
-	case *hamba.ArraySchema:
-		n := g.rng.IntN(4)
-		out := make([]any, n)
-		for i := range out {
-			out[i] = g.value(t.Items(), depth+1)
-		}
-		return out
-	case *hamba.MapSchema:
-		m := map[string]any{}
-		for range g.rng.IntN(4) {
-			m[vocabulary[g.rng.IntN(len(vocabulary))]] = g.value(t.Values(), depth+1)
-		}
-		return m
-	case *hamba.UnionSchema:
-		types := t.Types()
-		i := g.rng.IntN(len(types))
-		if types[i].Type() == hamba.Null {
-			return nil
-		}
-		return map[string]any{unionName(types[i]): g.value(types[i], depth+1)}
-	}
-	switch s.Type() {
-	case hamba.Boolean:
-		return g.rng.IntN(2) == 1
-	case hamba.Int:
-		return int(g.rng.Int32N(10000))
-	case hamba.Long:
-		return g.rng.Int64N(1 << 40)
-	case hamba.Float:
-		return float32(g.rng.IntN(1000)) / 8 // exact in binary: reads back as written
-	case hamba.Double:
-		return float64(g.rng.IntN(100000)) / 16
-	case hamba.String:
-		n := 1 + g.rng.IntN(4)
-		words := make([]string, n)
-		for i := range words {
-			words[i] = vocabulary[g.rng.IntN(len(vocabulary))]
-		}
-		if g.rng.Float64() < g.cfg.SensitiveShare {
-			words[g.rng.IntN(n)] = g.cfg.Words[g.rng.IntN(len(g.cfg.Words))]
-		}
-		return strings.Join(words, " ")
-	case hamba.Bytes:
-		b := make([]byte, g.rng.IntN(16))
-		for i := range b {
-			b[i] = byte(g.rng.IntN(256))
-		}
-		return b
-	}
-	return nil
-}
-
-// unionName is how hamba/avro names a union branch in a decoded or encoded any.
-func unionName(s hamba.Schema) string {
-	if ref, ok := s.(*hamba.RefSchema); ok {
-		s = ref.Schema()
-	}
-	if n, ok := s.(hamba.NamedSchema); ok {
-		return n.FullName()
-	}
-	return string(s.Type())
+	return strings.Join(words, " ")
 }
 
 // RunStream sends cfg's traffic with cl (built with ProducerOpts) and writes the manifest as

@@ -33,7 +33,7 @@ func run() int {
 	summary := fs.String("summary", "", "also write the summary the docs quote to this file (make chaos: test/chaos/latest.json)")
 	summarize := fs.Bool("summarize", false, "print the summary of the results JSON files given as arguments (later runs replace a scenario's earlier result), and run nothing")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: go run ./test/chaos/cmd/chaos [flags]\n\nRuns the fault-injection suite on the stack of .stack/env (deploy/local/stack up;\nscenarios 15 and 20 need --brokers 3, scenario 19 the secured stack). Each scenario gets a\nprivate pipeline; the table shows lost, dup and misrouted against loadgen's manifest.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: go run ./test/chaos/cmd/chaos [flags]\n\nRuns the fault-injection suite on the stack of .stack/env (deploy/local/stack up;\nscenarios 15, 20 and 25 need --brokers 3, scenario 19 the secured stack). Each scenario gets a\nprivate pipeline; the table shows lost, dup and misrouted against loadgen's manifest.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {

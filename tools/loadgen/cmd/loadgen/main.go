@@ -11,12 +11,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/avro"
 	"github.com/backflowhq/backflow/internal/envfile"
@@ -68,6 +71,7 @@ func newLoadgenCmd() *cobra.Command {
 		subjects     string
 		stream       string
 		streamSchema string
+		refPrefix    string
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -90,15 +94,21 @@ default shown; 0 means none (--poison-rate 0 sends no poison at all).
 
 With --stream NAME it sends traffic for the stream of that name declared in --config instead
 (docs/streams.md): --requests records of the schema in --stream-schema, registered under the
-stream's subject, with random valid values for every field, a unique value in its dedupe key
-(also the record's Kafka key and the manifest's requestId), event times one second apart, and
-duplicates and poison (bad_magic, short, unknown_schema, truncated, garbage, oversized).
+stream's subject with its schemaType, with random valid values for every field, a unique value
+in its dedupe key (also the record's Kafka key and the manifest's requestId), event times one
+second apart, and duplicates and poison (bad_magic, short, unknown_schema, truncated, garbage,
+oversized, and for JSON Schema rejected: a value its schema rejects). The schema file's
+extension says its type: .avsc Avro, .proto Protobuf (records are its first message; its
+imports are read from its directory and registered first, each under its import path with
+--reference-subject-prefix before it), .json or .schema.json JSON Schema.
 
 Stop with Ctrl-C at any time: records in flight are flushed and the manifest stays exact.`,
 		Example: `  loadgen --env-file .stack/env --requests 100000 --manifest /tmp/run.jsonl
   loadgen --duration 5m --rate 2000 --poison-rate 0.001
   loadgen --requests 1000 --poison-kinds bad_magic,unknown_schema --dup-rate 0   # no duplicates
-  loadgen --config deploy/streams/streams.yaml --stream agent-task-event --stream-schema deploy/streams/agent-task-event.avsc --requests 5000`,
+  loadgen --config deploy/streams/streams.yaml --stream agent-task-event --stream-schema deploy/streams/agent-task-event.avsc --requests 5000
+  loadgen --config deploy/demo.yaml --stream shop-order --stream-schema deploy/streams/shop-order.proto --requests 5000
+  loadgen --config deploy/demo.yaml --stream page-view --stream-schema deploy/streams/page-view.schema.json --requests 5000`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -118,7 +128,9 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 			if err != nil {
 				return fmt.Errorf("%w: --poison-kinds: %w", errUsage, err)
 			}
-			cfg.PoisonKinds = kinds
+			if stream == "" {
+				cfg.PoisonKinds = kinds // a stream's are its own (streamTraffic)
+			}
 			if cfg.Subjects, err = avro.ParseSubjectStrategy(subjects); err != nil {
 				return fmt.Errorf("%w: --subject-strategy: %w", errUsage, err)
 			}
@@ -164,7 +176,7 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 
 			var sc loadgen.StreamConfig
 			if stream != "" {
-				if sc, err = streamTraffic(l.Config.Streams, stream, streamSchema, cfg, poisonKinds); err != nil {
+				if sc, err = streamTraffic(l.Config.Streams, stream, streamSchema, refPrefix, cfg, poisonKinds); err != nil {
 					return fmt.Errorf("%w: %w", errUsage, err)
 				}
 				if createTopics {
@@ -232,13 +244,14 @@ Stop with Ctrl-C at any time: records in flight are flushed and the manifest sta
 	f.Int16Var(&replication, "replication", 1, "replication factor of topics it creates")
 	f.BoolVar(&noProgress, "no-progress", false, "do not draw a progress bar")
 	f.StringVar(&stream, "stream", "", "send traffic for the stream of this name declared in --config, instead of the source topics")
-	f.StringVar(&streamSchema, "stream-schema", "", "with --stream: the Avro schema file (.avsc) to write its records with")
+	f.StringVar(&streamSchema, "stream-schema", "", "with --stream: the schema file to write its records with: .avsc (Avro), .proto (Protobuf), .json or .schema.json (JSON Schema)")
+	f.StringVar(&refPrefix, "reference-subject-prefix", "", "with a .proto --stream-schema: put this before the import path of each import, the subject it is registered under")
 	return cmd
 }
 
 // streamTraffic is the traffic of the declared stream name, written with the schema in file,
 // shaped by the flags that apply to a stream.
-func streamTraffic(streams []chschema.StreamConfig, name, file string, cfg loadgen.Config, poisonKinds string) (loadgen.StreamConfig, error) {
+func streamTraffic(streams []chschema.StreamConfig, name, file, refPrefix string, cfg loadgen.Config, poisonKinds string) (loadgen.StreamConfig, error) {
 	var sc chschema.StreamConfig
 	found := false
 	for _, s := range streams {
@@ -252,11 +265,16 @@ func streamTraffic(streams []chschema.StreamConfig, name, file string, cfg loadg
 	if file == "" {
 		return loadgen.StreamConfig{}, errors.New("--stream needs --stream-schema")
 	}
+	typ, err := schemaType(file)
+	if err != nil {
+		return loadgen.StreamConfig{}, err
+	}
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return loadgen.StreamConfig{}, fmt.Errorf("--stream-schema: %w", err)
 	}
-	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), KeyField: sc.DedupeKey, TimeField: sc.EventTime,
+	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), SchemaType: typ, KeyField: sc.DedupeKey, TimeField: sc.EventTime,
+		ImportPaths: []string{filepath.Dir(file)}, ReferencePrefix: refPrefix,
 		Records: cfg.Requests, Rate: cfg.Rate, DuplicateRate: cfg.DuplicateRate, CrossPartitionShare: cfg.CrossPartitionShare,
 		PoisonRate: cfg.PoisonRate, SensitiveShare: cfg.SensitiveShare, Words: cfg.Words, MaxRecordBytes: cfg.MaxRecordBytes, Seed: cfg.Seed}
 	if poisonKinds != "all" && poisonKinds != "" {
@@ -265,6 +283,19 @@ func streamTraffic(streams []chschema.StreamConfig, name, file string, cfg loadg
 		}
 	}
 	return out, out.Validate()
+}
+
+// schemaType is the type of the schema in file, by its extension.
+func schemaType(file string) (sr.SchemaType, error) {
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".avsc":
+		return sr.TypeAvro, nil
+	case ".proto":
+		return sr.TypeProtobuf, nil
+	case ".json":
+		return sr.TypeJSON, nil
+	}
+	return 0, fmt.Errorf("--stream-schema %s: the extension %q says no schema type; want .avsc (Avro), .proto (Protobuf), or .json or .schema.json (JSON Schema)", file, filepath.Ext(file))
 }
 
 // shareFlag is the flag of one of loadgen.Config's shares and rates.

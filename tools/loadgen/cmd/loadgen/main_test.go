@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -51,5 +52,21 @@ func TestShareFlags(t *testing.T) {
 				t.Fatalf("resolved shares %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestSchemaTypeFromExtension: --stream-schema's extension picks the schema type; another
+// extension is refused with the ones it takes.
+func TestSchemaTypeFromExtension(t *testing.T) {
+	for file, want := range map[string]sr.SchemaType{"a.avsc": sr.TypeAvro, "dir/b.proto": sr.TypeProtobuf,
+		"page-view.schema.json": sr.TypeJSON, "c.JSON": sr.TypeJSON} {
+		if got, err := schemaType(file); err != nil || got != want {
+			t.Errorf("%s: %v (%v), want %v", file, got, err, want)
+		}
+	}
+	for _, file := range []string{"d.avro", "e.yaml", "noext"} {
+		if _, err := schemaType(file); err == nil || !strings.Contains(err.Error(), "want .avsc (Avro), .proto (Protobuf), or .json or .schema.json (JSON Schema)") {
+			t.Errorf("%s: %v, want the extensions it takes", file, err)
+		}
 	}
 }
