@@ -109,6 +109,19 @@ func ProtoMessage(f protoreflect.FileDescriptor, name string) (protoreflect.Mess
 	return nil, fmt.Errorf("the Protobuf schema has no message %s", name)
 }
 
+// ProtoMessageIndexes are the Confluent message indexes of m in its file: the index of its
+// top-level message, then of each nested one down to m ([0] for the file's first message).
+func ProtoMessageIndexes(m protoreflect.MessageDescriptor) []int {
+	var idx []int
+	for d := protoreflect.Descriptor(m); ; d = d.Parent() {
+		if _, ok := d.(protoreflect.MessageDescriptor); !ok {
+			break
+		}
+		idx = append([]int{d.Index()}, idx...)
+	}
+	return idx
+}
+
 func findMessage(msgs protoreflect.MessageDescriptors, full protoreflect.FullName) protoreflect.MessageDescriptor {
 	for i := range msgs.Len() {
 		m := msgs.Get(i)

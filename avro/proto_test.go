@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bufbuild/protocompile"
+	hamba "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -266,4 +267,95 @@ func show(v any) string {
 		return "&" + show(rv.Elem().Interface())
 	}
 	return fmt.Sprintf("%#v", v)
+}
+
+// TestStreamMessageChosen: a stream reads the message it names (full name, name in the
+// package, or a nested one), framed at that message's indexes; a record of the file's other
+// message is invalid for it; a message the file lacks, or one named for a JSON subject, is
+// ErrStreamMessage.
+func TestStreamMessageChosen(t *testing.T) {
+	f := newProtoFixture(t, "shop-order.proto")
+	ctx := context.Background()
+	got, err := f.reg.SchemaByID(ctx, f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := f.order.Messages().ByName("Item")
+	// Nested messages count in declaration order, a map field's entry message among them.
+	var nested []string
+	for i := range f.order.Messages().Len() {
+		nested = append(nested, string(f.order.Messages().Get(i).Name()))
+	}
+	for i, name := range nested {
+		if idx := avro.ProtoMessageIndexes(f.order.Messages().Get(i)); !reflect.DeepEqual(idx, []int{0, i}) {
+			t.Fatalf("indexes of Order.%s %v, want [0 %d] (nested: %v)", name, idx, i, nested)
+		}
+	}
+	if idx := avro.ProtoMessageIndexes(f.order); !reflect.DeepEqual(idx, []int{0}) {
+		t.Fatalf("indexes of Order %v, want [0]", idx)
+	}
+	for name, want := range map[string]string{"": "shop.v1.Order", "Order": "shop.v1.Order", "shop.v1.Order.Item": "shop.v1.Order.Item"} {
+		ss, err := avro.ParseStreamSchema(ctx, f.reg, f.id, got, name)
+		if err != nil || ss.Message != want {
+			t.Fatalf("message %q: %q %v, want %s", name, ss.Message, err, want)
+		}
+	}
+	ss, err := avro.ParseStreamSchema(ctx, f.reg, f.id, got, "shop.v1.Order.Item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := fieldNames(ss.Schema); !reflect.DeepEqual(names, []string{"sku", "qty", "price"}) {
+		t.Fatalf("Item's record has fields %v, want sku qty price", names)
+	}
+
+	// A decoder for Item reads an Item framed at [0 0], and refuses an Order framed at [0].
+	dec, err := avro.NewProtoDecoder(f.reg, avro.DecoderConfig{}, ss.Message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dec.Writer(ctx, f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dynamicpb.NewMessage(item)
+	if err := protojson.Unmarshal([]byte(`{"sku":"A-1","qty":3}`), m); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := proto.Marshal(m)
+	var h sr.ConfluentHeader
+	framed, _ := h.AppendEncode(nil, f.id, avro.ProtoMessageIndexes(item))
+	_, rest, err := dec.Frame(append(framed, body...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := dec.Decode(f.id, rest, w, nil)
+	if err != nil || rec["sku"] != "A-1" {
+		t.Fatalf("item: %v %v, want sku A-1", rec, err)
+	}
+	_, rest, _ = dec.Frame(f.value(t, orderJSON, 0))
+	if _, err := dec.Decode(f.id, rest, w, nil); !errors.Is(err, avro.ErrInvalid) {
+		t.Fatalf("an Order read as Item: %v, want ErrInvalid", err)
+	}
+
+	if _, err := avro.ParseStreamSchema(ctx, f.reg, f.id, got, "shop.v1.Refund"); !errors.Is(err, avro.ErrStreamMessage) || !strings.Contains(err.Error(), "no message shop.v1.Refund") {
+		t.Fatalf("a message the file lacks: %v, want ErrStreamMessage naming it", err)
+	}
+	reg, ids := jsonFixture(t, "page-view.schema.json")
+	js, err := reg.SchemaByID(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := avro.ParseStreamSchema(ctx, reg, ids[0], js, "PageView"); !errors.Is(err, avro.ErrStreamMessage) || !strings.Contains(err.Error(), "JSON") {
+		t.Fatalf("a message for a JSON subject: %v, want ErrStreamMessage saying it is JSON", err)
+	}
+}
+
+func fieldNames(s hamba.Schema) []string {
+	var out []string
+	if r, ok := s.(*hamba.RecordSchema); ok {
+		for _, f := range r.Fields() {
+			out = append(out, f.Name())
+		}
+	}
+	return out
 }

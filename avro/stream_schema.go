@@ -19,20 +19,29 @@ type StreamSchema struct {
 	ID     int
 	Type   sr.SchemaType
 	// Message is, for a PROTOBUF schema, the full name of the message the stream reads: the
-	// file's first, the one a producer writes by default. "" for AVRO.
+	// one it named, or the file's first, which a producer writes by default. "" otherwise.
 	Message string
 }
+
+// ErrStreamMessage: a stream names a Protobuf message its subject's schema does not hold, or
+// names one for a subject that is not Protobuf.
+var ErrStreamMessage = errors.New("the stream's message")
 
 // ErrStreamSchemaType: the subject's schema type is not one a declared stream reads.
 var ErrStreamSchemaType = errors.New("a declared stream reads AVRO, PROTOBUF or JSON subjects")
 
 // ParseStreamSchema parses the schema s registered under id for a declared stream: an AVRO
-// schema as it is, a PROTOBUF one compiled with its references (fetched from reg) as its
-// first message's Avro record, a JSON one as the Avro record its root object maps to
-// (JSONRecordSchema). Another type is ErrStreamSchemaType; a schema that does not parse or
-// compile an error saying why.
-func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema) (StreamSchema, error) {
+// schema as it is, a PROTOBUF one compiled with its references (fetched from reg) as the Avro
+// record of its message named message (its full name, or its name in the file's package; ""
+// the file's first), a JSON one as the Avro record its root object maps to
+// (JSONRecordSchema). Another type is ErrStreamSchemaType; a message the file lacks, or one
+// named for another type, ErrStreamMessage; a schema that does not parse or compile an error
+// saying why.
+func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema, message string) (StreamSchema, error) {
 	out := StreamSchema{ID: id, Type: s.Type}
+	if message != "" && s.Type != sr.TypeProtobuf {
+		return out, fmt.Errorf("%w %s: the schema (id %d) is %s, and only a Protobuf schema has messages to choose from", ErrStreamMessage, message, id, typeName(s.Type))
+	}
 	switch s.Type {
 	case sr.TypeAvro:
 		sch, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
@@ -46,7 +55,10 @@ func ParseStreamSchema(ctx context.Context, reg Registry, id int, s sr.Schema) (
 		if err != nil {
 			return out, schemaProblem(err)
 		}
-		m, err := ProtoMessage(f, "")
+		m, err := ProtoMessage(f, message)
+		if err != nil && message != "" {
+			return out, fmt.Errorf("%w %s: %w (schema id %d)", ErrStreamMessage, message, err, id)
+		}
 		if err != nil {
 			return out, err
 		}

@@ -424,7 +424,7 @@ func streamOnCluster(t *testing.T, ctx context.Context, env *pipelinetest.Env, c
 		}
 	}
 
-	schema, id, err := pipelines.LatestSchema(ctx, env.Registry, sc.Subject)
+	schema, id, err := pipelines.LatestSchema(ctx, env.Registry, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func streamSchema(ctx context.Context, log *slog.Logger, reg *sr.Client, sc chsc
 	err = retry.Do(ctx, streamWait, func(err error) bool { return avro.IsRetryable(err) || errors.Is(err, errNoSubject) }, func(err error, attempt int, _ time.Duration) {
 		log.Warn("stream: waiting for the subject's schema", "subject", sc.Subject, "attempt", attempt, "error", err)
 	}, func() (err error) {
-		ss, err = LatestStreamSchema(ctx, reg, sc.Subject)
+		ss, err = LatestStreamSchema(ctx, reg, sc.Subject, sc.Message)
 		return err
 	})
 	return ss, err
@@ -234,10 +234,11 @@ func planStreamTable(ctx context.Context, e *stageEnv, sc chschema.StreamConfig,
 // errNoSubject: the registry has no schema under the subject yet (no producer registered one).
 var errNoSubject = errors.New("pipelines: the registry has no schema under the subject")
 
-// LatestSchema is the newest schema registered under subject, parsed, with its id
-// (LatestStreamSchema's schema: a Protobuf message as the Avro record it maps to).
-func LatestSchema(ctx context.Context, reg *sr.Client, subject string) (hamba.Schema, int, error) {
-	ss, err := LatestStreamSchema(ctx, reg, subject)
+// LatestSchema is the newest schema registered under the stream's subject, parsed, with its
+// id (LatestStreamSchema's schema: a Protobuf message as the Avro record it maps to).
+func LatestSchema(ctx context.Context, reg *sr.Client, sc chschema.StreamConfig) (hamba.Schema, int, error) {
+	sc = sc.WithDefaults()
+	ss, err := LatestStreamSchema(ctx, reg, sc.Subject, sc.Message)
 	return ss.Schema, ss.ID, err
 }
 
@@ -257,9 +258,10 @@ func (e *subjectSchemaError) Unwrap() error { return e.err }
 
 // LatestStreamSchema is the newest schema registered under subject as a declared stream
 // reads it (avro.ParseStreamSchema): an AVRO schema, or a PROTOBUF one compiled with its
-// references. A subject without one is errNoSubject; a schema of another type, or one that
-// does not parse, a *subjectSchemaError.
-func LatestStreamSchema(ctx context.Context, reg *sr.Client, subject string) (avro.StreamSchema, error) {
+// references, as the Avro record of message ("" the file's first). A subject without one is
+// errNoSubject; a schema of another type, one that does not parse, or one without the message,
+// a *subjectSchemaError.
+func LatestStreamSchema(ctx context.Context, reg *sr.Client, subject, message string) (avro.StreamSchema, error) {
 	ss, err := reg.SchemaByVersion(ctx, subject, -1)
 	if err != nil {
 		var re *sr.ResponseError
@@ -268,7 +270,7 @@ func LatestStreamSchema(ctx context.Context, reg *sr.Client, subject string) (av
 		}
 		return avro.StreamSchema{}, &avro.DecodeError{Kind: avro.ErrRegistryUnavailable, Err: err}
 	}
-	out, err := avro.ParseStreamSchema(ctx, reg, ss.ID, ss.Schema)
+	out, err := avro.ParseStreamSchema(ctx, reg, ss.ID, ss.Schema, message)
 	switch {
 	case err != nil && avro.IsRetryable(err):
 		return out, err
@@ -324,7 +326,7 @@ func CheckStreams(ctx context.Context, l Loaded, path string, found conf.Errors)
 		given := s.Subject != ""
 		s = s.WithDefaults()
 		at := "Streams[" + strconv.Itoa(i) + "]"
-		sch, id, err := LatestSchema(ctx, reg, s.Subject)
+		sch, id, err := LatestSchema(ctx, reg, s)
 		switch {
 		case errors.Is(err, errNoSubject) && given:
 			add(item+".subject", fmt.Sprintf("the registry has no schema under subject %s: register the values' schema there first", s.Subject))
@@ -334,7 +336,9 @@ func CheckStreams(ctx context.Context, l Loaded, path string, found conf.Errors)
 			continue
 		case errors.As(err, new(*subjectSchemaError)):
 			key := item + ".topic"
-			if given {
+			if errors.Is(err, avro.ErrStreamMessage) {
+				key = item + ".message"
+			} else if given {
 				key = item + ".subject"
 			}
 			add(key, subjectSchemaProblem(err))
@@ -385,7 +389,7 @@ func PlanStreams(ctx context.Context, c Conns, conn driver.Conn, streams []chsch
 	var out []chschema.StreamPlan
 	for _, sc := range streams {
 		sc = sc.WithDefaults()
-		s, id, err := LatestSchema(ctx, reg, sc.Subject)
+		s, id, err := LatestSchema(ctx, reg, sc)
 		if err != nil {
 			return out, fmt.Errorf("stream %s: subject %s: %w", sc.Name, sc.Subject, err)
 		}

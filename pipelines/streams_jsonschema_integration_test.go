@@ -96,7 +96,7 @@ func TestJSONSchemaStreamEndToEnd(t *testing.T) {
 	id2 := register("page-view.v2.schema.json")
 	// What `migrate --dry-run` plans for it (the subject's latest schema, as the stage reads
 	// it), before any v2 record arrives.
-	latest, latestID, err := pipelines.LatestSchema(ctx, env.Registry, subject)
+	latest, latestID, err := pipelines.LatestSchema(ctx, env.Registry, chschema.StreamConfig{Subject: subject})
 	if err != nil || latestID != id2 {
 		t.Fatalf("latest schema: id %d (%v), want %d", latestID, err, id2)
 	}

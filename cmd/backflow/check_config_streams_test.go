@@ -107,6 +107,21 @@ func TestCheckConfigStreams(t *testing.T) {
 			not:  []string{"problem(s)"},
 		},
 		{
+			name: "a Protobuf stream may read a nested message, whose fields are checked", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: shop\n    topic: shop-order\n    message: shop.v1.Order.Item\n    dedupe_key: skus\n",
+			stderr: []string{"streams[0].dedupe_key (line 5): field skus: not in the schema; did you mean sku?"},
+		},
+		{
+			name: "a message the Protobuf file lacks is one line at message", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: shop\n    topic: shop-order\n    message: Refund\n",
+			stderr: []string{"streams[0].message (line 4): subject shop-order-value version 1: the stream's message Refund: the Protobuf schema has no message Refund"},
+		},
+		{
+			name: "a message for a JSON Schema subject is one line at message", code: exitUsage, problems: 1,
+			yaml:   "streams:\n  - name: json\n    topic: json-events\n    message: Event\n",
+			stderr: []string{"streams[0].message (line 4):", "is JSON, and only a Protobuf schema has messages to choose from"},
+		},
+		{
 			name: "a JSON Schema subject's fields are checked as an Avro one's", code: exitUsage, problems: 1,
 			yaml:   "streams:\n  - name: json\n    topic: json-events\n    dedupe_key: id\n    event_time: id\n",
 			stderr: []string{"streams[0].event_time (line 5): field id is String: an event time must be"},

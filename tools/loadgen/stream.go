@@ -29,8 +29,11 @@ type StreamConfig struct {
 	// Protobuf .proto text): it is registered as is, its fields' defaults included. Required.
 	Schema string
 	// SchemaType is the schema's type, registered with it: sr.TypeAvro (the zero value),
-	// sr.TypeProtobuf (records are the file's first message, message index [0]) or sr.TypeJSON.
+	// sr.TypeProtobuf (records are Message, framed with its message indexes) or sr.TypeJSON.
 	SchemaType sr.SchemaType
+	// Message is, for a Protobuf schema, the message records are written as: its full name or
+	// its name in the file's package (the stream's message). Empty: the file's first.
+	Message string
 	// ImportPaths are the directories a Protobuf schema's imports are read from (the standard
 	// google/protobuf ones are built in). Each import is registered first, under the subject
 	// ReferencePrefix + its import path, and referenced by the schema under that path.

@@ -32,7 +32,7 @@ func newStreamDecoder(t *testing.T, ctx context.Context, reg *sr.Client, id int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := avro.ParseStreamSchema(ctx, reg, id, got)
+	st, err := avro.ParseStreamSchema(ctx, reg, id, got, "")
 	if err != nil {
 		t.Fatal(err)
 	}

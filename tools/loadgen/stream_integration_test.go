@@ -89,7 +89,7 @@ func streamAgainstStack(t *testing.T, file, key, timeField string, typ sr.Schema
 	if typ == sr.TypeProtobuf && (len(latest.References) != 1 || latest.References[0].Subject != prefix+"shop-common.proto") {
 		t.Fatalf("references %+v", latest.References)
 	}
-	schema, err := avro.ParseStreamSchema(ctx, reg, latest.ID, latest.Schema)
+	schema, err := avro.ParseStreamSchema(ctx, reg, latest.ID, latest.Schema, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,10 @@ type protoFormat struct {
 	reg  avro.Registry
 	file protoreflect.FileDescriptor
 	msg  protoreflect.MessageDescriptor
-	srcs map[string]string  // import path → text, for the imports read from ImportPaths
-	last *dynamicpb.Message // the last record made (tests compare what is read back with it)
+	// indexes are msg's Confluent message indexes, framed before each record.
+	indexes []int
+	srcs    map[string]string  // import path → text, for the imports read from ImportPaths
+	last    *dynamicpb.Message // the last record made (tests compare what is read back with it)
 }
 
 func newProtoFormat(cfg StreamConfig, g *StreamGenerator, reg avro.Registry) (*protoFormat, error) {
@@ -48,9 +50,10 @@ func newProtoFormat(cfg StreamConfig, g *StreamGenerator, reg avro.Registry) (*p
 		return nil, fmt.Errorf("schema: compile the Protobuf schema: %w", err)
 	}
 	f.file = files[0]
-	if f.msg, err = avro.ProtoMessage(f.file, ""); err != nil {
+	if f.msg, err = avro.ProtoMessage(f.file, cfg.Message); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
+	f.indexes = avro.ProtoMessageIndexes(f.msg)
 	var errs []error
 	if cfg.KeyField != "" {
 		if fd, err := protoPath(f.msg, cfg.KeyField); err != nil {
@@ -186,7 +189,7 @@ func (f *protoFormat) record(_ context.Context, id, n int) ([]byte, string, erro
 		return nil, "", fmt.Errorf("loadgen: marshal record %d: %w", n, err)
 	}
 	var h sr.ConfluentHeader
-	value, err := h.AppendEncode(nil, id, []int{0})
+	value, err := h.AppendEncode(nil, id, f.indexes)
 	if err != nil {
 		return nil, "", err
 	}

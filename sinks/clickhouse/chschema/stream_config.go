@@ -47,6 +47,9 @@ type StreamConfig struct {
 	Subject string `key:"subject" doc:"registry subject of the values' schema; empty: <topic>-value"`
 	Table   string `key:"table" doc:"ClickHouse table the stream lands in (and v_<table>, its deduplicated view); empty: the name with '-' as '_'"`
 	Group   string `key:"group" doc:"Kafka consumer group (also recorded in sink_ledger); empty: backflow-stream-<name>"`
+	// Message is, for a Protobuf subject, the message the stream reads: its full name
+	// (shop.v1.Order) or its name in the file's package. Empty: the file's first message.
+	Message string `key:"message" doc:"Protobuf subjects only: the message the stream reads, by full name (shop.v1.Order) or by its name in the file's package; records of another message of the file are dead-lettered as invalid; empty: the file's first message"`
 	// DedupeKey is the field path (a.b) of the schema (an Avro record's, a Protobuf message's or a JSON Schema object's) whose value identifies a record: rows with equal
 	// keys collapse to the one at the highest offset. Empty: each record is its own row, and
 	// only a record written twice collapses.
@@ -114,6 +117,9 @@ func (c StreamConfig) Validate() error {
 	}
 	if (given.Table != "" || goodName) && (!identName.MatchString(c.Table) || strings.HasPrefix(c.Table, "v_") || strings.HasSuffix(c.Table, LocalSuffix)) {
 		bad("Table", "table: %q, want letters, digits and '_', not starting with v_ or ending in %s", c.Table, LocalSuffix)
+	}
+	if c.Message != "" && !fieldPath.MatchString(c.Message) {
+		bad("Message", "message: %q, want a Protobuf message name (shop.v1.Order, or Order in the file's package)", c.Message)
 	}
 	if (given.Group != "" || goodName) && !kafkaName.MatchString(c.Group) {
 		bad("Group", "group: %q is not a valid group name (letters, digits, '.', '_', '-')", c.Group)

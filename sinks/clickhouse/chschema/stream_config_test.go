@@ -171,6 +171,8 @@ func TestStreamValidateReportsABadNameOnce(t *testing.T) {
 		{"a bad name with a bad table given", StreamConfig{Name: "Bad Name!", Topic: "t", Table: "v_x"}, []string{"Name", "Table"}},
 		{"no topic", StreamConfig{Name: "s"}, []string{"Topic"}},
 		{"a good name", StreamConfig{Name: "s", Topic: "t"}, nil},
+		{"a message that is no Protobuf name", StreamConfig{Name: "s", Topic: "t", Message: "shop.v1/Order"}, []string{"Message"}},
+		{"a nested message", StreamConfig{Name: "s", Topic: "t", Message: "shop.v1.Order.Item"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

@@ -273,7 +273,7 @@ func streamTraffic(streams []chschema.StreamConfig, name, file, refPrefix string
 	if err != nil {
 		return loadgen.StreamConfig{}, fmt.Errorf("--stream-schema: %w", err)
 	}
-	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), SchemaType: typ, KeyField: sc.DedupeKey, TimeField: sc.EventTime,
+	out := loadgen.StreamConfig{Topic: sc.Topic, Subject: sc.Subject, Schema: string(b), SchemaType: typ, Message: sc.Message, KeyField: sc.DedupeKey, TimeField: sc.EventTime,
 		ImportPaths: []string{filepath.Dir(file)}, ReferencePrefix: refPrefix,
 		Records: cfg.Requests, Rate: cfg.Rate, DuplicateRate: cfg.DuplicateRate, CrossPartitionShare: cfg.CrossPartitionShare,
 		PoisonRate: cfg.PoisonRate, SensitiveShare: cfg.SensitiveShare, Words: cfg.Words, MaxRecordBytes: cfg.MaxRecordBytes, Seed: cfg.Seed}
