@@ -156,18 +156,18 @@ type mirrorMapping struct {
 	log   *slog.Logger
 }
 
-func (*mirrorMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
+func (*mirrorMapping) Map(_ context.Context, _ Waiter, rec *kgo.Record) (Row, error, error) {
 	return MapDLQRecord(rec), nil, nil
 }
 
-func (mm *mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+func (mm *mirrorMapping) Insert(ctx context.Context, in Lander, rows []Row) (map[int]error, error) {
 	dl := make([]DLQRow, len(rows))
 	owners := make([]int, len(rows))
 	for i, r := range rows {
 		dl[i], owners[i] = r.(DLQRow), i
 	}
 	rejects := map[int]error{}
-	if err := in.insert(ctx, dlqBatch(dl), owners, rejects); err != nil {
+	if err := in.Insert(ctx, dlqBatch(dl), owners, rejects); err != nil {
 		return rejects, err
 	}
 	// Each entry's origin in dlq_first, which keeps the first: the DLQ rollup counts an
@@ -176,10 +176,10 @@ func (mm *mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map
 	for i, d := range dl {
 		first[i] = d.first()
 	}
-	if err := in.insert(ctx, dlqFirstBatch(first), nil, nil); err != nil {
+	if err := in.Insert(ctx, dlqFirstBatch(first), nil, nil); err != nil {
 		return rejects, err
 	}
-	mm.expire(ctx, in.statements(), time.Now())
+	mm.expire(ctx, in.Statements(), time.Now())
 	return rejects, nil
 }
 
@@ -235,7 +235,7 @@ func (r DLQRow) first() DLQFirstRow {
 }
 
 // marks: an entry lands in dlq_entries at its dead-letter time.
-func (r DLQRow) marks(add func(source string, at time.Time)) { add(rollup.DLQEntries, r.ErrorTime) }
+func (r DLQRow) Marks(add func(source string, at time.Time)) { add(rollup.DLQEntries, r.ErrorTime) }
 
 // tally: an entry is one row of dlq_entries (the mirror keeps no ledger).
-func (DLQRow) tally() tally { return tally{rows: 1} }
+func (DLQRow) Tally() Tally { return Tally{Rows: 1} }

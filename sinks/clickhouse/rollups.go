@@ -104,9 +104,9 @@ type markRow struct {
 }
 
 // tally: a mark is no row of any table the ledger counts.
-func (markRow) tally() tally { return tally{} }
+func (markRow) Tally() Tally { return Tally{} }
 
-func (rm *rollupMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
+func (rm *rollupMapping) Map(_ context.Context, _ Waiter, rec *kgo.Record) (Row, error, error) {
 	m, err := decodeMark(rec)
 	if err != nil {
 		return nil, err, nil
@@ -119,8 +119,8 @@ func (rm *rollupMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record)
 // backoff until it succeeds or the loop stops: the rollups are derived, so their failure
 // must not stop the sink, and the marks stay uncommitted meanwhile. The lag metric grows and
 // BackflowRollupLagHigh fires; the panels stay exact, reading raw rows from the watermark on.
-func (rm *rollupMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
-	conn := in.statements()
+func (rm *rollupMapping) Insert(ctx context.Context, in Lander, rows []Row) (map[int]error, error) {
+	conn := in.Statements()
 	if conn == nil {
 		return nil, fmt.Errorf("%w: the sink has no connection to run statements on", ErrClickHouseFatal)
 	}
@@ -144,7 +144,7 @@ func (rm *rollupMapping) insert(ctx context.Context, in lander, rows []row) (map
 	for _, source := range slices.Sorted(maps.Keys(minutes)) {
 		spans := rollup.Spans(minutes[source])
 		// nil retryable: every failure is retried, until ctx ends (the loop stopping).
-		err := in.retry(ctx, "rollup "+source, nil, func(ctx context.Context) error {
+		err := in.Retry(ctx, "rollup "+source, nil, func(ctx context.Context) error {
 			return rollup.Recompute(ctx, conn, source, spans, time.Now())
 		})
 		if err != nil {
@@ -157,23 +157,17 @@ func (rm *rollupMapping) insert(ctx context.Context, in lander, rows []row) (map
 	return nil, nil
 }
 
-// marked is a row that lands in tables the rollups read; marks calls add with each such table
-// and the row's time in it.
-type marked interface {
-	marks(add func(source string, at time.Time))
-}
-
 // mark writes the marks of a flush that landed rows (those not rejected) and, with a ledger,
 // its ledger rows at flushedAt, retrying a Kafka outage; the flush commits after it.
-func (s *Sink) mark(ctx context.Context, rows []row, rejected func(i int) bool, flushedAt time.Time, attempts *atomic.Int64) error {
+func (s *Sink) mark(ctx context.Context, rows []Row, rejected func(i int) bool, flushedAt time.Time, attempts *atomic.Int64) error {
 	if s.marks == "" {
 		return nil
 	}
 	times := map[string][]time.Time{}
 	add := func(source string, at time.Time) { times[source] = append(times[source], at) }
 	for i, r := range rows {
-		if mr, ok := r.(marked); ok && !rejected(i) {
-			mr.marks(add)
+		if mr, ok := r.(Marked); ok && !rejected(i) {
+			mr.Marks(add)
 		}
 	}
 	if s.ledger {
@@ -188,7 +182,7 @@ func (s *Sink) mark(ctx context.Context, rows []row, rejected func(i int) bool, 
 	if len(recs) == 0 {
 		return nil
 	}
-	return s.retry.retry(ctx, "mark rollups", attempts, isKafkaRetryable, func(ctx context.Context) error {
+	return s.retry.Retry(ctx, "mark rollups", attempts, isKafkaRetryable, func(ctx context.Context) error {
 		return s.cl.ProduceSync(ctx, recs...).FirstErr()
 	})
 }

@@ -55,11 +55,11 @@ func (zeroRow) ScanStruct(any) error { return nil }
 // retries with the context's error.
 func TestRollupRetriesARefusedStatement(t *testing.T) {
 	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
-	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
+	rows := []Row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
 	var retries atomic.Int64
 	w := &stmtWriter{refuse: 3}
 	in := &inserter{w: w, stmts: w, r: testRetrier(&retries), log: quiet()}
-	rejected, err := newRollupMapping().insert(context.Background(), in, rows)
+	rejected, err := newRollupMapping().Insert(context.Background(), in, rows)
 	if err != nil || len(rejected) != 0 {
 		t.Fatalf("insert = %v, %v; want the rollup run after the refusals", rejected, err)
 	}
@@ -71,7 +71,7 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 	defer cancel()
 	w = &stmtWriter{refuse: 1 << 30}
 	in.w, in.stmts = w, w
-	if _, err := newRollupMapping().insert(ctx, in, rows); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrClickHouseFatal) {
+	if _, err := newRollupMapping().Insert(ctx, in, rows); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrClickHouseFatal) {
 		t.Fatalf("insert while refused until the stop = %v, want the context's error and no ErrClickHouseFatal", err)
 	}
 }
@@ -115,20 +115,20 @@ func TestRollupLoopStopsWithoutFinishingItsFlush(t *testing.T) {
 }
 
 // TestRollupsRunOnTheStatementsConnection: the rollups run their statements on the connection
-// the flush hands them (lander.statements), never on the writer behind sinks.BatchWriter found
+// the flush hands them (Lander.statements), never on the writer behind sinks.BatchWriter found
 // by a type assertion: without that connection they stop at once, even over a writer that
 // could run statements, and run none.
 func TestRollupsRunOnTheStatementsConnection(t *testing.T) {
 	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
-	rows := []row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
+	rows := []Row{markRow{mark: mark{Source: rollup.InferenceResults, Hour: minute.Truncate(time.Hour).Unix(), Minutes: []int64{minute.Unix()}}, at: minute}}
 	var retries atomic.Int64
 	w := &stmtWriter{}
 	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
-	if _, err := newRollupMapping().insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || len(w.execs) != 0 {
+	if _, err := newRollupMapping().Insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || len(w.execs) != 0 {
 		t.Fatalf("insert without a statements connection = %v after %d statements on the writer, want ErrClickHouseFatal and none", err, len(w.execs))
 	}
 	in.stmts = w
-	if _, err := newRollupMapping().insert(context.Background(), in, rows); err != nil || len(w.execs) == 0 {
+	if _, err := newRollupMapping().Insert(context.Background(), in, rows); err != nil || len(w.execs) == 0 {
 		t.Fatalf("insert with the statements connection = %v after %d statements, want the rollups run", err, len(w.execs))
 	}
 }

@@ -109,7 +109,7 @@ type Sink struct {
 	cfg Config
 	rc  RunConfig
 	log *slog.Logger
-	m   mapping
+	m   Mapping
 	// dlqStage is the stage the sink's dead letters name; "" (the DLQ mirror): it has no DLQ,
 	// and a record it cannot land stops it.
 	dlqStage string
@@ -146,7 +146,7 @@ type Sink struct {
 // pending is a buffered record: its row, or the fault that sends it to the DLQ.
 type pending struct {
 	rec   *kgo.Record
-	row   row
+	row   Row
 	fault error
 }
 
@@ -171,7 +171,7 @@ func New(cfg Config, rc RunConfig) (*Sink, error) {
 
 // newSink builds the loop around m. Its dead letters name the stage dlqStage; "" means it has
 // no DLQ (see Sink.dlqStage).
-func newSink(cfg Config, rc RunConfig, m mapping, dlqStage string) *Sink {
+func newSink(cfg Config, rc RunConfig, m Mapping, dlqStage string) *Sink {
 	cfg = cfg.withDefaults()
 	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, marks: cfg.marks(), buf: map[int32][]pending{},
 		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano()), metrics: newMetrics(rc.Metrics, cfg.Group)}
@@ -299,7 +299,7 @@ func (s *Sink) connect(ctx context.Context) error {
 // openClickHouse connects to ClickHouse, waiting out an outage.
 func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	var conn driver.Conn
-	err := s.retry.await(ctx, "clickhouse", IsRetryable, func() (err error) {
+	err := s.retry.Await(ctx, "clickhouse", IsRetryable, func() (err error) {
 		conn, err = chschema.Open(ctx, s.rc.ClickHouse)
 		return err
 	})
@@ -373,7 +373,7 @@ func (s *Sink) poll(ctx context.Context, fl *flight) (closed bool, err error) {
 // add maps r and buffers it. An outage met while mapping (the registry) is retried, holding up
 // polling.
 func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
-	row, fault, err := s.m.mapRecord(ctx, s.retry, r)
+	row, fault, err := s.m.Map(ctx, s.retry, r)
 	if err != nil {
 		return err
 	}
