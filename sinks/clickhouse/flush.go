@@ -198,6 +198,10 @@ func (s *Sink) deadLetter(ctx context.Context, attempts *atomic.Int64, dead []dl
 	})
 }
 
+// minDateTime is the smallest value of a ClickHouse DateTime: a ledger row's newest event
+// time when it landed none.
+var minDateTime = time.Unix(0, 0).UTC()
+
 // totals are what a flush landed, for Stats, the metrics and Flush.
 type totals struct{ rows, hitRows int }
 

@@ -22,9 +22,10 @@ import (
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
-// Each mapping on its own: the built-in tables (enrichedMapping), the DLQ mirror
-// (mirrorMapping) and a declared stream (streamMapping), each mapping records and inserting
-// rows through an inserter over memWriter (sink_test.go). The loop around them is tested in
+// Each mapping of this package on its own: the built-in tables (enrichedMapping) and a
+// declared stream (streamMapping), each mapping records and inserting rows through an
+// inserter over memWriter (sink_test.go); the DLQ mirror's and the rollups' are tested in their
+// packages. The loop around them is tested in
 // sink_test.go, the whole sink against ClickHouse in sink_integration_test.go.
 
 // testRetrier is a retrier with a short backoff whose retries count in *retries.
@@ -176,67 +177,6 @@ func TestEnrichedInsertsThreeTables(t *testing.T) {
 	slices.Sort(landed[TableHits])
 	if got := fmt.Sprint(landed); got != "map[gateway_logs:[req-2/REQUEST] inference_results:[req-1] moderation_hits:[req-1/kill req-2/kill]]" {
 		t.Fatalf("landed %s", got)
-	}
-}
-
-// TestMirrorMapsEntries: a DLQ entry becomes its dlq_entries row (where it is in the DLQ, its
-// origin, stage, class, message, key and value size); a record that is not a DLQ entry is
-// mirrored too, as unreadable_entry; neither is ever at fault.
-func TestMirrorMapsEntries(t *testing.T) {
-	origin := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	rec, err := dlq.Config{Topic: "dlq", Stage: "ingest"}.Record(dlq.NewEntry(dlq.Origin{Topic: "gateway-log", Partition: 2, Offset: 41,
-		Key: []byte("req-9"), Value: []byte("0123456789"), Timestamp: origin}, dlq.WithClass("corrupt", errors.New("body ends early"))), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Partition, rec.Offset = 1, 12 // where the DLQ topic put it
-	var retries atomic.Int64
-	r := testRetrier(&retries)
-	got, fault, err := (&mirrorMapping{}).Map(context.Background(), r, rec)
-	if err != nil || fault != nil {
-		t.Fatalf("Map = %v, %v", fault, err)
-	}
-	row := got.(DLQRow)
-	if row.DLQTopic != "dlq" || row.DLQPartition != 1 || row.DLQOffset != 12 || row.Version != 12 || row.OriginTopic != "gateway-log" ||
-		row.OriginPartition != 2 || row.OriginOffset != 41 || !row.OriginTime.Equal(origin) || row.Stage != "ingest" || row.Class != "corrupt" ||
-		row.Message != "body ends early" || row.RecordKey != "req-9" || row.ValueBytes != 10 {
-		t.Fatalf("row %+v", row)
-	}
-	if c := got.Tally(); c != (Tally{Rows: 1}) {
-		t.Fatalf("tally %+v, want one row", c)
-	}
-	odd, fault, err := (&mirrorMapping{}).Map(context.Background(), r, &kgo.Record{Topic: "dlq", Offset: 7, Key: []byte("k"), Value: []byte("v")})
-	if err != nil || fault != nil || odd.(DLQRow).Class != "unreadable_entry" || odd.(DLQRow).Message == "" || odd.(DLQRow).RecordKey != "k" {
-		t.Fatalf("a record without the DLQ headers: %+v, %v, %v; want an unreadable_entry row saying why", odd, fault, err)
-	}
-}
-
-// TestMirrorInsertsItsTables: the entries land in dlq_entries in one batch, then their origins
-// in dlq_first (each versioned so that FINAL keeps an origin's lowest DLQ position; an entry
-// without an origin is its own); with no DLQ for the DLQ, a batch ClickHouse rejects stops the
-// mirror (ErrClickHouseFatal) instead of being set aside.
-func TestMirrorInsertsItsTables(t *testing.T) {
-	rows := []Row{DLQRow{DLQTopic: "dlq", DLQOffset: 1, Class: "corrupt", OriginTopic: "gw", OriginOffset: 9, Stage: "ingest"},
-		DLQRow{DLQTopic: "dlq", DLQPartition: 1, DLQOffset: 2, Class: "unreadable_entry"}}
-	var retries atomic.Int64
-	w := &memWriter{}
-	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
-	rejected, err := (&mirrorMapping{}).Insert(context.Background(), in, rows)
-	if err != nil || len(rejected) != 0 || len(w.batches) != 2 || w.batches[0].Table() != TableDLQ || w.batches[0].Len() != 2 ||
-		w.batches[1].Table() != "dlq_first" || w.batches[1].Len() != 2 {
-		t.Fatalf("insert = %v, %v; batches %v: want a dlq_entries batch of 2, then a dlq_first one", rejected, err, w.batches)
-	}
-	first := []DLQFirstRow{rows[0].(DLQRow).first(), rows[1].(DLQRow).first()}
-	if f := first[0]; f.OriginTopic != "gw" || f.OriginOffset != 9 || f.Stage != "ingest" || f.Orphan != "" || f.Version != ^uint64(0)-1 {
-		t.Errorf("first of an entry with an origin: %+v", f)
-	}
-	if f := first[1]; f.Orphan != "dlq/1/2" || f.Version != ^uint64(0)-(1<<40+2) || first[0].Version <= f.Version {
-		t.Errorf("first of an entry without an origin: %+v; a lower DLQ position must have the higher version", f)
-	}
-	w = &memWriter{reject: func(Batch) bool { return true }}
-	in.w = w
-	if _, err := (&mirrorMapping{}).Insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || w.attemptsMade() != 1 {
-		t.Fatalf("rejected: %v after %d attempts, want ErrClickHouseFatal at once", err, w.attemptsMade())
 	}
 }
 

@@ -173,7 +173,7 @@ func New(cfg Config, rc RunConfig) (*Sink, error) {
 // no DLQ (see Sink.dlqStage).
 func newSink(cfg Config, rc RunConfig, m Mapping, dlqStage string) *Sink {
 	cfg = cfg.withDefaults()
-	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, marks: cfg.marks(), buf: map[int32][]pending{},
+	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, marks: cfg.MarksTopic(), buf: map[int32][]pending{},
 		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano()), metrics: newMetrics(rc.Metrics, cfg.Group)}
 	s.retry = &retrier{policy: s.policy(), log: s.log, retries: &s.stats.retries, metrics: s.metrics, pause: s.pause}
 	return s
@@ -186,6 +186,11 @@ func logger(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
+
+// UseWriter makes the loop write through w, and run its statements on stmts (nil: none),
+// instead of connecting to ClickHouse: a writer of the caller's own, a test's in memory. Call
+// it before Run.
+func (s *Sink) UseWriter(w sinks.BatchWriter[Batch], stmts rollup.Conn) { s.w, s.stmts = w, stmts }
 
 // Stats returns the running totals.
 func (s *Sink) Stats() Stats {
