@@ -44,7 +44,7 @@ func (en *enrichedMapping) Map(ctx context.Context, r Waiter, rec *kgo.Record) (
 	return rows, nil, nil
 }
 
-// insert inserts the three tables at once (inserter.insertAll).
+// Insert inserts the three tables at once (Lander.InsertAll).
 func (en *enrichedMapping) Insert(ctx context.Context, in Lander, rows []Row) (map[int]error, error) {
 	var (
 		inf    []InferenceRow
@@ -69,7 +69,7 @@ func (en *enrichedMapping) Insert(ctx context.Context, in Lander, rows []Row) (m
 	return in.InsertAll(ctx, Owned{inferenceBatch(inf), infOwn}, Owned{gatewayBatch(gw), gwOwn}, Owned{hitBatch(hits), hitOwn})
 }
 
-// tally: a record is one row in inference_results or gateway_logs and its hits, at its event
+// Tally: a record is one row in inference_results or gateway_logs and its hits, at its event
 // time, in its epoch.
 func (r Rows) Tally() Tally {
 	t := Tally{HitRows: len(r.Hits), EventTime: r.EventTime()}
@@ -82,7 +82,7 @@ func (r Rows) Tally() Tally {
 	return t
 }
 
-// marks: a record lands in inference_results or gateway_logs, and its hits in moderation_hits,
+// Marks: a record lands in inference_results or gateway_logs, and its hits in moderation_hits,
 // at its event time.
 func (r Rows) Marks(add func(source string, at time.Time)) {
 	t := r.EventTime()

@@ -13,7 +13,7 @@ import (
 )
 
 // inserter lands one flush's batches for its mapping: each through the writer, with outages
-// retried (fetching paused, see retrier.retry) and, when the sink has a DLQ, a batch rejected
+// retried (fetching paused, see retrier.Retry) and, when the sink has a DLQ, a batch rejected
 // for its data narrowed down to its rows at fault. Safe for concurrent use: the built-in
 // tables are inserted at once.
 type inserter struct {
@@ -30,14 +30,14 @@ type inserter struct {
 
 var _ Lander = (*inserter)(nil)
 
-// retry runs op with the sink's retries, counted in the flush's.
+// Retry runs op with the sink's retries, counted in the flush's.
 func (in *inserter) Retry(ctx context.Context, what string, retryable func(error) bool, op func(context.Context) error) error {
 	return in.r.Retry(ctx, what, &in.retries, retryable, op)
 }
 
 func (in *inserter) Statements() rollup.Conn { return in.stmts }
 
-// insert inserts b, retrying what the writer calls retryable. Row i of b belongs to the
+// Insert inserts b, retrying what the writer calls retryable. Row i of b belongs to the
 // flush's record owners[i]; owners nil means b belongs to no record (the ledger), and a
 // rejection stops the sink. When ClickHouse rejects the batch for its data, each half is
 // inserted on its own, down to single rows, and the owner of each row rejected alone is
@@ -72,7 +72,7 @@ func (in *inserter) Insert(ctx context.Context, b Batch, owners []int, rejects m
 	return in.Insert(ctx, b.Slice(mid, b.Len()), owners[mid:], rejects)
 }
 
-// insertAll inserts the batches at once, each on a connection of its own: a flush takes as
+// InsertAll inserts the batches at once, each on a connection of its own: a flush takes as
 // long as its slowest insert, and every row of it is stamped landed at about its start. It
 // returns the rows rejected (a record whose rows are rejected in two tables keeps the later
 // table's error) and the first error in the order of batches.

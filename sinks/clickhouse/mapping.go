@@ -12,9 +12,10 @@ import (
 
 // Mapping is what a Sink makes of the records it consumes, and the only part of it that knows
 // its tables. There are four: the built-in tables (enrichedMapping, enriched.go), a declared
-// stream's table (streamMapping, stream.go), the DLQ mirror (dlqmirror.mapping, package
-// sinks/clickhouse/dlqmirror) and the rollups (rollups.mapping, package
-// sinks/clickhouse/rollups). TestMappingsListed holds this list and the docs to the code.
+// stream's table (streamMapping, stream.go), the DLQ mirror (mirrorMapping, package
+// sinks/clickhouse/dlqmirror) and the rollups (rollupMapping, package sinks/clickhouse/rollups),
+// the last two stages of their own. TestMappingsListed holds this list and the docs to the
+// code.
 // The Sink owns everything around them — polling, buffering, flushing, retries, the DLQ, the
 // ledger, the rollup marks and the commits — and never looks inside a row.
 //

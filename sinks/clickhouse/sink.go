@@ -76,13 +76,14 @@ type Stats struct {
 
 // Sink is the one loop from Kafka into ClickHouse: one member of a Kafka consumer group over
 // one topic, whose records its mapping (mapping.go) turns into rows. New builds it for the
-// built-in tables, NewStream for a declared stream, NewDLQMirror for the DLQ mirror,
-// NewRollups for the rollup loop; then call Run once. Stats may be called at any time from
+// built-in tables, NewStream for a declared stream, and NewLoop around a mapping of another
+// package (dlqmirror.New for the DLQ mirror, rollups.New for the rollup loop); then call Run
+// once. Stats may be called at any time from
 // any goroutine.
 //
 // Run polls records into a buffer bounded by BatchRows, maps each as it comes, and flushes the
 // buffer when it is full or BatchInterval after its first record. A flush (flush.go):
-//  1. hands the rows to the mapping, which inserts them (insert; the built-in tables at once,
+//  1. hands the rows to the mapping, which inserts them (Insert; the built-in tables at once,
 //     one PrepareBatch each with named columns, on connections of their own); a retryable error
 //     (IsRetryable) pauses fetching and retries the same insert with backoff until it succeeds
 //     or the sink stops; a rejected batch (IsRejected) is inserted in halves down to single

@@ -80,7 +80,7 @@ type streamRow struct {
 	vals []any
 }
 
-// tally: a record is one row of the stream's table, at its event time when it has one.
+// Tally: a record is one row of the stream's table, at its event time when it has one.
 func (r *streamRow) Tally() Tally {
 	var et time.Time
 	if i := r.cols.event; i >= 0 {
