@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
@@ -267,5 +270,28 @@ func TestConfigOf(t *testing.T) {
 	}
 	if m := ConfigOf(clickhouse.Config{Rollups: true}); m.RollupTopic != "backflow.rollups" {
 		t.Fatalf("mirror with rollups %+v, want its marks on backflow.rollups", m)
+	}
+}
+
+// TestMirrorExportsNoBufferGauge: of the metrics, the mirror exports its stage's shared
+// families only, not the sink's buffer gauge and dropped counter: its backlog is its group's
+// consumer lag.
+func TestMirrorExportsNoBufferGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	st := ops.NewMetrics(reg).Stage(Stage)
+	if _, err := New(Config{Group: "g", Topic: "dlq", Metrics: st}, kafka.Conn{Brokers: []string{"127.0.0.1:1"}}, chschema.Conn{Addr: "127.0.0.1:1"}, quiet()); err != nil {
+		t.Fatal(err)
+	}
+	st.In(1)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	if slices.Contains(names, clickhouse.MetricBuffered) || slices.Contains(names, clickhouse.MetricDropped) || len(names) == 0 {
+		t.Fatalf("families %v: want the stage's, without %s and %s", names, clickhouse.MetricBuffered, clickhouse.MetricDropped)
 	}
 }

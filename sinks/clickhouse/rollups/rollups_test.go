@@ -3,6 +3,7 @@ package rollups
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -12,12 +13,14 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/kafka"
+	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
@@ -220,5 +223,32 @@ func TestRollupsRunOnTheStatementsConnection(t *testing.T) {
 	in.stmts = w
 	if _, err := newRollupMapping().Insert(context.Background(), in, rows); err != nil || len(w.execs) == 0 {
 		t.Fatalf("insert with the statements connection = %v after %d statements, want the rollups run", err, len(w.execs))
+	}
+}
+
+// TestRollupLoopExportsItsLag: the rollup loop exports MetricLag once per table the rollups
+// read, labelled with its group, and the sink's buffer gauge for its group.
+func TestRollupLoopExportsItsLag(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(clickhouse.Config{RollupGroup: "rg"}, clickhouse.RunConfig{ClickHouse: chschema.Conn{Addr: "127.0.0.1:1"},
+		Metrics: ops.NewMetrics(reg).Stage(Stage)}); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "group" {
+					got[f.GetName()] = append(got[f.GetName()], l.GetValue())
+				}
+			}
+		}
+	}
+	if len(got[MetricLag]) != len(rollup.Sources()) || got[MetricLag][0] != "rg" || fmt.Sprint(got[clickhouse.MetricBuffered]) != "[rg]" {
+		t.Fatalf("group labels by family %v: want %s for each of %d tables and %s, all of group rg", got, MetricLag, len(rollup.Sources()), clickhouse.MetricBuffered)
 	}
 }
