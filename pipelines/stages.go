@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backflowhq/backflow/avro"
@@ -18,6 +17,8 @@ import (
 	"github.com/backflowhq/backflow/processors/features"
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
+	"github.com/backflowhq/backflow/sinks/clickhouse/rollups"
 	"github.com/backflowhq/backflow/sinks/redis"
 )
 
@@ -133,10 +134,10 @@ var stages = []stage{
 		parts: func(f Config) []string {
 			out := []string{StageSinkClickHouse}
 			if f.SinkClickHouse.MirrorDLQ {
-				out = append(out, clickhouse.MirrorStage)
+				out = append(out, dlqmirror.Stage)
 			}
 			if f.SinkClickHouse.Rollups {
-				out = append(out, clickhouse.RollupStage)
+				out = append(out, rollups.Stage)
 			}
 			return out
 		},
@@ -186,13 +187,13 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	if err != nil {
 		return err
 	}
-	var rollups *clickhouse.Sink
+	var loop *clickhouse.Sink // the rollup loop
 	if f.SinkClickHouse.Rollups {
-		if err := ensureRollupTopic(ctx, e, f.SinkClickHouse); err != nil {
+		if err := rollups.EnsureTopic(ctx, e.conn.Kafka, f.SinkClickHouse); err != nil {
 			return err
 		}
-		rollups, err = clickhouse.NewRollups(f.SinkClickHouse, clickhouse.RunConfig{Kafka: e.conn.Kafka, ClickHouse: e.conn.ClickHouse,
-			Logger: log.With("part", "rollups"), Metrics: e.metrics.Stage(clickhouse.RollupStage), OnAssigned: e.readyHook(clickhouse.RollupStage)})
+		loop, err = rollups.New(f.SinkClickHouse, clickhouse.RunConfig{Kafka: e.conn.Kafka, ClickHouse: e.conn.ClickHouse,
+			Logger: log.With("part", "rollups"), Metrics: e.metrics.Stage(rollups.Stage), OnAssigned: e.readyHook(rollups.Stage)})
 		if err != nil {
 			return err
 		}
@@ -200,15 +201,15 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sink.Run(gctx) })
-	if rollups != nil {
-		g.Go(func() error { return rollups.Run(gctx) })
+	if loop != nil {
+		g.Go(func() error { return loop.Run(gctx) })
 	}
 	if f.SinkClickHouse.MirrorDLQ {
-		mc := f.SinkClickHouse.Mirror()
-		mc.Metrics = e.metrics.Stage(clickhouse.MirrorStage)
-		mc.OnAssigned = e.readyHook(clickhouse.MirrorStage)
+		mc := dlqmirror.ConfigOf(f.SinkClickHouse)
+		mc.Metrics = e.metrics.Stage(dlqmirror.Stage)
+		mc.OnAssigned = e.readyHook(dlqmirror.Stage)
 		g.Go(func() error {
-			return clickhouse.RunDLQMirror(gctx, mc, e.conn.Kafka, e.conn.ClickHouse, log.With("part", "dlq-mirror"))
+			return dlqmirror.Run(gctx, mc, e.conn.Kafka, e.conn.ClickHouse, log.With("part", "dlq-mirror"))
 		})
 	}
 	err = g.Wait()
@@ -216,23 +217,6 @@ func runSinkClickHouse(ctx context.Context, e *stageEnv) error {
 	log.Info("clickhouse sink stopped", "records", st.Records, "rows", st.Rows, "hit_rows", st.HitRows,
 		"dlq", st.DLQ, "flushes", st.Flushes, "retries", st.Retries, "dropped_on_revoke", st.Dropped, "ran", time.Since(start).Round(time.Second).String())
 	return err
-}
-
-// ensureRollupTopic creates the rollup loop's topic if it is missing, with the partitions of the
-// sink's topic (one if that does not exist yet): the flushes of several members produce marks,
-// and the loop's members share the hours among them.
-func ensureRollupTopic(ctx context.Context, e *stageEnv, c clickhouse.Config) error {
-	cl, err := e.conn.Kafka.NewClient()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	partitions := int32(1)
-	if td, err := kadm.NewClient(cl).ListTopics(ctx, c.Topic); err == nil && td.Has(c.Topic) && td[c.Topic].Err == nil {
-		partitions = int32(max(len(td[c.Topic].Partitions), 1))
-	}
-	return kafka.EnsureTopics(ctx, cl, kafka.TopicSpec{Name: c.RollupTopic, Partitions: partitions,
-		Replication: int16(max(e.conn.Kafka.TableReplication, 1))})
 }
 
 // StageNames lists the stages backflow run can start, in start order.

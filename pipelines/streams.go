@@ -22,6 +22,7 @@ import (
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/rollups"
 )
 
 // A declared stream (the streams list of Config) runs as the stage stream-<name>: a
@@ -136,7 +137,7 @@ func runStream(ctx context.Context, e *stageEnv, sc chschema.StreamConfig) error
 	if e.cfg.SinkClickHouse.Rollups {
 		// The stream's flushes mark the ledger minutes they wrote, for the rollup loop of the
 		// sink-clickhouse stage (wherever it runs).
-		if err := ensureRollupTopic(ctx, e, e.cfg.SinkClickHouse); err != nil {
+		if err := rollups.EnsureTopic(ctx, e.conn.Kafka, e.cfg.SinkClickHouse); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
 	"github.com/backflowhq/backflow/test/chaos"
 	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
@@ -301,12 +302,12 @@ func TestRunEndToEnd(t *testing.T) {
 			}
 		}
 		if out("ingest") == float64(o.originals) && out("sink-clickhouse") == float64(o.originals) && out("sink-features") == float64(o.originals) &&
-			out(clickhouse.MirrorStage) == float64(o.poison) && lagOK {
+			out(dlqmirror.Stage) == float64(o.poison) && lagOK {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not caught up: out ingest %v, sink-clickhouse %v, sink-features %v, mirror %v (want %d, %d, %d, %d); lag ok %v",
-				out("ingest"), out("sink-clickhouse"), out("sink-features"), out(clickhouse.MirrorStage), o.originals, o.originals, o.originals, o.poison, lagOK)
+				out("ingest"), out("sink-clickhouse"), out("sink-features"), out(dlqmirror.Stage), o.originals, o.originals, o.originals, o.poison, lagOK)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -324,7 +325,7 @@ func TestRunEndToEnd(t *testing.T) {
 		{"sink-clickhouse records in", in("sink-clickhouse"), float64(o.originals)},
 		{"sink-clickhouse records to the DLQ", dlqOf("sink-clickhouse"), -1},
 		{"sink-features records in", in("sink-features"), float64(o.originals)},
-		{"dlq mirror records in", in(clickhouse.MirrorStage), float64(o.poison)},
+		{"dlq mirror records in", in(dlqmirror.Stage), float64(o.poison)},
 		{"breaker state", sum(mfs, ingest.MetricBreakerState, map[string]string{"group": e.Ingest.Group}), ingest.BreakerClosed},
 		{"stages ready (ingest, the ClickHouse sink, its DLQ mirror and rollup loop, sink-features)", sum(mfs, ops.MetricStageReady, nil), 5},
 		{"sink errors", sum(mfs, ops.MetricSinkErrors, nil), -1},

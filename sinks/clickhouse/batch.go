@@ -5,14 +5,13 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
 
 // Batch is the rows of one INSERT into one table: what every insert of the package sends
 // (Writer.WriteBatch; the audit tables go through chschema.InsertRows), whatever the rows are.
 // Each batch encodes its own columns, so the code that sends it knows no row type:
-//   - tableRows (the built-in tables, the ledger, the DLQ mirror): rows of a
+//   - tableRows (the built-in tables, the ledger, TableBatch's: the DLQ mirror's): rows of a
 //     struct whose `ch` tags name the columns, appended column by column, one typed slice a
 //     column (columns.go: no reflection per row, no boxing per value);
 //   - streamBatch (stream_rows.go): a declared stream's rows, whose column types are known only
@@ -44,6 +43,14 @@ func insert(ctx context.Context, conn driver.Conn, b Batch) error {
 		return err
 	}
 	return db.Send()
+}
+
+// TableBatch is the Batch of rows of a struct T whose `ch` tags name the columns of table, in
+// field order; columns lists the rows' values column by column in that order (columns.go's
+// lists by hand, or chschema.StructColumns). For the mappings of other packages (the DLQ
+// mirror's tables).
+func TableBatch[T any](table string, rows []T, columns func([]T) []any) Batch {
+	return tableRows[T]{table, rows, columns}
 }
 
 // tableRows is a Batch of rows of a struct T whose `ch` tags name the columns, in field order;
@@ -116,10 +123,4 @@ func hitBatch(rows []HitRow) Batch { return tableRows[HitRow]{TableHits, rows, h
 
 func ledgerBatch(rows []LedgerRow) Batch {
 	return tableRows[LedgerRow]{TableLedger, rows, ledgerColumns}
-}
-
-func dlqBatch(rows []DLQRow) Batch { return tableRows[DLQRow]{TableDLQ, rows, dlqColumns} }
-
-func dlqFirstBatch(rows []DLQFirstRow) Batch {
-	return tableRows[DLQFirstRow]{rollup.DLQFirst, rows, chschema.StructColumns[DLQFirstRow]}
 }

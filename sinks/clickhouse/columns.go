@@ -127,27 +127,6 @@ func ledgerColumns(rs []LedgerRow) []any {
 	}
 }
 
-func dlqColumns(rs []DLQRow) []any {
-	type R = DLQRow
-	return []any{
-		col(rs, func(x *R) string { return x.DLQTopic }),
-		col(rs, func(x *R) int32 { return x.DLQPartition }),
-		col(rs, func(x *R) int64 { return x.DLQOffset }),
-		col(rs, func(x *R) string { return x.OriginTopic }),
-		col(rs, func(x *R) int32 { return x.OriginPartition }),
-		col(rs, func(x *R) int64 { return x.OriginOffset }),
-		col(rs, func(x *R) time.Time { return x.OriginTime }),
-		col(rs, func(x *R) string { return x.Stage }),
-		col(rs, func(x *R) string { return x.Class }),
-		col(rs, func(x *R) string { return x.Message }),
-		col(rs, func(x *R) time.Time { return x.ErrorTime }),
-		col(rs, func(x *R) string { return x.RecordKey }),
-		col(rs, func(x *R) uint32 { return x.ValueBytes }),
-		col(rs, func(x *R) uint32 { return x.TruncatedFrom }),
-		col(rs, func(x *R) uint64 { return x.Version }),
-	}
-}
-
 // appendColumns appends cols, one slice per column in the batch's column order, to b. A column
 // the driver cannot take (a value out of its type's range, say) fails with
 // ErrClickHouseRejected, so the sink bisects the batch down to the rows at fault.

@@ -83,6 +83,4 @@ func TestColumnsFollowTags(t *testing.T) {
 	checkColumns(t, hits, hitColumns(hits))
 	ledger := fill[LedgerRow](n)
 	checkColumns(t, ledger, ledgerColumns(ledger))
-	dlq := fill[DLQRow](n)
-	checkColumns(t, dlq, dlqColumns(dlq))
 }

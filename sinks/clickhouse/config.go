@@ -40,21 +40,25 @@ type Config struct {
 	FromStart bool `key:"from_start" default:"true" doc:"a group with no committed offsets starts at the topic's start (false: at its end)"`
 	// Migrate applies pending migrations before the sink starts (the stage does; New does not).
 	Migrate bool `key:"migrate" doc:"apply pending ClickHouse migrations before starting"`
-	// MirrorDLQ runs the DLQ mirror (RunDLQMirror with Mirror()) beside the sink. True where
-	// the configuration is loaded.
+	// MirrorDLQ runs the DLQ mirror (package dlqmirror, its config dlqmirror.ConfigOf) beside
+	// the sink. True where the configuration is loaded.
 	MirrorDLQ bool `key:"mirror_dlq" default:"true" doc:"also mirror the DLQ topic into the dlq_entries table (its own consumer group)"`
 	// MirrorDLQGroup is the DLQ mirror's consumer group.
 	MirrorDLQGroup string `key:"mirror_dlq_group" default:"backflow-sink-clickhouse-dlq" doc:"consumer group of the DLQ mirror"`
 	// Rollups keeps the dashboards' rollups (docs/dashboards.md): each flush of the sink and
 	// of the DLQ mirror marks the minutes it wrote into on RollupTopic, and the rollup loop
-	// (NewRollups, its own consumer group) re-aggregates them. True where the configuration is
-	// loaded.
+	// (package rollups, its own consumer group) re-aggregates them. True where the configuration
+	// is loaded.
 	Rollups bool `key:"rollups" default:"true" doc:"keep the dashboards' rollups: mark the minutes each flush wrote into and re-aggregate them (its own consumer group)"`
-	// RollupTopic carries the marks; the stage creates it with the sink topic's partitions.
+	// RollupTopic carries the marks; the rollup loop creates it with the sink topic's partitions
+	// (rollups.EnsureTopic).
 	RollupTopic string `key:"rollup_topic" default:"backflow.rollups" doc:"topic of the marks each flush writes and the rollup loop reads"`
 	// RollupGroup is the rollup loop's consumer group.
 	RollupGroup string `key:"rollup_group" default:"backflow-sink-clickhouse-rollups" doc:"consumer group of the rollup loop"`
 }
+
+// WithDefaults is c with each unset field at its default.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
 	conf.FillDefaults(&c)
@@ -114,17 +118,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Mirror is the DLQ mirror's part of c: its group, the DLQ topic, the sink's batching, and
-// the topic of its rollup marks ("" without rollups).
-func (c Config) Mirror() MirrorConfig {
-	c = c.withDefaults()
-	return MirrorConfig{Group: c.MirrorDLQGroup, Topic: c.DLQTopic, BatchRows: c.BatchRows, BatchInterval: c.BatchInterval,
-		InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax, FromStart: c.FromStart, RollupTopic: c.marks()}
-}
-
-// marks is the topic the sink's flushes mark their minutes on: RollupTopic, or "" without
-// rollups.
-func (c Config) marks() string {
+// MarksTopic is the topic the flushes of the sink and of the DLQ mirror mark their minutes on:
+// RollupTopic, or "" without rollups.
+func (c Config) MarksTopic() string {
 	if !c.Rollups {
 		return ""
 	}

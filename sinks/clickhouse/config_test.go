@@ -37,9 +37,6 @@ func TestConfigValidate(t *testing.T) {
 	if d.BatchRows != DefaultBatchRows || d.FromStart || d.MirrorDLQ {
 		t.Fatalf("defaults %+v: batch rows not DefaultBatchRows, or a bool set by FillDefaults", d)
 	}
-	if m := (Config{DLQTopic: "d"}).Mirror(); m.Group != "backflow-sink-clickhouse-dlq" || m.Topic != "d" || m.BatchRows != DefaultBatchRows {
-		t.Fatalf("mirror %+v", m)
-	}
 }
 
 func TestConnValidate(t *testing.T) {

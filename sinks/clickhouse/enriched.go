@@ -19,12 +19,12 @@ type enrichedMapping struct {
 	log *slog.Logger
 }
 
-// mapRecord decodes rec, waiting out a registry outage, and maps it. A record that does not
+// Map decodes rec, waiting out a registry outage, and maps it. A record that does not
 // decode for good is a bug of ingest's, not an outage: it goes to the DLQ (with the decoder's
 // class) so that the partition is not blocked forever.
-func (en *enrichedMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Record) (row, error, error) {
+func (en *enrichedMapping) Map(ctx context.Context, r Waiter, rec *kgo.Record) (Row, error, error) {
 	var e avro.EnrichedRecord
-	err := r.await(ctx, "registry", avro.IsRetryable, func() (err error) {
+	err := r.Await(ctx, "registry", avro.IsRetryable, func() (err error) {
 		e, _, err = en.dec.Decode(ctx, rec.Value)
 		return err
 	})
@@ -44,8 +44,8 @@ func (en *enrichedMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Rec
 	return rows, nil, nil
 }
 
-// insert inserts the three tables at once (inserter.insertAll).
-func (en *enrichedMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+// Insert inserts the three tables at once (Lander.InsertAll).
+func (en *enrichedMapping) Insert(ctx context.Context, in Lander, rows []Row) (map[int]error, error) {
 	var (
 		inf    []InferenceRow
 		infOwn []int
@@ -66,25 +66,25 @@ func (en *enrichedMapping) insert(ctx context.Context, in lander, rows []row) (m
 			hits, hitOwn = append(hits, h), append(hitOwn, i)
 		}
 	}
-	return in.insertAll(ctx, owned{inferenceBatch(inf), infOwn}, owned{gatewayBatch(gw), gwOwn}, owned{hitBatch(hits), hitOwn})
+	return in.InsertAll(ctx, Owned{inferenceBatch(inf), infOwn}, Owned{gatewayBatch(gw), gwOwn}, Owned{hitBatch(hits), hitOwn})
 }
 
-// tally: a record is one row in inference_results or gateway_logs and its hits, at its event
+// Tally: a record is one row in inference_results or gateway_logs and its hits, at its event
 // time, in its epoch.
-func (r Rows) tally() tally {
-	t := tally{hitRows: len(r.Hits), eventTime: r.EventTime()}
+func (r Rows) Tally() Tally {
+	t := Tally{HitRows: len(r.Hits), EventTime: r.EventTime()}
 	switch {
 	case r.Inference != nil:
-		t.rows, t.epoch = 1, r.Inference.Epoch
+		t.Rows, t.Epoch = 1, r.Inference.Epoch
 	case r.Gateway != nil:
-		t.rows, t.epoch = 1, r.Gateway.Epoch
+		t.Rows, t.Epoch = 1, r.Gateway.Epoch
 	}
 	return t
 }
 
-// marks: a record lands in inference_results or gateway_logs, and its hits in moderation_hits,
+// Marks: a record lands in inference_results or gateway_logs, and its hits in moderation_hits,
 // at its event time.
-func (r Rows) marks(add func(source string, at time.Time)) {
+func (r Rows) Marks(add func(source string, at time.Time)) {
 	t := r.EventTime()
 	switch {
 	case r.Inference != nil:

@@ -143,7 +143,7 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 	defer s.resume()
 	parts := b.partitions()
 	var (
-		rows   []row
+		rows   []Row
 		owners []*pending
 		dead   []dlq.Entry
 	)
@@ -157,7 +157,7 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 			rows, owners = append(rows, pd.row), append(owners, pd)
 		}
 	}
-	rejects, err := s.m.insert(ctx, in, rows)
+	rejects, err := s.m.Insert(ctx, in, rows)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Sink) land(ctx context.Context, b batch) error {
 	}
 	ledger, last, t := s.account(b, parts, rejected)
 	if s.ledger {
-		if err := in.insert(ctx, ledgerBatch(ledger), nil, nil); err != nil {
+		if err := in.Insert(ctx, ledgerBatch(ledger), nil, nil); err != nil {
 			return err
 		}
 	}
@@ -193,10 +193,14 @@ func (s *Sink) deadLetter(ctx context.Context, attempts *atomic.Int64, dead []dl
 	if s.dlqw == nil {
 		return fmt.Errorf("%w: %d records cannot land and the sink has no DLQ: %v", ErrClickHouseFatal, len(dead), dead[0].Message)
 	}
-	return s.retry.retry(ctx, opDLQWrite, attempts, isKafkaRetryable, func(ctx context.Context) error {
+	return s.retry.Retry(ctx, opDLQWrite, attempts, isKafkaRetryable, func(ctx context.Context) error {
 		return s.dlqw.WriteBatch(ctx, dead)
 	})
 }
+
+// minDateTime is the smallest value of a ClickHouse DateTime: a ledger row's newest event
+// time when it landed none.
+var minDateTime = time.Unix(0, 0).UTC()
 
 // totals are what a flush landed, for Stats, the metrics and Flush.
 type totals struct{ rows, hitRows int }
@@ -220,18 +224,18 @@ func (s *Sink) account(b batch, parts []int32, rejected map[*pending]bool) ([]Le
 			if pd.row == nil {
 				continue // dead-lettered for its fault
 			}
-			c := pd.row.tally()
-			l.Epoch = max(l.Epoch, c.epoch)
+			c := pd.row.Tally()
+			l.Epoch = max(l.Epoch, c.Epoch)
 			if rejected[pd] {
 				continue
 			}
-			if c.rows > 0 {
-				l.Rows += uint32(c.rows)
-				if c.eventTime.After(l.MaxEventTime) {
-					l.MaxEventTime = c.eventTime
+			if c.Rows > 0 {
+				l.Rows += uint32(c.Rows)
+				if c.EventTime.After(l.MaxEventTime) {
+					l.MaxEventTime = c.EventTime
 				}
 			}
-			l.HitRows += uint32(c.hitRows)
+			l.HitRows += uint32(c.HitRows)
 		}
 		t.rows += int(l.Rows)
 		t.hitRows += int(l.HitRows)

@@ -13,7 +13,7 @@ import (
 )
 
 // inserter lands one flush's batches for its mapping: each through the writer, with outages
-// retried (fetching paused, see retrier.retry) and, when the sink has a DLQ, a batch rejected
+// retried (fetching paused, see retrier.Retry) and, when the sink has a DLQ, a batch rejected
 // for its data narrowed down to its rows at fault. Safe for concurrent use: the built-in
 // tables are inserted at once.
 type inserter struct {
@@ -28,32 +28,26 @@ type inserter struct {
 	retries atomic.Int64
 }
 
-var _ lander = (*inserter)(nil)
+var _ Lander = (*inserter)(nil)
 
-// retry runs op with the sink's retries, counted in the flush's.
-func (in *inserter) retry(ctx context.Context, what string, retryable func(error) bool, op func(context.Context) error) error {
-	return in.r.retry(ctx, what, &in.retries, retryable, op)
+// Retry runs op with the sink's retries, counted in the flush's.
+func (in *inserter) Retry(ctx context.Context, what string, retryable func(error) bool, op func(context.Context) error) error {
+	return in.r.Retry(ctx, what, &in.retries, retryable, op)
 }
 
-func (in *inserter) statements() rollup.Conn { return in.stmts }
+func (in *inserter) Statements() rollup.Conn { return in.stmts }
 
-// owned is a batch and, for each of its rows, the index of the record it belongs to.
-type owned struct {
-	b      Batch
-	owners []int
-}
-
-// insert inserts b, retrying what the writer calls retryable. Row i of b belongs to the
+// Insert inserts b, retrying what the writer calls retryable. Row i of b belongs to the
 // flush's record owners[i]; owners nil means b belongs to no record (the ledger), and a
 // rejection stops the sink. When ClickHouse rejects the batch for its data, each half is
 // inserted on its own, down to single rows, and the owner of each row rejected alone is
 // recorded in rejects (with k bad rows among n this costs about 2·k·log2(n) inserts).
-func (in *inserter) insert(ctx context.Context, b Batch, owners []int, rejects map[int]error) error {
+func (in *inserter) Insert(ctx context.Context, b Batch, owners []int, rejects map[int]error) error {
 	if b.Len() == 0 {
 		return nil
 	}
 	var retries atomic.Int64
-	err := in.r.retry(ctx, "insert "+b.Table(), &retries, in.w.Retryable, func(ctx context.Context) error {
+	err := in.r.Retry(ctx, "insert "+b.Table(), &retries, in.w.Retryable, func(ctx context.Context) error {
 		return in.w.WriteBatch(ctx, b)
 	})
 	in.retries.Add(retries.Load())
@@ -72,22 +66,22 @@ func (in *inserter) insert(ctx context.Context, b Batch, owners []int, rejects m
 		in.log.Warn("clickhouse sink: batch rejected, bisecting to find the bad records", "table", b.Table(), "rows", b.Len(), "err", err)
 	}
 	mid := b.Len() / 2
-	if err := in.insert(ctx, b.Slice(0, mid), owners[:mid], rejects); err != nil {
+	if err := in.Insert(ctx, b.Slice(0, mid), owners[:mid], rejects); err != nil {
 		return err
 	}
-	return in.insert(ctx, b.Slice(mid, b.Len()), owners[mid:], rejects)
+	return in.Insert(ctx, b.Slice(mid, b.Len()), owners[mid:], rejects)
 }
 
-// insertAll inserts the batches at once, each on a connection of its own: a flush takes as
+// InsertAll inserts the batches at once, each on a connection of its own: a flush takes as
 // long as its slowest insert, and every row of it is stamped landed at about its start. It
 // returns the rows rejected (a record whose rows are rejected in two tables keeps the later
 // table's error) and the first error in the order of batches.
-func (in *inserter) insertAll(ctx context.Context, batches ...owned) (map[int]error, error) {
+func (in *inserter) InsertAll(ctx context.Context, batches ...Owned) (map[int]error, error) {
 	var wg sync.WaitGroup
 	errs, rejects := make([]error, len(batches)), make([]map[int]error, len(batches))
 	for i, o := range batches {
 		rejects[i] = map[int]error{}
-		wg.Go(func() { errs[i] = in.insert(ctx, o.b, o.owners, rejects[i]) })
+		wg.Go(func() { errs[i] = in.Insert(ctx, o.Batch, o.Owners, rejects[i]) })
 	}
 	wg.Wait()
 	out := map[int]error{}

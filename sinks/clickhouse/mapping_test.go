@@ -22,9 +22,10 @@ import (
 	"github.com/backflowhq/backflow/test/testenv"
 )
 
-// Each mapping on its own: the built-in tables (enrichedMapping), the DLQ mirror
-// (mirrorMapping) and a declared stream (streamMapping), each mapping records and inserting
-// rows through an inserter over memWriter (sink_test.go). The loop around them is tested in
+// Each mapping of this package on its own: the built-in tables (enrichedMapping) and a
+// declared stream (streamMapping), each mapping records and inserting rows through an
+// inserter over memWriter (sink_test.go); the DLQ mirror's and the rollups' are tested in their
+// packages. The loop around them is tested in
 // sink_test.go, the whole sink against ClickHouse in sink_integration_test.go.
 
 // testRetrier is a retrier with a short backoff whose retries count in *retries.
@@ -64,16 +65,16 @@ func TestEnrichedMapsRecords(t *testing.T) {
 	}
 	var retries atomic.Int64
 	r := testRetrier(&retries)
-	got, fault, err := m.mapRecord(ctx, r, &kgo.Record{Value: value})
+	got, fault, err := m.Map(ctx, r, &kgo.Record{Value: value})
 	if err != nil || fault != nil {
-		t.Fatalf("mapRecord = %v, %v", fault, err)
+		t.Fatalf("Map = %v, %v", fault, err)
 	}
 	decoded, _, _ := m.dec.Decode(ctx, value)
 	want, _ := MapRecord(&decoded)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("row %+v, want MapRecord's %+v", got, want)
 	}
-	if c := got.tally(); c != (tally{rows: 1, hitRows: 2, eventTime: et, epoch: 1}) {
+	if c := got.Tally(); c != (Tally{Rows: 1, HitRows: 2, EventTime: et, Epoch: 1}) {
 		t.Fatalf("tally %+v, want 1 row, 2 hits, the event time and epoch 1", c)
 	}
 
@@ -91,7 +92,7 @@ func TestEnrichedMapsRecords(t *testing.T) {
 		{"cut short", value[:len(value)-8], sravro.ClassCorrupt},
 		{"neither inference nor gateway", noSource, sravro.ClassInvalid},
 	} {
-		row, fault, err := m.mapRecord(ctx, r, &kgo.Record{Value: tc.value})
+		row, fault, err := m.Map(ctx, r, &kgo.Record{Value: tc.value})
 		if err != nil || row != nil || dlq.ClassOf(fault) != tc.class {
 			t.Errorf("%s: row %v, fault %v (class %s), err %v; want a fault of class %s", tc.name, row, fault, dlq.ClassOf(fault), err, tc.class)
 		}
@@ -101,7 +102,7 @@ func TestEnrichedMapsRecords(t *testing.T) {
 	}
 }
 
-// TestEnrichedWaitsOutTheRegistry: with the registry down, mapRecord retries (each retry
+// TestEnrichedWaitsOutTheRegistry: with the registry down, Map retries (each retry
 // counted) until the sink stops, and then stops it with the record unmapped, neither a row
 // nor a fault.
 func TestEnrichedWaitsOutTheRegistry(t *testing.T) {
@@ -119,9 +120,9 @@ func TestEnrichedWaitsOutTheRegistry(t *testing.T) {
 		}
 		cancel()
 	}()
-	row, fault, err := m.mapRecord(ctx, testRetrier(&retries), &kgo.Record{Value: value})
+	row, fault, err := m.Map(ctx, testRetrier(&retries), &kgo.Record{Value: value})
 	if !errors.Is(err, context.Canceled) || row != nil || fault != nil || retries.Load() < 3 {
-		t.Fatalf("mapRecord with the registry down = %v, %v, %v after %d retries; want the stop's error after 3 or more",
+		t.Fatalf("Map with the registry down = %v, %v, %v after %d retries; want the stop's error after 3 or more",
 			row, fault, err, retries.Load())
 	}
 }
@@ -134,7 +135,7 @@ func TestEnrichedInsertsThreeTables(t *testing.T) {
 	inf.SourceTopic, inf.Inference = sravro.TopicInferenceResult, &sravro.InferenceResult{RequestID: "req-1"}
 	gw.SourceTopic, gw.RequestID, gw.Gateway = sravro.TopicGatewayLog, "req-2", &sravro.GatewayLog{RequestID: "req-2", Phase: sravro.PhaseRequest}
 	gw.Moderation.Hits = gw.Moderation.Hits[:1]
-	var rows []row
+	var rows []Row
 	for _, e := range []sravro.EnrichedRecord{gw, inf} {
 		rs, err := MapRecord(&e)
 		if err != nil {
@@ -149,7 +150,7 @@ func TestEnrichedInsertsThreeTables(t *testing.T) {
 	}}
 	var retries atomic.Int64
 	in := &inserter{w: w, r: testRetrier(&retries), log: quiet(), reject: true}
-	rejected, err := (&enrichedMapping{}).insert(context.Background(), in, rows)
+	rejected, err := (&enrichedMapping{}).Insert(context.Background(), in, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,67 +177,6 @@ func TestEnrichedInsertsThreeTables(t *testing.T) {
 	slices.Sort(landed[TableHits])
 	if got := fmt.Sprint(landed); got != "map[gateway_logs:[req-2/REQUEST] inference_results:[req-1] moderation_hits:[req-1/kill req-2/kill]]" {
 		t.Fatalf("landed %s", got)
-	}
-}
-
-// TestMirrorMapsEntries: a DLQ entry becomes its dlq_entries row (where it is in the DLQ, its
-// origin, stage, class, message, key and value size); a record that is not a DLQ entry is
-// mirrored too, as unreadable_entry; neither is ever at fault.
-func TestMirrorMapsEntries(t *testing.T) {
-	origin := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	rec, err := dlq.Config{Topic: "dlq", Stage: "ingest"}.Record(dlq.NewEntry(dlq.Origin{Topic: "gateway-log", Partition: 2, Offset: 41,
-		Key: []byte("req-9"), Value: []byte("0123456789"), Timestamp: origin}, dlq.WithClass("corrupt", errors.New("body ends early"))), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Partition, rec.Offset = 1, 12 // where the DLQ topic put it
-	var retries atomic.Int64
-	r := testRetrier(&retries)
-	got, fault, err := (&mirrorMapping{}).mapRecord(context.Background(), r, rec)
-	if err != nil || fault != nil {
-		t.Fatalf("mapRecord = %v, %v", fault, err)
-	}
-	row := got.(DLQRow)
-	if row.DLQTopic != "dlq" || row.DLQPartition != 1 || row.DLQOffset != 12 || row.Version != 12 || row.OriginTopic != "gateway-log" ||
-		row.OriginPartition != 2 || row.OriginOffset != 41 || !row.OriginTime.Equal(origin) || row.Stage != "ingest" || row.Class != "corrupt" ||
-		row.Message != "body ends early" || row.RecordKey != "req-9" || row.ValueBytes != 10 {
-		t.Fatalf("row %+v", row)
-	}
-	if c := got.tally(); c != (tally{rows: 1}) {
-		t.Fatalf("tally %+v, want one row", c)
-	}
-	odd, fault, err := (&mirrorMapping{}).mapRecord(context.Background(), r, &kgo.Record{Topic: "dlq", Offset: 7, Key: []byte("k"), Value: []byte("v")})
-	if err != nil || fault != nil || odd.(DLQRow).Class != "unreadable_entry" || odd.(DLQRow).Message == "" || odd.(DLQRow).RecordKey != "k" {
-		t.Fatalf("a record without the DLQ headers: %+v, %v, %v; want an unreadable_entry row saying why", odd, fault, err)
-	}
-}
-
-// TestMirrorInsertsItsTables: the entries land in dlq_entries in one batch, then their origins
-// in dlq_first (each versioned so that FINAL keeps an origin's lowest DLQ position; an entry
-// without an origin is its own); with no DLQ for the DLQ, a batch ClickHouse rejects stops the
-// mirror (ErrClickHouseFatal) instead of being set aside.
-func TestMirrorInsertsItsTables(t *testing.T) {
-	rows := []row{DLQRow{DLQTopic: "dlq", DLQOffset: 1, Class: "corrupt", OriginTopic: "gw", OriginOffset: 9, Stage: "ingest"},
-		DLQRow{DLQTopic: "dlq", DLQPartition: 1, DLQOffset: 2, Class: "unreadable_entry"}}
-	var retries atomic.Int64
-	w := &memWriter{}
-	in := &inserter{w: w, r: testRetrier(&retries), log: quiet()}
-	rejected, err := (&mirrorMapping{}).insert(context.Background(), in, rows)
-	if err != nil || len(rejected) != 0 || len(w.batches) != 2 || w.batches[0].Table() != TableDLQ || w.batches[0].Len() != 2 ||
-		w.batches[1].Table() != "dlq_first" || w.batches[1].Len() != 2 {
-		t.Fatalf("insert = %v, %v; batches %v: want a dlq_entries batch of 2, then a dlq_first one", rejected, err, w.batches)
-	}
-	first := []DLQFirstRow{rows[0].(DLQRow).first(), rows[1].(DLQRow).first()}
-	if f := first[0]; f.OriginTopic != "gw" || f.OriginOffset != 9 || f.Stage != "ingest" || f.Orphan != "" || f.Version != ^uint64(0)-1 {
-		t.Errorf("first of an entry with an origin: %+v", f)
-	}
-	if f := first[1]; f.Orphan != "dlq/1/2" || f.Version != ^uint64(0)-(1<<40+2) || first[0].Version <= f.Version {
-		t.Errorf("first of an entry without an origin: %+v; a lower DLQ position must have the higher version", f)
-	}
-	w = &memWriter{reject: func(Batch) bool { return true }}
-	in.w = w
-	if _, err := (&mirrorMapping{}).insert(context.Background(), in, rows); !errors.Is(err, ErrClickHouseFatal) || w.attemptsMade() != 1 {
-		t.Fatalf("rejected: %v after %d attempts, want ErrClickHouseFatal at once", err, w.attemptsMade())
 	}
 }
 
@@ -286,23 +226,23 @@ func TestStreamMapsRecords(t *testing.T) {
 	id, _, _ := sravro.Unframe(value)
 	var retries atomic.Int64
 	r := testRetrier(&retries)
-	got, fault, err := m.mapRecord(context.Background(), r, &kgo.Record{Partition: 1, Offset: 7, Value: value})
+	got, fault, err := m.Map(context.Background(), r, &kgo.Record{Partition: 1, Offset: 7, Value: value})
 	if err != nil || fault != nil {
-		t.Fatalf("mapRecord = %v, %v", fault, err)
+		t.Fatalf("Map = %v, %v", fault, err)
 	}
 	srow := got.(*streamRow)
 	want := []any{"e1", int32(5), at, int32(1), uint64(7), uint32(id), uint64(at.Unix() / 3600)}
 	if !reflect.DeepEqual(srow.vals, want) || srow.cols != m.cur {
 		t.Fatalf("row %#v, want %#v in the table's current column version", srow.vals, want)
 	}
-	if c := got.tally(); c != (tally{rows: 1, eventTime: at}) {
+	if c := got.Tally(); c != (Tally{Rows: 1, EventTime: at}) {
 		t.Fatalf("tally %+v, want one row at %v", c, at)
 	}
-	if row, fault, err := m.mapRecord(context.Background(), r, &kgo.Record{Value: []byte("x")}); row != nil || err != nil || !errors.Is(fault, sravro.ErrNotFramed) {
+	if row, fault, err := m.Map(context.Background(), r, &kgo.Record{Value: []byte("x")}); row != nil || err != nil || !errors.Is(fault, sravro.ErrNotFramed) {
 		t.Fatalf("unframed: %v, %v, %v; want a not_framed fault", row, fault, err)
 	}
 	changed := encode(evSchema("string"), map[string]any{"id": "e2", "n": "five", "at": at})
-	if row, fault, err := m.mapRecord(context.Background(), r, &kgo.Record{Value: changed}); row != nil || fault != nil || !errors.Is(err, ErrStreamStopped) {
+	if row, fault, err := m.Map(context.Background(), r, &kgo.Record{Value: changed}); row != nil || fault != nil || !errors.Is(err, ErrStreamStopped) {
 		t.Fatalf("int to string: %v, %v, %v; want the stream stopped", row, fault, err)
 	}
 	if retries.Load() != 0 {
@@ -317,7 +257,7 @@ func TestStreamInsertsByColumnVersion(t *testing.T) {
 	sc := chschema.StreamConfig{Name: "s", Topic: "s"}.WithDefaults()
 	v1 := newStreamCols(sc, []chschema.Column{{Name: "a", Field: "a", Type: "String"}})
 	v2 := newStreamCols(sc, []chschema.Column{{Name: "a", Field: "a", Type: "String"}, {Name: "b", Field: "b", Type: "Int32"}})
-	rows := []row{
+	rows := []Row{
 		&streamRow{cols: v1, vals: []any{"x", int32(0), uint64(1), uint32(1)}},
 		&streamRow{cols: v1, vals: []any{"bad", int32(0), uint64(2), uint32(1)}},
 		&streamRow{cols: v2, vals: []any{"y", int32(4), int32(0), uint64(3), uint32(2)}},
@@ -327,7 +267,7 @@ func TestStreamInsertsByColumnVersion(t *testing.T) {
 	}}
 	var retries atomic.Int64
 	in := &inserter{w: w, r: testRetrier(&retries), log: quiet(), reject: true}
-	rejected, err := (&streamMapping{sc: sc}).insert(context.Background(), in, rows)
+	rejected, err := (&streamMapping{sc: sc}).Insert(context.Background(), in, rows)
 	if err != nil || len(rejected) != 1 || rejected[1] == nil {
 		t.Fatalf("insert = %v, %v; want row 1 rejected", rejected, err)
 	}

@@ -8,17 +8,15 @@ import (
 
 // Names of the ClickHouse-sink metrics of its own (label group). The shared records
 // in/out/DLQ, batch, flush and sink-error families are in package ops, with
-// stage="sink-clickhouse" (and stage="sink-clickhouse-dlq-mirror" for the DLQ mirror).
+// stage="sink-clickhouse" (and each loop's own stage: dlqmirror.Stage, rollups.Stage).
 const (
 	MetricBuffered = "backflow_clickhouse_buffered_records"
 	MetricDropped  = "backflow_clickhouse_dropped_on_revoke_total"
 )
 
-// Stage names of the sink and of its DLQ mirror, as the stage label of the shared metrics.
-const MirrorStage = "sink-clickhouse-dlq-mirror"
-
 // metrics are a sink's handles: its stage's shared families, and its buffer's gauge and
-// counter (nil for the DLQ mirror, which exports none). A nil *metrics records nothing.
+// counter (nil for a loop without them, Loop.BufferMetrics: the DLQ mirror). A nil *metrics
+// records nothing.
 type metrics struct {
 	stage    *ops.Stage
 	buffered prometheus.Gauge

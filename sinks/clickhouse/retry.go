@@ -22,20 +22,20 @@ type retrier struct {
 	pause   func() // stops fetching until the flush under way ends
 }
 
-// await runs op until it succeeds, fails with an error retryable refuses, or ctx ends, for
+// Await runs op until it succeeds, fails with an error retryable refuses, or ctx ends, for
 // what (the registry, clickhouse) is unavailable. The caller holds up polling meanwhile:
-// mapRecord waiting for the registry, Run connecting.
-func (r *retrier) await(ctx context.Context, what string, retryable func(error) bool, op func() error) error {
+// Map waiting for the registry, Run connecting.
+func (r *retrier) Await(ctx context.Context, what string, retryable func(error) bool, op func() error) error {
 	return retry.Do(ctx, r.policy, retryable, func(err error, attempt int, _ time.Duration) {
 		r.retries.Add(1)
 		r.log.Warn("clickhouse sink: "+what+" unavailable, retrying", "attempt", attempt, "err", err)
 	}, op)
 }
 
-// retry runs op like await, with fetching paused while it retries, so nothing piles up in
+// Retry runs op like Await, with fetching paused while it retries, so nothing piles up in
 // memory; each retry also counts in attempts (a flush's), each failed attempt in the
 // sink-error metric (a DLQ write in its own).
-func (r *retrier) retry(ctx context.Context, what string, attempts *atomic.Int64, retryable func(error) bool, op func(context.Context) error) error {
+func (r *retrier) Retry(ctx context.Context, what string, attempts *atomic.Int64, retryable func(error) bool, op func(context.Context) error) error {
 	return retry.Do(ctx, r.policy, retryable, func(err error, attempt int, _ time.Duration) {
 		if attempts != nil {
 			attempts.Add(1)

@@ -19,9 +19,9 @@ func TestMarksGroupMinutesByHour(t *testing.T) {
 		}
 		return tm
 	}
-	got := marksOf(rollup.InferenceResults, []time.Time{at("2026-12-05T10:59:59Z"), at("2026-12-05T10:00:01Z"), at("2026-12-05T11:00:00Z"),
+	got := MarksOf(rollup.InferenceResults, []time.Time{at("2026-12-05T10:59:59Z"), at("2026-12-05T10:00:01Z"), at("2026-12-05T11:00:00Z"),
 		at("2026-12-05T10:59:01Z"), {}, at("2026-12-05T10:00:59Z")})
-	want := []mark{
+	want := []Mark{
 		{Source: "inference_results", Hour: at("2026-12-05T10:00:00Z").Unix(), Minutes: []int64{at("2026-12-05T10:00:00Z").Unix(), at("2026-12-05T10:59:00Z").Unix()}},
 		{Source: "inference_results", Hour: at("2026-12-05T11:00:00Z").Unix(), Minutes: []int64{at("2026-12-05T11:00:00Z").Unix()}},
 	}
@@ -29,11 +29,11 @@ func TestMarksGroupMinutesByHour(t *testing.T) {
 		t.Fatalf("marks %+v, want %+v", got, want)
 	}
 	for _, m := range got {
-		rec := m.record("backflow.rollups")
+		rec := m.Record("backflow.rollups")
 		if want := "inference_results/" + strconv.FormatInt(at("2026-12-05T00:00:00Z").Unix(), 10); string(rec.Key) != want {
 			t.Fatalf("key %q, want %q: the marks of one day share a key", rec.Key, want)
 		}
-		back, err := decodeMark(rec)
+		back, err := DecodeMark(rec)
 		if err != nil || !reflect.DeepEqual(back, m) {
 			t.Fatalf("decode %s: %+v, %v", rec.Value, back, err)
 		}
@@ -49,7 +49,7 @@ func TestDecodeMarkRefusesWhatIsNotOne(t *testing.T) {
 		{"minute outside its hour", `{"source":"dlq_entries","hour":3600,"minutes":[7200]}`},
 		{"minute not on the minute", `{"source":"dlq_entries","hour":3600,"minutes":[3601]}`},
 	} {
-		if _, err := decodeMark(&kgo.Record{Value: []byte(tc.value)}); err == nil {
+		if _, err := DecodeMark(&kgo.Record{Value: []byte(tc.value)}); err == nil {
 			t.Errorf("%s: %s decoded", tc.name, tc.value)
 		}
 	}

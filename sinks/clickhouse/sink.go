@@ -76,13 +76,14 @@ type Stats struct {
 
 // Sink is the one loop from Kafka into ClickHouse: one member of a Kafka consumer group over
 // one topic, whose records its mapping (mapping.go) turns into rows. New builds it for the
-// built-in tables, NewStream for a declared stream, NewDLQMirror for the DLQ mirror,
-// NewRollups for the rollup loop; then call Run once. Stats may be called at any time from
+// built-in tables, NewStream for a declared stream, and NewLoop around a mapping of another
+// package (dlqmirror.New for the DLQ mirror, rollups.New for the rollup loop); then call Run
+// once. Stats may be called at any time from
 // any goroutine.
 //
 // Run polls records into a buffer bounded by BatchRows, maps each as it comes, and flushes the
 // buffer when it is full or BatchInterval after its first record. A flush (flush.go):
-//  1. hands the rows to the mapping, which inserts them (insert; the built-in tables at once,
+//  1. hands the rows to the mapping, which inserts them (Insert; the built-in tables at once,
 //     one PrepareBatch each with named columns, on connections of their own); a retryable error
 //     (IsRetryable) pauses fetching and retries the same insert with backoff until it succeeds
 //     or the sink stops; a rejected batch (IsRejected) is inserted in halves down to single
@@ -109,7 +110,7 @@ type Sink struct {
 	cfg Config
 	rc  RunConfig
 	log *slog.Logger
-	m   mapping
+	m   Mapping
 	// dlqStage is the stage the sink's dead letters name; "" (the DLQ mirror): it has no DLQ,
 	// and a record it cannot land stops it.
 	dlqStage string
@@ -146,7 +147,7 @@ type Sink struct {
 // pending is a buffered record: its row, or the fault that sends it to the DLQ.
 type pending struct {
 	rec   *kgo.Record
-	row   row
+	row   Row
 	fault error
 }
 
@@ -171,9 +172,9 @@ func New(cfg Config, rc RunConfig) (*Sink, error) {
 
 // newSink builds the loop around m. Its dead letters name the stage dlqStage; "" means it has
 // no DLQ (see Sink.dlqStage).
-func newSink(cfg Config, rc RunConfig, m mapping, dlqStage string) *Sink {
+func newSink(cfg Config, rc RunConfig, m Mapping, dlqStage string) *Sink {
 	cfg = cfg.withDefaults()
-	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, marks: cfg.marks(), buf: map[int32][]pending{},
+	s := &Sink{cfg: cfg, rc: rc, log: logger(rc.Logger), m: m, dlqStage: dlqStage, ledger: true, marks: cfg.MarksTopic(), buf: map[int32][]pending{},
 		runID: fmt.Sprintf("%s-%d", cfg.Group, time.Now().UnixNano()), metrics: newMetrics(rc.Metrics, cfg.Group)}
 	s.retry = &retrier{policy: s.policy(), log: s.log, retries: &s.stats.retries, metrics: s.metrics, pause: s.pause}
 	return s
@@ -186,6 +187,11 @@ func logger(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
+
+// UseWriter makes the loop write through w, and run its statements on stmts (nil: none),
+// instead of connecting to ClickHouse: a writer of the caller's own, a test's in memory. Call
+// it before Run.
+func (s *Sink) UseWriter(w sinks.BatchWriter[Batch], stmts rollup.Conn) { s.w, s.stmts = w, stmts }
 
 // Stats returns the running totals.
 func (s *Sink) Stats() Stats {
@@ -299,7 +305,7 @@ func (s *Sink) connect(ctx context.Context) error {
 // openClickHouse connects to ClickHouse, waiting out an outage.
 func (s *Sink) openClickHouse(ctx context.Context) (driver.Conn, error) {
 	var conn driver.Conn
-	err := s.retry.await(ctx, "clickhouse", IsRetryable, func() (err error) {
+	err := s.retry.Await(ctx, "clickhouse", IsRetryable, func() (err error) {
 		conn, err = chschema.Open(ctx, s.rc.ClickHouse)
 		return err
 	})
@@ -373,7 +379,7 @@ func (s *Sink) poll(ctx context.Context, fl *flight) (closed bool, err error) {
 // add maps r and buffers it. An outage met while mapping (the registry) is retried, holding up
 // polling.
 func (s *Sink) add(ctx context.Context, r *kgo.Record) error {
-	row, fault, err := s.m.mapRecord(ctx, s.retry, r)
+	row, fault, err := s.m.Map(ctx, s.retry, r)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
 	"github.com/backflowhq/backflow/test/faultproxy"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
@@ -862,7 +863,7 @@ func (s *e2e) checkDLQMirror(ctx context.Context, m *loadgen.Manifest) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- clickhouse.RunDLQMirror(runCtx, clickhouse.MirrorConfig{Group: group, Topic: s.Ingest.DLQTopic, BatchInterval: 100 * time.Millisecond, FromStart: true},
+		done <- dlqmirror.Run(runCtx, dlqmirror.Config{Group: group, Topic: s.Ingest.DLQTopic, BatchInterval: 100 * time.Millisecond, FromStart: true},
 			s.Kafka, s.chcfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	}()
 	s.waitCommitted(ctx, group, s.Ingest.DLQTopic)

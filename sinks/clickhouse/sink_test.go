@@ -94,23 +94,23 @@ type testRow struct {
 	at    time.Time
 }
 
-func (r testRow) tally() tally { return tally{rows: 1, eventTime: r.at, epoch: 3} }
+func (r testRow) Tally() Tally { return Tally{Rows: 1, EventTime: r.at, Epoch: 3} }
 
-func (testMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
+func (testMapping) Map(_ context.Context, _ Waiter, rec *kgo.Record) (Row, error, error) {
 	if strings.HasPrefix(string(rec.Value), "bad") {
 		return nil, dlq.WithClass("invalid", errors.New("a bad value")), nil
 	}
 	return testRow{value: string(rec.Value), at: rec.Timestamp.UTC().Truncate(time.Second)}, nil, nil
 }
 
-func (testMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+func (testMapping) Insert(ctx context.Context, in Lander, rows []Row) (map[int]error, error) {
 	b := testBatch{}
 	owners := make([]int, len(rows))
 	for i, r := range rows {
 		b.rows, owners[i] = append(b.rows, r.(testRow)), i
 	}
 	rejects := map[int]error{}
-	return rejects, in.insert(ctx, b, owners, rejects)
+	return rejects, in.Insert(ctx, b, owners, rejects)
 }
 
 type testBatch struct{ rows []testRow }

@@ -104,7 +104,7 @@ type streamMapping struct {
 	mod  *moderation.Client // screens the Screen fields; nil without
 	log  *slog.Logger
 
-	// mapRecord's own, from Run's goroutine:
+	// Map's own, from Run's goroutine:
 	reader hamba.Schema // the newest schema the table follows
 	cur    *streamCols
 	met    map[int]bool // writer ids checked against the table
@@ -116,13 +116,13 @@ type streamMapping struct {
 	types map[string]string // column name → type, for the columns a MODIFY COLUMN changed
 }
 
-func (t *streamMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Record) (row, error, error) {
+func (t *streamMapping) Map(ctx context.Context, r Waiter, rec *kgo.Record) (Row, error, error) {
 	id, body, err := t.dec.Frame(rec.Value)
 	if err != nil {
 		return nil, err, nil
 	}
 	var writer hamba.Schema
-	err = r.await(ctx, "registry", avro.IsRetryable, func() (err error) {
+	err = r.Await(ctx, "registry", avro.IsRetryable, func() (err error) {
 		writer, err = t.dec.Writer(ctx, id)
 		return err
 	})
@@ -154,7 +154,7 @@ func (t *streamMapping) mapRecord(ctx context.Context, r waiter, rec *kgo.Record
 // follow checks a writer schema met for the first time against the table, adding the columns
 // it adds and modifying those whose types it changes (PlanEvolution); the table then follows
 // it.
-func (t *streamMapping) follow(ctx context.Context, r waiter, id int, writer hamba.Schema) error {
+func (t *streamMapping) follow(ctx context.Context, r Waiter, id int, writer hamba.Schema) error {
 	cols, err := t.sc.Columns(writer, t.caps)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: schema id %d: %w", ErrStreamStopped, t.sc.Name, id, err)
@@ -170,7 +170,7 @@ func (t *streamMapping) follow(ctx context.Context, r waiter, id int, writer ham
 			t.alter.Lock() // no insert of rows with the older types while their columns change
 			defer t.alter.Unlock()
 		}
-		if err := r.retry(ctx, "alter "+t.sc.Table, nil, IsRetryable, func(ctx context.Context) error {
+		if err := r.Retry(ctx, "alter "+t.sc.Table, nil, IsRetryable, func(ctx context.Context) error {
 			v, err := chschema.ApplyStream(ctx, t.ch, chschema.StreamPlan{Stream: t.sc, SchemaID: id, Statements: t.sc.ViewAfter(stmts)})
 			if err == nil {
 				t.log.Info("stream: recorded the table's migration", "stream", t.sc.Name, "version", v, "schema_id", id)
@@ -197,7 +197,7 @@ func (t *streamMapping) follow(ctx context.Context, r waiter, id int, writer ham
 // rows of one column version at a time: rows decoded before and after a schema added columns
 // are inserted apart, each with its own column list (the older ones get the new columns'
 // defaults).
-func (t *streamMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+func (t *streamMapping) Insert(ctx context.Context, in Lander, rows []Row) (map[int]error, error) {
 	srs := make([]*streamRow, len(rows))
 	for i, r := range rows {
 		srs[i] = r.(*streamRow)
@@ -222,7 +222,7 @@ func (t *streamMapping) insert(ctx context.Context, in lander, rows []row) (map[
 		for i := range owners {
 			owners[i] = start + i
 		}
-		if err := in.insert(ctx, streamBatch{table: t.sc.Table, rows: srs[start : start+n]}, owners, rejects); err != nil {
+		if err := in.Insert(ctx, streamBatch{table: t.sc.Table, rows: srs[start : start+n]}, owners, rejects); err != nil {
 			return nil, err
 		}
 		start += n
@@ -266,7 +266,7 @@ func (t *streamMapping) recast(rows []*streamRow) error {
 // screen checks the batch's screened texts with the sensitive-word service, each distinct text
 // once, MaxItems at a time, and sets each row's ColSensitiveWords. An outage of the service is
 // retried like ClickHouse's (fetching paused), never dead-lettered.
-func (t *streamMapping) screen(ctx context.Context, in lander, rows []*streamRow) error {
+func (t *streamMapping) screen(ctx context.Context, in Lander, rows []*streamRow) error {
 	words := map[string][]string{}
 	var texts []string
 	for _, r := range rows {
@@ -287,7 +287,7 @@ func (t *streamMapping) screen(ctx context.Context, in lander, rows []*streamRow
 			items[i] = moderation.Item{ID: strconv.Itoa(i), Text: txt}
 		}
 		var res []moderation.Result
-		if err := in.retry(ctx, "screen", moderation.IsRetryable, func(ctx context.Context) (err error) {
+		if err := in.Retry(ctx, "screen", moderation.IsRetryable, func(ctx context.Context) (err error) {
 			res, err = t.mod.Check(ctx, items)
 			return err
 		}); err != nil {

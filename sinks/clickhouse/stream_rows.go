@@ -80,13 +80,13 @@ type streamRow struct {
 	vals []any
 }
 
-// tally: a record is one row of the stream's table, at its event time when it has one.
-func (r *streamRow) tally() tally {
+// Tally: a record is one row of the stream's table, at its event time when it has one.
+func (r *streamRow) Tally() Tally {
 	var et time.Time
 	if i := r.cols.event; i >= 0 {
 		et, _ = r.vals[i].(time.Time)
 	}
-	return tally{rows: 1, eventTime: et}
+	return Tally{Rows: 1, EventTime: et}
 }
 
 // streamBatch is a Batch of one stream's rows, all of one column version: their types are

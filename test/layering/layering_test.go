@@ -49,6 +49,13 @@ func TestTreeImportsGoOneWay(t *testing.T) {
 			t.Errorf("no package in layer %q: is LayerOf out of step with the tree?", l)
 		}
 	}
+	for engine, stages := range Engines {
+		for _, p := range append([]string{engine}, stages...) {
+			if _, ok := imports[p]; !ok {
+				t.Errorf("Engines names %s, which is not a package of the module", p)
+			}
+		}
+	}
 	for _, b := range Check(imports) {
 		t.Error(b)
 	}
@@ -78,17 +85,25 @@ func TestCheckNamesTheOffendingImport(t *testing.T) {
 			[]string{"avro (contract) imports sinks/clickhouse (stage)"}},
 		{"product imports a tool", map[string][]string{"cmd/backflow": {"tools/loadgen"}},
 			[]string{"cmd/backflow (main) imports tools/loadgen (not the product)"}},
+		{"a stage on an engine imports another stage on it", map[string][]string{"sinks/clickhouse/rollups": {"sinks/clickhouse/dlqmirror"}},
+			[]string{"sinks/clickhouse/rollups (stage) imports sinks/clickhouse/dlqmirror (stage): a stage may not import another stage"}},
+		{"an engine imports a stage that runs on it", map[string][]string{"sinks/clickhouse": {"sinks/clickhouse/rollups"}},
+			[]string{"sinks/clickhouse (stage) imports sinks/clickhouse/rollups (stage): an engine never imports a stage that runs on it"}},
+		{"the schema engine imports a stage on the loop", map[string][]string{"sinks/clickhouse/chschema": {"sinks/clickhouse/dlqmirror"}},
+			[]string{"sinks/clickhouse/chschema (stage) imports sinks/clickhouse/dlqmirror (stage): a stage may not import another stage"}},
 		{"allowed directions", map[string][]string{
-			"internal/kafka":            {"internal/ops", "internal/secure"},
-			"avro":                      {"internal/secure"},
-			"sinks/clickhouse":          {"avro", "sinks", "internal/dlq", "sinks/clickhouse/chschema"},
-			"sinks/clickhouse/chschema": {"internal/conf", "internal/rollup"},
-			"pipelines/replay":          {"processors/ingest", "sinks/clickhouse"},
-			"pipelines":                 {"pipelines/replay", "processors/features", "sinks/redis"},
-			"cmd/backflow":              {"pipelines", "internal/dlq"},
-			"tools/loadgen":             {"avro", "internal/kafka"},
-			"test/chaos":                {"pipelines", "test/faultproxy"},
-			"bench/harness":             {"tools/loadgen"},
+			"internal/kafka":             {"internal/ops", "internal/secure"},
+			"avro":                       {"internal/secure"},
+			"sinks/clickhouse":           {"avro", "sinks", "internal/dlq", "sinks/clickhouse/chschema"},
+			"sinks/clickhouse/chschema":  {"internal/conf", "internal/rollup"},
+			"sinks/clickhouse/rollups":   {"sinks/clickhouse", "internal/rollup"},
+			"sinks/clickhouse/dlqmirror": {"sinks/clickhouse", "sinks/clickhouse/chschema", "internal/dlq"},
+			"pipelines/replay":           {"processors/ingest", "sinks/clickhouse"},
+			"pipelines":                  {"pipelines/replay", "processors/features", "sinks/redis"},
+			"cmd/backflow":               {"pipelines", "internal/dlq"},
+			"tools/loadgen":              {"avro", "internal/kafka"},
+			"test/chaos":                 {"pipelines", "test/faultproxy"},
+			"bench/harness":              {"tools/loadgen"},
 		}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

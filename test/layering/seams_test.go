@@ -56,30 +56,33 @@ func architecture(t *testing.T) string {
 
 var numberWords = []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
 
-// TestMappingsListed: every type of sinks/clickhouse with a mapRecord method is a mapping; the
-// docs say how many there are and name each, and mapping.go's doc does too.
+// TestMappingsListed: every type below sinks/ with a Map method that takes the loop's Waiter
+// is a mapping of the ClickHouse sink's one loop (clickhouse.Mapping), wherever its package;
+// the docs say how many there are and name each, and mapping.go's doc does too.
 func TestMappingsListed(t *testing.T) {
 	var mappings []string
 	var mappingDoc string
-	for _, f := range parseDir(t, "sinks/clickhouse") {
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Name.Name == "mapRecord" && d.Recv != nil {
-					mappings = append(mappings, receiverName(d.Recv.List[0].Type))
-				}
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					if ts, ok := s.(*ast.TypeSpec); ok && ts.Name.Name == "mapping" && d.Doc != nil {
-						mappingDoc = d.Doc.Text()
+	for _, dir := range packagesUnder(t, "sinks") {
+		for _, f := range parseDir(t, dir) {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Name.Name == "Map" && d.Recv != nil && takesWaiter(d.Type) {
+						mappings = append(mappings, receiverName(d.Recv.List[0].Type))
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						if ts, ok := s.(*ast.TypeSpec); ok && ts.Name.Name == "Mapping" && dir == "sinks/clickhouse" && d.Doc != nil {
+							mappingDoc = d.Doc.Text()
+						}
 					}
 				}
 			}
 		}
 	}
 	sort.Strings(mappings)
-	if len(mappings) < 3 || len(mappings) >= len(numberWords) {
-		t.Fatalf("found mappings %v: is mapRecord still the mapping's method?", mappings)
+	if len(mappings) < 3 || len(mappings) >= len(numberWords) || mappingDoc == "" {
+		t.Fatalf("found mappings %v (and the doc of clickhouse.Mapping: %t): is Map(ctx, Waiter, rec) still the mapping's method?", mappings, mappingDoc != "")
 	}
 	word := numberWords[len(mappings)]
 	doc := architecture(t)
@@ -87,16 +90,60 @@ func TestMappingsListed(t *testing.T) {
 		t.Errorf("docs/architecture.md does not say %q (mappings in the code: %v)", want, mappings)
 	}
 	if want := "There are " + word + ":"; !strings.Contains(mappingDoc, want) {
-		t.Errorf("the doc of mapping (mapping.go) does not say %q (mappings in the code: %v)", want, mappings)
+		t.Errorf("the doc of Mapping (mapping.go) does not say %q (mappings in the code: %v)", want, mappings)
 	}
 	for _, m := range mappings {
 		if !strings.Contains(doc, "`"+m+"`") {
 			t.Errorf("docs/architecture.md does not name the mapping `%s`", m)
 		}
 		if !strings.Contains(mappingDoc, m) {
-			t.Errorf("the doc of mapping (mapping.go) does not name %s", m)
+			t.Errorf("the doc of Mapping (mapping.go) does not name %s", m)
 		}
 	}
+}
+
+// takesWaiter reports whether a method's second parameter is the loop's Waiter (Waiter in
+// sinks/clickhouse, clickhouse.Waiter elsewhere).
+func takesWaiter(ft *ast.FuncType) bool {
+	var types []ast.Expr
+	for _, p := range ft.Params.List {
+		for range max(len(p.Names), 1) {
+			types = append(types, p.Type)
+		}
+	}
+	if len(types) < 2 {
+		return false
+	}
+	switch x := types[1].(type) {
+	case *ast.Ident:
+		return x.Name == "Waiter"
+	case *ast.SelectorExpr:
+		id, ok := x.X.(*ast.Ident)
+		return ok && id.Name == "clickhouse" && x.Sel.Name == "Waiter"
+	}
+	return false
+}
+
+// packagesUnder lists dir and every folder below it that holds non-test Go files, relative
+// to the module root.
+func packagesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		names, _ := filepath.Glob(filepath.Join(p, "*.go"))
+		if slices.ContainsFunc(names, func(n string) bool { return !strings.HasSuffix(n, "_test.go") }) {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func receiverName(e ast.Expr) string {
@@ -111,7 +158,7 @@ func receiverName(e ast.Expr) string {
 
 // flushSteps are the steps of a flush as Sink.land (flush.go) runs them: the mapping's insert,
 // then each method of the Sink it calls, in the order of the source.
-var flushStepNames = []string{"insert", "deadLetter", "account", "mark", "commit"}
+var flushStepNames = []string{"Insert", "deadLetter", "account", "mark", "commit"}
 
 // TestFlushStepsListed: the steps of a flush, in the order Sink.land takes them, are the steps
 // docs/architecture.md lists under "A flush (`Sink.land`), in order:" and the Sink's doc lists
@@ -139,7 +186,7 @@ func TestFlushStepsListed(t *testing.T) {
 					switch x := sel.X.(type) {
 					case *ast.Ident:
 						recv = x.Name
-					case *ast.SelectorExpr: // s.m.insert: the mapping's
+					case *ast.SelectorExpr: // s.m.Insert: the mapping's
 						if id, ok := x.X.(*ast.Ident); ok && id.Name == "s" && x.Sel.Name == "m" {
 							recv = "s.m"
 						}

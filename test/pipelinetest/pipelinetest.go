@@ -17,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/processors/ingest"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
 	"github.com/backflowhq/backflow/test/testenv"
 	"github.com/backflowhq/backflow/tools/loadgen"
 )
@@ -69,7 +70,7 @@ func RunWith(t *testing.T, ctx context.Context, cfg loadgen.Config, produce func
 	}
 	testenv.RunUntilCommitted(t, ctx, d.Admin, "sink-clickhouse", d.SinkGroup, []string{d.Ingest.EnrichedTopic}, sink.Run)
 	testenv.RunUntilCommitted(t, ctx, d.Admin, "dlq mirror", d.MirrorGroup, []string{d.Ingest.DLQTopic}, func(ctx context.Context) error {
-		return clickhouse.RunDLQMirror(ctx, clickhouse.MirrorConfig{Group: d.MirrorGroup, Topic: d.Ingest.DLQTopic,
+		return dlqmirror.Run(ctx, dlqmirror.Config{Group: d.MirrorGroup, Topic: d.Ingest.DLQTopic,
 			BatchInterval: 100 * time.Millisecond, FromStart: true}, d.Kafka, d.ClickHouse, quiet)
 	})
 	return d

@@ -17,6 +17,7 @@ import (
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
 	"github.com/backflowhq/backflow/test/chdb"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -145,7 +146,7 @@ func TestMigrationsOnCurrentClickHouse(t *testing.T) {
 		hits = append(hits, rows.Hits...)
 	}
 	ledger := []clickhouse.LedgerRow{{BatchID: "b1", Group: "g", Topic: "backflow.enriched", Partition: 1, MinOffset: 0, MaxOffset: 3, Rows: 4, HitRows: 3, Epoch: 2, FlushedAt: evt.Truncate(time.Second)}}
-	dlqRows := []clickhouse.DLQRow{{DLQTopic: "backflow.dlq", DLQPartition: 0, DLQOffset: 5, OriginTopic: avro.TopicGatewayLog, OriginTime: evt,
+	dlqRows := []dlqmirror.DLQRow{{DLQTopic: "backflow.dlq", DLQPartition: 0, DLQOffset: 5, OriginTopic: avro.TopicGatewayLog, OriginTime: evt,
 		Stage: "ingest", Class: "corrupt", Message: "body ends early", ErrorTime: evt.Add(time.Second), RecordKey: "req-9", ValueBytes: 17, Version: 5}}
 	dir := t.TempDir()
 	var loads []string

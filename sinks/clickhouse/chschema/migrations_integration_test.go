@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 	"github.com/backflowhq/backflow/test/testenv"
 )
@@ -119,12 +119,12 @@ func TestDLQViewCountsEachOriginOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC().Truncate(time.Second)
-	row := func(dlqOffset int64, originTopic string, originOffset int64, class string) clickhouse.DLQRow {
-		return clickhouse.DLQRow{DLQTopic: "backflow.dlq", DLQPartition: 1, DLQOffset: dlqOffset, OriginTopic: originTopic, OriginPartition: 2,
+	row := func(dlqOffset int64, originTopic string, originOffset int64, class string) dlqmirror.DLQRow {
+		return dlqmirror.DLQRow{DLQTopic: "backflow.dlq", DLQPartition: 1, DLQOffset: dlqOffset, OriginTopic: originTopic, OriginPartition: 2,
 			OriginOffset: originOffset, OriginTime: at, Stage: "ingest", Class: class, Message: "m", ErrorTime: at.Add(time.Duration(dlqOffset) * time.Second),
 			RecordKey: "k", Version: uint64(dlqOffset)}
 	}
-	rows := []clickhouse.DLQRow{
+	rows := []dlqmirror.DLQRow{
 		row(10, "gateway-log", 7, "corrupt"), // first dead-lettering
 		row(55, "gateway-log", 7, "corrupt"), // the same record, dead-lettered again by a replay
 		row(56, "gateway-log", 8, "invalid"), // another record

@@ -1,4 +1,12 @@
-package clickhouse
+// Package dlqmirror is the DLQ mirror, the stage sink-clickhouse-dlq-mirror (Stage): it copies
+// each entry of the dead-letter topic into dlq_entries, and each entry's origin into
+// dlq_first, for the dashboards and `backflow dlq` to read. It is the ClickHouse sink's one
+// loop (clickhouse.NewLoop) over the dead-letter topic, in its own group, with a mapping of its
+// own (mirrorMapping); after a flush, at most once an hour, it drops dlq_first's days past the
+// topic's retention (retention.go). Its settings are keys of the sink_clickhouse section
+// (clickhouse.Config: mirror_dlq, mirror_dlq_group, and the sink's batching), which ConfigOf
+// reads: it starts and stops with the sink-clickhouse stage.
+package dlqmirror
 
 import (
 	"context"
@@ -12,8 +20,12 @@ import (
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/rollup"
+	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
+
+// Stage is the DLQ mirror's stage: its part in /readyz and the stage label of its metrics.
+const Stage = "sink-clickhouse-dlq-mirror"
 
 // TableDLQ and ViewDLQ hold the DLQ mirror.
 const (
@@ -21,14 +33,14 @@ const (
 	ViewDLQ  = "v_dlq_entries"
 )
 
-// MirrorConfig says what the DLQ mirror reads and how it batches.
-type MirrorConfig struct {
-	// Group is the consumer group. Default: Config's MirrorDLQGroup.
+// Config says what the DLQ mirror reads and how it batches.
+type Config struct {
+	// Group is the consumer group. Default: clickhouse.Config's MirrorDLQGroup.
 	Group string
 	// Topic is the dead-letter topic. Default: "backflow.dlq".
 	Topic string
 	// BatchRows, BatchInterval, InsertTimeout, BackoffMin, BackoffMax and FromStart mean what
-	// they mean in Config, with the same defaults.
+	// they mean in clickhouse.Config, with the same defaults.
 	BatchRows              int
 	BatchInterval          time.Duration
 	InsertTimeout          time.Duration
@@ -37,28 +49,37 @@ type MirrorConfig struct {
 	// RollupTopic receives the mirror's rollup marks (the minutes of dlq_entries each flush
 	// wrote into); "": none.
 	RollupTopic string
-	// Metrics (stage MirrorStage) and OnAssigned mean what they mean in RunConfig; both
+	// Metrics (stage Stage) and OnAssigned mean what they mean in clickhouse.RunConfig; both
 	// optional.
 	Metrics    *ops.Stage
 	OnAssigned func(assigned bool)
 }
 
-func (c MirrorConfig) sink() Config {
+// ConfigOf is the DLQ mirror's part of the sink_clickhouse section c: its group, the DLQ
+// topic, the sink's batching, and the topic of its rollup marks ("" without rollups).
+func ConfigOf(c clickhouse.Config) Config {
+	c = c.WithDefaults()
+	return Config{Group: c.MirrorDLQGroup, Topic: c.DLQTopic, BatchRows: c.BatchRows, BatchInterval: c.BatchInterval,
+		InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax, FromStart: c.FromStart, RollupTopic: c.MarksTopic()}
+}
+
+// sink is the loop's config: c's, with the defaults.
+func (c Config) sink() clickhouse.Config {
 	if c.Group == "" {
-		c.Group = Config{}.withDefaults().MirrorDLQGroup
+		c.Group = clickhouse.Config{}.WithDefaults().MirrorDLQGroup
 	}
 	if c.Topic == "" {
 		c.Topic = dlq.DefaultTopic
 	}
 	// DLQTopic is unused by the mirror (there is no DLQ for the DLQ); name it apart from Topic
 	// so that Config's checks apply unchanged.
-	return Config{Group: c.Group, Topic: c.Topic, DLQTopic: c.Topic + ".unused", BatchRows: c.BatchRows,
+	return clickhouse.Config{Group: c.Group, Topic: c.Topic, DLQTopic: c.Topic + ".unused", BatchRows: c.BatchRows,
 		BatchInterval: c.BatchInterval, InsertTimeout: c.InsertTimeout, BackoffMin: c.BackoffMin, BackoffMax: c.BackoffMax,
-		FromStart: c.FromStart}.withDefaults()
+		FromStart: c.FromStart}.WithDefaults()
 }
 
 // Validate reports every bad field by name.
-func (c MirrorConfig) Validate() error { return c.sink().Validate() }
+func (c Config) Validate() error { return c.sink().Validate() }
 
 // DLQRow is a row of dlq_entries.
 type DLQRow struct {
@@ -79,10 +100,10 @@ type DLQRow struct {
 	Version         uint64    `ch:"version"`
 }
 
-// MapDLQRecord turns a DLQ record into its mirror row. A record without the DLQ headers (not
+// MapRecord turns a DLQ record into its mirror row. A record without the DLQ headers (not
 // written by dlq.Writer) is mirrored too, with class "unreadable_entry" and the reason as its
 // message, so that it is visible rather than silently skipped.
-func MapDLQRecord(r *kgo.Record) DLQRow {
+func MapRecord(r *kgo.Record) DLQRow {
 	row := DLQRow{DLQTopic: r.Topic, DLQPartition: r.Partition, DLQOffset: r.Offset, Version: uint64(max(r.Offset, 0)),
 		ErrorTime: r.Timestamp.UTC(), RecordKey: string(r.Key), ValueBytes: uint32(len(r.Value))}
 	e, err := dlq.Decode(r)
@@ -107,38 +128,37 @@ func MapDLQRecord(r *kgo.Record) DLQRow {
 // minDateTime is the smallest value of a ClickHouse DateTime.
 var minDateTime = time.Unix(0, 0).UTC()
 
-// NewDLQMirror validates mc and builds the DLQ mirror: a Sink over the dead-letter topic that
-// copies each entry into dlq_entries (mirrorMapping), with the sink's batching, retries and
-// commits. There is no DLQ for the DLQ: an entry always maps to a row, and a row ClickHouse
-// rejects stops the mirror uncommitted. It writes no sink_ledger rows, and of the metrics
-// only the stage's shared families (records in and out, batches, flushes, sink errors): its
-// backlog shows as its group's consumer lag.
-func NewDLQMirror(mc MirrorConfig, kcfg kafka.Conn, chcfg chschema.Conn, log *slog.Logger) (*Sink, error) {
+// New validates mc and builds the DLQ mirror: a clickhouse.Sink over the dead-letter topic
+// that copies each entry into dlq_entries (mirrorMapping), with the sink's batching, retries
+// and commits. There is no DLQ for the DLQ: an entry always maps to a row, and a row
+// ClickHouse rejects stops the mirror uncommitted. It writes no sink_ledger rows, and of the
+// metrics only the stage's shared families (records in and out, batches, flushes, sink
+// errors): its backlog shows as its group's consumer lag.
+func New(mc Config, kcfg kafka.Conn, chcfg chschema.Conn, log *slog.Logger) (*clickhouse.Sink, error) {
 	if err := mc.Validate(); err != nil {
 		return nil, err
 	}
 	if err := chcfg.Validate(); err != nil {
 		return nil, err
 	}
-	mm := &mirrorMapping{}
-	s := newSink(mc.sink(), RunConfig{Kafka: kcfg, ClickHouse: chcfg, Logger: log, OnAssigned: mc.OnAssigned}, mm, "")
-	mm.log = s.log
-	mm.sweep = func(ctx context.Context, conn rollup.Conn, now time.Time) ([]uint32, error) {
-		retention, err := kafka.TopicRetention(ctx, s.cl, s.cfg.Topic)
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg := mc.sink()
+	mm := &mirrorMapping{log: log, sweep: func(ctx context.Context, conn rollup.Conn, now time.Time) ([]uint32, error) {
+		retention, err := topicRetention(ctx, kcfg, cfg.Topic)
 		if err != nil {
 			return nil, err
 		}
 		return DropExpiredDLQFirst(ctx, conn, chcfg, retention, now)
-	}
-	s.ledger, s.marks = false, mc.RollupTopic
-	s.metrics = &metrics{stage: mc.Metrics}
-	s.retry.metrics = s.metrics
-	return s, nil
+	}}
+	return clickhouse.NewLoop(cfg, clickhouse.RunConfig{Kafka: kcfg, ClickHouse: chcfg, Logger: log, Metrics: mc.Metrics, OnAssigned: mc.OnAssigned},
+		mm, clickhouse.Loop{Marks: mc.RollupTopic}), nil
 }
 
-// RunDLQMirror builds the DLQ mirror (NewDLQMirror) and runs it until ctx ends; see Sink.
-func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg chschema.Conn, log *slog.Logger) error {
-	s, err := NewDLQMirror(mc, kcfg, chcfg, log)
+// Run builds the DLQ mirror (New) and runs it until ctx ends; see clickhouse.Sink.
+func Run(ctx context.Context, mc Config, kcfg kafka.Conn, chcfg chschema.Conn, log *slog.Logger) error {
+	s, err := New(mc, kcfg, chcfg, log)
 	if err != nil {
 		return err
 	}
@@ -146,7 +166,7 @@ func RunDLQMirror(ctx context.Context, mc MirrorConfig, kcfg kafka.Conn, chcfg c
 }
 
 // mirrorMapping is the DLQ mirror's mapping: a DLQ entry becomes its row of dlq_entries
-// (MapDLQRecord), an entry not written by dlq.Writer included. After a flush, at most once per
+// (MapRecord), an entry not written by dlq.Writer included. After a flush, at most once per
 // dlqSweepEvery, it drops dlq_first's days past the topic's retention (dlq_retention.go).
 type mirrorMapping struct {
 	// sweep drops the expired days (nil: never); next is when it is due again. Flushes run
@@ -156,18 +176,21 @@ type mirrorMapping struct {
 	log   *slog.Logger
 }
 
-func (*mirrorMapping) mapRecord(_ context.Context, _ waiter, rec *kgo.Record) (row, error, error) {
-	return MapDLQRecord(rec), nil, nil
+// Map mirrors any record: an entry never is at fault.
+func (*mirrorMapping) Map(_ context.Context, _ clickhouse.Waiter, rec *kgo.Record) (clickhouse.Row, error, error) {
+	return MapRecord(rec), nil, nil
 }
 
-func (mm *mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map[int]error, error) {
+// Insert lands the entries in dlq_entries, then their origins in dlq_first, then sweeps
+// dlq_first's expired days when due.
+func (mm *mirrorMapping) Insert(ctx context.Context, in clickhouse.Lander, rows []clickhouse.Row) (map[int]error, error) {
 	dl := make([]DLQRow, len(rows))
 	owners := make([]int, len(rows))
 	for i, r := range rows {
 		dl[i], owners[i] = r.(DLQRow), i
 	}
 	rejects := map[int]error{}
-	if err := in.insert(ctx, dlqBatch(dl), owners, rejects); err != nil {
+	if err := in.Insert(ctx, clickhouse.TableBatch(TableDLQ, dl, chschema.StructColumns[DLQRow]), owners, rejects); err != nil {
 		return rejects, err
 	}
 	// Each entry's origin in dlq_first, which keeps the first: the DLQ rollup counts an
@@ -176,10 +199,10 @@ func (mm *mirrorMapping) insert(ctx context.Context, in lander, rows []row) (map
 	for i, d := range dl {
 		first[i] = d.first()
 	}
-	if err := in.insert(ctx, dlqFirstBatch(first), nil, nil); err != nil {
+	if err := in.Insert(ctx, clickhouse.TableBatch(rollup.DLQFirst, first, chschema.StructColumns[DLQFirstRow]), nil, nil); err != nil {
 		return rejects, err
 	}
-	mm.expire(ctx, in.statements(), time.Now())
+	mm.expire(ctx, in.Statements(), time.Now())
 	return rejects, nil
 }
 
@@ -234,8 +257,8 @@ func (r DLQRow) first() DLQFirstRow {
 	return f
 }
 
-// marks: an entry lands in dlq_entries at its dead-letter time.
-func (r DLQRow) marks(add func(source string, at time.Time)) { add(rollup.DLQEntries, r.ErrorTime) }
+// Marks: an entry lands in dlq_entries at its dead-letter time.
+func (r DLQRow) Marks(add func(source string, at time.Time)) { add(rollup.DLQEntries, r.ErrorTime) }
 
-// tally: an entry is one row of dlq_entries (the mirror keeps no ledger).
-func (DLQRow) tally() tally { return tally{rows: 1} }
+// Tally: an entry is one row of dlq_entries (the mirror keeps no ledger).
+func (DLQRow) Tally() clickhouse.Tally { return clickhouse.Tally{Rows: 1} }

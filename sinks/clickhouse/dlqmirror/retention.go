@@ -1,10 +1,11 @@
-package clickhouse
+package dlqmirror
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
 )
@@ -49,4 +50,15 @@ func DropExpiredDLQFirst(ctx context.Context, conn rollup.Conn, c chschema.Conn,
 		}
 	}
 	return days, nil
+}
+
+// topicRetention reads topic's retention.ms, on a client of its own for the one sweep: the loop
+// lends its mappings no Kafka client, and the sweep runs once an hour.
+func topicRetention(ctx context.Context, k kafka.Conn, topic string) (time.Duration, error) {
+	cl, err := k.NewClient()
+	if err != nil {
+		return 0, fmt.Errorf("dlq mirror: kafka client for the retention of %s: %w", topic, err)
+	}
+	defer cl.Close()
+	return kafka.TopicRetention(ctx, cl, topic)
 }

@@ -1,4 +1,4 @@
-package clickhouse_test
+package dlqmirror_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/backflowhq/backflow/internal/rollup"
-	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/sinks/clickhouse/dlqmirror"
 	"github.com/backflowhq/backflow/test/pipelinetest"
 )
 
@@ -49,7 +49,7 @@ SELECT if(number < 1000, toDateTime(%d) - intDiv(number, 100) * 86400, toDateTim
 	}
 	// The cut-off is 7.5 days before 03:00: 15:00 eight days ago. The only day that ended by
 	// then is the ninth back; the eighth, the cut-off's own, is kept.
-	dropped, err := clickhouse.DropExpiredDLQFirst(ctx, conn, chschema.Conn{}, 7*24*time.Hour+12*time.Hour, now)
+	dropped, err := dlqmirror.DropExpiredDLQFirst(ctx, conn, chschema.Conn{}, 7*24*time.Hour+12*time.Hour, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ SELECT if(number < 1000, toDateTime(%d) - intDiv(number, 100) * 86400, toDateTim
 		t.Errorf("%d origins of time 0 left, want 5", left["19700101"])
 	}
 	for _, r := range []time.Duration{7*24*time.Hour + 12*time.Hour, 0} {
-		if again, err := clickhouse.DropExpiredDLQFirst(ctx, conn, chschema.Conn{}, r, now); err != nil || len(again) != 0 {
+		if again, err := dlqmirror.DropExpiredDLQFirst(ctx, conn, chschema.Conn{}, r, now); err != nil || len(again) != 0 {
 			t.Fatalf("retention %v, again: dropped %v (%v), want nothing", r, again, err)
 		}
 	}
