@@ -5,7 +5,7 @@ GO ?= go
 STACK := deploy/local/stack
 PKGS := ./...
 
-.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-claim-bytes bench-dashboard bench-restart
+.PHONY: help demo demo-cluster stack-cluster-up test test-leftovers test-short chaos soak test-integration check-go fmt-check vet build config-reference stack-plain-up stack-up stack-down stack-status chromium dashboard-screenshot grafana-json clean bench bench-scale bench-cluster bench-micro bench-storage bench-claim-bytes bench-dashboard bench-restart bench-streams
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -71,6 +71,11 @@ BENCH_RESTART_REQUESTS ?= 1M,10M
 bench-restart: check-go build stack-plain-up ## what a restart costs: 3 backflow run instances (every demo stage, static instance ids) on state from BENCH_RESTART_REQUESTS requests (default 1M,10M), under 300 requests/s: a rolling restart on kept disks, a restart on an empty disk, a failover (SIGKILL), 3 runs each; summary in bench/restart.json (commit it), raw results in .bench/results (not committed); BENCH_FLAGS="--requests 30k --runs 1 --summary ''": a quick look
 	$(GO) build -o bin/bench-harness ./bench/harness
 	bin/bench-harness --restart --env-file $(or $(BACKFLOW_STACK_DIR),.stack)/env --requests $(BENCH_RESTART_REQUESTS) --runs 3 $(BENCH_FLAGS)
+
+BENCH_STREAMS_FLAGS ?=
+bench-streams: check-go build stack-plain-up ## Protobuf and JSON Schema streams against the same records as Avro: shop-order and page-view, 500k originals each, drained by backflow run with the stream's stage alone, 3 runs per format interleaved; records/s, CPU per record, peak RSS, ratio to Avro; summary in bench/stream-formats.json (commit it); BENCH_STREAMS_FLAGS=--quick: a short look, no summary
+	$(GO) build -o bin/bench-harness ./bench/harness
+	bin/bench-harness --stream-formats --env-file $(or $(BACKFLOW_STACK_DIR),.stack)/env $(BENCH_STREAMS_FLAGS)
 
 bench-storage: check-go ## the dedupe claims' store at 1M, 10M and 30M live claims (BENCH_STORAGE_SIZES): CPU per claim and lookup, restore records/s, disk per claim; summary in bench/storage.json (commit it); about 15 min, 30 GB of TMPDIR
 	bench/storage.sh

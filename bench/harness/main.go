@@ -76,6 +76,9 @@ type options struct {
 	settleMax       time.Duration
 	loadgen         string
 	instanceIDs     bool
+	// stream-formats mode (--stream-formats): Protobuf and JSON Schema streams against Avro (streams.go)
+	streamFormats bool
+	streamPairs   string
 }
 
 func main() {
@@ -111,6 +114,8 @@ func main() {
 	flag.DurationVar(&o.settleMax, "settle-max", 90*time.Second, "restart mode: after an event, the longest the harness waits for the summed lag to be back near the baseline's")
 	flag.BoolVar(&o.instanceIDs, "instance-ids", true, "restart mode: static group membership (BACKFLOW_KAFKA_INSTANCE_ID=backflow-1..3); false: dynamic membership, as before kafka.instance_id")
 	flag.StringVar(&o.loadgen, "loadgen", "bin/loadgen", "restart mode: the loadgen binary (for the declared stream's backlog)")
+	flag.BoolVar(&o.streamFormats, "stream-formats", false, "stream-formats mode (make bench-streams): each pair of --stream-pairs drained as its own format and as the same records in Avro, by backflow run with the stream's stage alone, interleaved, --runs times (default 500,000 originals per backlog); summary in bench/stream-formats.json")
+	flag.StringVar(&o.streamPairs, "stream-pairs", "shop-order,page-view", "stream-formats mode: the pairs, by stream: shop-order (Protobuf) and page-view (JSON Schema)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's topics, groups and ClickHouse database (default: deleted after the run)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: bench-harness [flags]  (normally: make bench, make bench BENCH_FLAGS=--quick)\n")
@@ -181,6 +186,9 @@ func main() {
 		if !set["plot"] {
 			o.plotPath = ""
 		}
+	}
+	if o.streamFormats {
+		o.streamDefaults(set)
 	}
 	if o.latencyRuns == 0 {
 		o.latencyRuns = o.runs
@@ -333,6 +341,9 @@ func run(ctx context.Context, o options) error {
 
 	if o.restart {
 		return h.restartBench(ctx)
+	}
+	if o.streamFormats {
+		return h.streamBench(ctx)
 	}
 	res := &results{Commit: gitCommit(), Machine: machineInfo(), Started: h.started.UTC(), Options: o.summary()}
 	if len(o.scale) > 0 {

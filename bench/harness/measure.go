@@ -281,7 +281,11 @@ func (h *harness) measure(ctx context.Context, pr peerRun, bl backlog) (peerMeas
 	m.Cond.GCCPUPerMilli = gcCPUMs / 1000 / (float64(bl.records) / 1e6)
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
-	raw, final, err := h.st.rowCounts(cctx, pr.db)
+	count := h.st.rowCounts
+	if pr.rows != nil {
+		count = pr.rows
+	}
+	raw, final, err := count(cctx, pr.db)
 	if err != nil {
 		return m, fmt.Errorf("count rows in %s: %w", pr.db, err)
 	}

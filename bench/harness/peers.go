@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os/exec"
@@ -45,6 +46,9 @@ type peerRun struct {
 	features  bool              // it writes features to Redis
 	precreate []string          // topics the harness creates before starting the peer (as a deployment would)
 	files     map[string]string // written before the processes start: path → content
+	// rows counts the rows it landed in db, raw and through FINAL; nil: the built-in tables'
+	// (stack.rowCounts).
+	rows func(ctx context.Context, db string) (raw, final uint64, err error)
 }
 
 // names of the peers, in the order they run.

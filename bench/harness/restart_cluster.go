@@ -135,18 +135,11 @@ func (rc *restartCluster) close() {
 // deleteSubjects deletes the subjects of the run's topics (the sources', the enriched topic's,
 // the declared stream's) that loadgen and ingest registered: soft, then for good.
 func (rc *restartCluster) deleteSubjects() {
-	cl := http.Client{Timeout: 10 * time.Second}
+	var subjects []string
 	for _, topic := range append([]string{rc.bl.inference, rc.bl.gateway}, rc.pr.topics...) {
-		for _, q := range []string{"", "?permanent=true"} {
-			req, err := http.NewRequest(http.MethodDelete, strings.TrimRight(rc.h.conn.Registry.URL, "/")+"/subjects/"+topic+"-value"+q, nil)
-			if err != nil {
-				return
-			}
-			if resp, err := cl.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
+		subjects = append(subjects, topic+"-value")
 	}
+	rc.h.deleteSubjects(subjects...)
 }
 
 // purge deletes the run's groups and topics until none is left, for up to 90 s: a static

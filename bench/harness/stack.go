@@ -158,6 +158,13 @@ func (s *stack) rowCounts(ctx context.Context, db string) (raw, final uint64, er
 	return raw, final, err
 }
 
+// tableRows returns the rows of db.table, raw and through FINAL (one per dedupe key).
+func (s *stack) tableRows(ctx context.Context, db, table string) (raw, final uint64, err error) {
+	q := fmt.Sprintf(`SELECT (SELECT count() FROM %[1]s.%[2]s), (SELECT count() FROM %[1]s.%[2]s FINAL)`, db, table)
+	err = s.ch.QueryRow(ctx, q).Scan(&raw, &final)
+	return raw, final, err
+}
+
 // latency reads landed - event time, in ms, of the gateway REQUEST rows of db whose event time
 // is at or after from: loadgen stamps a REQUEST with the moment it generates it, so for those
 // rows the difference is the pipeline's latency (an inference result or RESPONSE is stamped with
