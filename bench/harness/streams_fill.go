@@ -84,7 +84,7 @@ func (h *harness) fillPair(ctx context.Context, tag string, p streamPair) (map[s
 	if err != nil {
 		return nil, mk, fmt.Errorf("the schema loadgen registered: %w", err)
 	}
-	parsed, err := avro.ParseStreamSchema(ctx, reg, ss.ID, ss.Schema)
+	parsed, err := avro.ParseStreamSchema(ctx, reg, ss.ID, ss.Schema, "") // the file's first message, as the demo declares it
 	if err != nil {
 		return nil, mk, err
 	}
