@@ -14,14 +14,12 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/dlq"
 	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // The loop's unit tests: Sink over franz-go's kfake cluster, with a mapping of the test's own
@@ -129,17 +127,6 @@ func (w *memWriter) attemptsMade() int {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// fakeKafka is a kfake cluster with topics of two partitions each.
-func fakeKafka(t *testing.T, topics ...string) kafka.Conn {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return kafka.Conn{Brokers: c.ListenAddrs()}
-}
-
 // loopRun is a test sink over topic "in" of k, its flushes and its end.
 type loopRun struct {
 	t       *testing.T
@@ -185,35 +172,11 @@ func produce(t *testing.T, k kafka.Conn, topic string, p int32, values ...string
 	}
 }
 
-// committed is the group's committed offset per partition of "in".
-func committed(t *testing.T, k kafka.Conn) map[int32]int64 {
-	t.Helper()
-	cl, err := k.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out := map[int32]int64{}
-	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "g")
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return out // not joined yet
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == "in" {
-			out[o.Partition] = o.At
-		}
-	})
-	return out
-}
-
 // waitCommitted waits until the group has committed want on "in".
 func (r *loopRun) waitCommitted(want map[int32]int64) {
 	r.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for got := committed(r.t, r.k); fmt.Sprint(got) != fmt.Sprint(want); got = committed(r.t, r.k) {
+	for got := testenv.CommittedOffsets(r.t, r.k, "g", "in"); fmt.Sprint(got) != fmt.Sprint(want); got = testenv.CommittedOffsets(r.t, r.k, "g", "in") {
 		if time.Now().After(deadline) {
 			r.t.Fatalf("committed %v, want %v (stats %+v)", got, want, r.s.Stats())
 		}
@@ -255,7 +218,7 @@ func dead(t *testing.T, k kafka.Conn) map[string]string {
 // to the DLQ once each with their classes; one ledger row per flushed partition covers every
 // offset and counts the rows landed; the group commits each partition's end.
 func TestLoopLandsDeadLettersAndCommits(t *testing.T) {
-	k := fakeKafka(t, "in", "dlq")
+	k := testenv.FakeKafka(t, 2, "in", "dlq")
 	produce(t, k, "in", 0, "a0", "a1", "bad2", "a3", "a4")
 	produce(t, k, "in", 1, "b0", "reject1", "b2")
 	w := &memWriter{}
@@ -309,7 +272,7 @@ func TestLoopLandsDeadLettersAndCommits(t *testing.T) {
 // TestLoopRetriesAnOutage: inserts that fail with an outage are retried until they succeed:
 // every row lands once, the flush counts its attempts, and Stats.Retries every retry.
 func TestLoopRetriesAnOutage(t *testing.T) {
-	k := fakeKafka(t, "in", "dlq")
+	k := testenv.FakeKafka(t, 2, "in", "dlq")
 	produce(t, k, "in", 0, "a0", "a1", "a2")
 	w := &memWriter{fail: 4}
 	r := startLoop(t, k, w, Stage, Config{BatchRows: 10, BatchInterval: 20 * time.Millisecond})
@@ -335,7 +298,7 @@ func TestLoopRetriesAnOutage(t *testing.T) {
 // TestLoopWithoutDLQStopsOnARejectedRow: a sink without a DLQ (the DLQ mirror) cannot set a
 // rejected row aside: it stops with ErrClickHouseFatal and commits nothing.
 func TestLoopWithoutDLQStopsOnARejectedRow(t *testing.T) {
-	k := fakeKafka(t, "in")
+	k := testenv.FakeKafka(t, 2, "in")
 	produce(t, k, "in", 0, "a0", "reject1", "a2")
 	w := &memWriter{}
 	r := startLoop(t, k, w, "", Config{BatchRows: 10, BatchInterval: 20 * time.Millisecond})
@@ -348,7 +311,7 @@ func TestLoopWithoutDLQStopsOnARejectedRow(t *testing.T) {
 	if !errors.Is(err, ErrClickHouseFatal) || !IsRejected(err) {
 		t.Fatalf("Run = %v, want ErrClickHouseFatal wrapping the rejection", err)
 	}
-	if got := committed(t, k); len(got) != 0 {
+	if got := testenv.CommittedOffsets(t, k, "g", "in"); len(got) != 0 {
 		t.Fatalf("committed %v after the failed flush, want nothing", got)
 	}
 	if values, ledger := w.landed(); len(values) != 0 || len(ledger) != 0 {
@@ -359,7 +322,7 @@ func TestLoopWithoutDLQStopsOnARejectedRow(t *testing.T) {
 // TestLoopFlushesWhatItHoldsOnStop: records buffered when the sink is stopped, long before
 // their batch is due, land and are committed by the final flush.
 func TestLoopFlushesWhatItHoldsOnStop(t *testing.T) {
-	k := fakeKafka(t, "in", "dlq")
+	k := testenv.FakeKafka(t, 2, "in", "dlq")
 	produce(t, k, "in", 1, "b0", "b1", "b2", "b3", "b4")
 	w := &memWriter{}
 	r := startLoop(t, k, w, Stage, Config{BatchRows: 100, BatchInterval: time.Hour})
@@ -378,7 +341,7 @@ func TestLoopFlushesWhatItHoldsOnStop(t *testing.T) {
 	if fmt.Sprint(values) != "[b0 b1 b2 b3 b4]" || len(ledger) != 1 || ledger[0].MinOffset != 0 || ledger[0].MaxOffset != 4 {
 		t.Fatalf("after the stop: landed %v, ledger %+v; want b0..b4 and one ledger row over offsets 0..4", values, ledger)
 	}
-	if got := committed(t, k); got[1] != 5 {
+	if got := testenv.CommittedOffsets(t, k, "g", "in"); got[1] != 5 {
 		t.Fatalf("committed %v, want partition 1 at 5", got)
 	}
 }

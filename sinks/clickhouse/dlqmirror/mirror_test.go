@@ -14,9 +14,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/backflowhq/backflow/internal/dlq"
@@ -25,6 +22,7 @@ import (
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // The DLQ mirror's mapping is tested through the mapping contract alone (recLander), and the
@@ -119,12 +117,7 @@ func entry(t *testing.T, topic string) *kgo.Record {
 // mirror and Run's end.
 func startMirror(t *testing.T, w *memWriter) (kafka.Conn, *clickhouse.Sink, <-chan error) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	k := kafka.Conn{Brokers: c.ListenAddrs()}
+	k := testenv.FakeKafka(t, 1, "dlq")
 	cl, err := k.NewClient()
 	if err != nil {
 		t.Fatal(err)
@@ -150,30 +143,6 @@ func startMirror(t *testing.T, w *memWriter) (kafka.Conn, *clickhouse.Sink, <-ch
 		<-ended
 	})
 	return k, s, done
-}
-
-// committed is group g's committed offsets on "dlq".
-func committed(t *testing.T, k kafka.Conn) map[int32]int64 {
-	t.Helper()
-	cl, err := k.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out := map[int32]int64{}
-	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "g")
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return out
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == "dlq" {
-			out[o.Partition] = o.At
-		}
-	})
-	return out
 }
 
 // TestMirrorMapsEntries: a DLQ entry becomes its dlq_entries row (where it is in the DLQ, its
@@ -237,7 +206,7 @@ func TestMirrorStopsOnARejectedRow(t *testing.T) {
 	if attempts, _, _ := w.seen(); !errors.Is(err, clickhouse.ErrClickHouseFatal) || attempts != 1 {
 		t.Fatalf("rejected: %v after %d attempts, want ErrClickHouseFatal at once", err, attempts)
 	}
-	if got := committed(t, k); len(got) != 0 {
+	if got := testenv.CommittedOffsets(t, k, "g", "dlq"); len(got) != 0 {
 		t.Fatalf("committed %v after the rejected batch, want nothing", got)
 	}
 }
@@ -248,9 +217,9 @@ func TestMirrorStopsOnARejectedRow(t *testing.T) {
 func TestMirrorLandsAndSweeps(t *testing.T) {
 	w := &memWriter{}
 	k, s, _ := startMirror(t, w)
-	for deadline := time.Now().Add(30 * time.Second); committed(t, k)[0] != 1; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); testenv.CommittedOffsets(t, k, "g", "dlq")[0] != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("committed %v, stats %+v: want the entry committed", committed(t, k), s.Stats())
+			t.Fatalf("committed %v, stats %+v: want the entry committed", testenv.CommittedOffsets(t, k, "g", "dlq"), s.Stats())
 		}
 	}
 	_, tables, queries := w.seen()

@@ -14,17 +14,14 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/backflowhq/backflow/internal/kafka"
 	"github.com/backflowhq/backflow/internal/ops"
 	"github.com/backflowhq/backflow/internal/retry"
 	"github.com/backflowhq/backflow/internal/rollup"
 	"github.com/backflowhq/backflow/sinks/clickhouse"
 	"github.com/backflowhq/backflow/sinks/clickhouse/chschema"
+	"github.com/backflowhq/backflow/test/testenv"
 )
 
 // The rollup loop's mapping is tested through the mapping contract alone (testLander), and
@@ -101,41 +98,6 @@ func markAt(minute time.Time) []clickhouse.Row {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// fakeKafka is a kfake cluster with topics of two partitions each.
-func fakeKafka(t *testing.T, topics ...string) kafka.Conn {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topics...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return kafka.Conn{Brokers: c.ListenAddrs()}
-}
-
-// committed is group g's committed offset per partition of topic.
-func committed(t *testing.T, k kafka.Conn, topic string) map[int32]int64 {
-	t.Helper()
-	cl, err := k.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out := map[int32]int64{}
-	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "g")
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return out // not joined yet
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic {
-			out[o.Partition] = o.At
-		}
-	})
-	return out
-}
-
 // TestRollupRetriesARefusedStatement: a rollup ClickHouse refuses (here, after an operator
 // narrowed an enum) is retried with backoff until it runs, not a fatal error that stops the
 // sink; the rollups are derived, and the marks stay uncommitted meanwhile. A stop ends the
@@ -166,7 +128,7 @@ func TestRollupRetriesARefusedStatement(t *testing.T) {
 // InsertTimeout, and its mark stays uncommitted for the partition's next owner. Finishing it
 // held every stop of a process for up to InsertTimeout on a loaded server.
 func TestRollupLoopStopsWithoutFinishingItsFlush(t *testing.T) {
-	k := fakeKafka(t, "marks", "dlq")
+	k := testenv.FakeKafka(t, 2, "marks", "dlq")
 	minute := time.Date(2026, 12, 6, 3, 49, 0, 0, time.UTC)
 	rec := clickhouse.MarksOf(rollup.InferenceResults, []time.Time{minute})[0].Record("marks")
 	rec.Partition = 0
@@ -205,7 +167,7 @@ func TestRollupLoopStopsWithoutFinishingItsFlush(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return 30 s after the stop: it waits for the rollup under way (InsertTimeout 1 h)")
 	}
-	if got := committed(t, k, "marks"); got[0] != 0 || len(w.execs) != 0 {
+	if got := testenv.CommittedOffsets(t, k, "g", "marks"); got[0] != 0 || len(w.execs) != 0 {
 		t.Fatalf("committed %v, statements run %q: want the mark uncommitted and no rollup run", got, w.execs)
 	}
 }
