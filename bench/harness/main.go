@@ -484,3 +484,20 @@ func (h *harness) checkpoint(res *results) {
 func say(format string, a ...any) {
 	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
+
+// saveSummary writes the summary that build returns to path, the small file to commit, and
+// says where; an empty path writes none.
+func saveSummary(path string, build func() ([]byte, error)) error {
+	if path == "" {
+		return nil
+	}
+	b, err := build()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	say("summary (commit this): %s", path)
+	return nil
+}

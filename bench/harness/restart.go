@@ -152,17 +152,7 @@ func (h *harness) restartBench(ctx context.Context) error {
 	fmt.Print(restartMarkdown(res))
 	say("raw results (not committed): %s", filepath.Join(o.out, "restart-"+h.stamp+".json"))
 	say("logs: %s", h.tmp)
-	if o.summaryPath != "" {
-		b, err := restartSummary(res)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.summaryPath, b, 0o644); err != nil {
-			return fmt.Errorf("summary: %w", err)
-		}
-		say("summary (commit this): %s", o.summaryPath)
-	}
-	return nil
+	return saveSummary(o.summaryPath, func() ([]byte, error) { return restartSummary(res) })
 }
 
 // restartSize builds the state of sz.Requests requests on three fresh instances, then runs the

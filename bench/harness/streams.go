@@ -284,17 +284,7 @@ func (h *harness) streamBench(ctx context.Context) error {
 		say("profiles (not committed): %s (the first run of each format; *.txt: their tops)", prof)
 	}
 	say("logs: %s", h.tmp)
-	if o.summaryPath != "" {
-		b, err := streamSummary(res)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.summaryPath, b, 0o644); err != nil {
-			return fmt.Errorf("summary: %w", err)
-		}
-		say("summary (commit this): %s", o.summaryPath)
-	}
-	return nil
+	return saveSummary(o.summaryPath, func() ([]byte, error) { return streamSummary(res) })
 }
 
 func withRecords(b streamBacklog, n int64) streamBacklog {

@@ -296,14 +296,22 @@ func (e *Env) StorageDir(name, stage string) string { return filepath.Join(e.Dir
 // its manifest. The run id is the env's, plus suffix (a second load in one scenario needs its
 // own).
 func (e *Env) Load(ctx context.Context, cfg loadgen.Config, suffix string) (*loadgen.Manifest, loadgen.Stats, error) {
+	cfg.InferenceTopic, cfg.GatewayTopic = e.Inf, e.GW
+	return e.load(ctx, suffix, func(prod *kgo.Client, opts loadgen.Options) (loadgen.Stats, error) {
+		return loadgen.Run(ctx, cfg, prod, e.Registry, opts)
+	})
+}
+
+// load runs one loadgen send with a producer of its own, under the env's run id plus suffix,
+// and returns the manifest it wrote; a record the brokers did not acknowledge is an error.
+func (e *Env) load(ctx context.Context, suffix string, send func(*kgo.Client, loadgen.Options) (loadgen.Stats, error)) (*loadgen.Manifest, loadgen.Stats, error) {
 	prod, err := e.Kafka.NewClient(loadgen.ProducerOpts()...)
 	if err != nil {
 		return nil, loadgen.Stats{}, err
 	}
 	defer prod.Close()
-	cfg.InferenceTopic, cfg.GatewayTopic = e.Inf, e.GW
 	var buf bytes.Buffer
-	st, err := loadgen.Run(ctx, cfg, prod, e.Registry, loadgen.Options{RunID: e.ID + suffix, Manifest: &buf})
+	st, err := send(prod, loadgen.Options{RunID: e.ID + suffix, Manifest: &buf})
 	if err == nil && st.Failed != 0 {
 		err = fmt.Errorf("loadgen: %d records not acknowledged", st.Failed)
 	}

@@ -4,7 +4,6 @@ package chaos
 // killed and restarted (25). The table of every scenario is scenarios.go.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -68,21 +67,9 @@ func (r *Run) streamTraffic(s streamSpec, records int, seconds float64) (loadgen
 // LoadStream sends a declared stream's traffic with the real registry and returns its
 // manifest; suffix sets the run id apart from another load's.
 func (e *Env) LoadStream(ctx context.Context, cfg loadgen.StreamConfig, suffix string) (*loadgen.Manifest, loadgen.Stats, error) {
-	prod, err := e.Kafka.NewClient(loadgen.ProducerOpts()...)
-	if err != nil {
-		return nil, loadgen.Stats{}, err
-	}
-	defer prod.Close()
-	var buf bytes.Buffer
-	st, err := loadgen.RunStream(ctx, cfg, prod, e.Registry, loadgen.Options{RunID: e.ID + suffix, Manifest: &buf})
-	if err == nil && st.Failed != 0 {
-		err = fmt.Errorf("loadgen: %d records not acknowledged", st.Failed)
-	}
-	if err != nil {
-		return nil, st, err
-	}
-	m, err := loadgen.ParseManifest(&buf)
-	return m, st, err
+	return e.load(ctx, suffix, func(prod *kgo.Client, opts loadgen.Options) (loadgen.Stats, error) {
+		return loadgen.RunStream(ctx, cfg, prod, e.Registry, opts)
+	})
 }
 
 // startStream makes s's topic and DLQ, registers its schema with a first load of 100
