@@ -409,11 +409,8 @@ func run(ctx context.Context, o options) error {
 		say("profiles (not committed): %s", res.ProfileDir)
 	}
 	say("logs: %s", h.tmp)
-	if o.summaryPath != "" {
-		if err := writeSummary(res, o.summaryPath); err != nil {
-			return fmt.Errorf("summary: %w", err)
-		}
-		say("summary (commit this): %s", o.summaryPath)
+	if err := saveSummary(o.summaryPath, func() ([]byte, error) { return summaryJSON(res) }); err != nil {
+		return err
 	}
 	if o.plotPath != "" && len(res.Scale) > 0 {
 		if err := plotScale(res, o.plotPath); err != nil {
@@ -492,10 +489,13 @@ func saveSummary(path string, build func() ([]byte, error)) error {
 		return nil
 	}
 	b, err := build()
-	if err != nil {
-		return err
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
 		return fmt.Errorf("summary: %w", err)
 	}
 	say("summary (commit this): %s", path)

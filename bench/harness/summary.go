@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -304,20 +303,13 @@ func (s *summary) json() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// writeSummary stores the summary of res at path (creating its folder).
-func writeSummary(res *results, path string) error {
+// summaryJSON is the summary of res, the small file to commit (saveSummary writes it).
+func summaryJSON(res *results) ([]byte, error) {
 	s, err := summarize(res)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b, err := s.json()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
+	return s.json()
 }
 
 // summarizeFiles is `bench-harness --summarize RUN.json [DRAIN.json...]`: the summary of the
