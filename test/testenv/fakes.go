@@ -1,12 +1,8 @@
 package testenv
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -39,29 +35,4 @@ func FakeKafka(t testing.TB, partitions int32, topics ...string) kafka.Conn {
 	}
 	t.Cleanup(c.Close)
 	return kafka.Conn{Brokers: c.ListenAddrs()}
-}
-
-// CommittedOffsets is group's committed offset per partition of topic; empty while the group
-// has committed nothing (or has not joined yet).
-func CommittedOffsets(t testing.TB, k kafka.Conn, group, topic string) map[int32]int64 {
-	t.Helper()
-	cl, err := k.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out := map[int32]int64{}
-	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return out
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic {
-			out[o.Partition] = o.At
-		}
-	})
-	return out
 }

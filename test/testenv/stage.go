@@ -2,12 +2,16 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/backflowhq/backflow/internal/kafka"
 )
 
 // Behind counts the partitions of topics that group has not committed to their end offset; a
@@ -45,6 +49,31 @@ func Behind(ctx context.Context, cl *kgo.Client, group string, emptyOK bool, top
 		}
 	}
 	return behind, nil
+}
+
+// CommittedOffsets is group's committed offset per partition of topic; empty while the group
+// has committed nothing (or has not joined yet).
+func CommittedOffsets(t testing.TB, k kafka.Conn, group, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := k.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[int32]int64{}
+	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
 }
 
 // WaitCommitted waits until group has committed every partition of topics to its end offset,
