@@ -355,13 +355,14 @@ func (c Conn) TopicManager() *goka.TopicManagerConfig {
 
 // ProcessorOptions returns the goka options that point a processor at this cluster. Its
 // offset and partition lookups are retried while Kafka's errors are transient (IsTransient),
-// until ctx ends: pass the context the processor runs under.
+// until ctx ends: pass the context the processor runs under. Its group rejoins as soon as a
+// generation ends (rejoiningGroup), not goka's fixed 5 s later.
 func (c Conn) ProcessorOptions(ctx context.Context) []goka.ProcessorOption {
 	sc := c.Sarama()
 	return []goka.ProcessorOption{
 		goka.WithClientID(c.withDefaults().ClientID),
 		goka.WithTopicManagerBuilder(retryingTopicManagerBuilder(ctx, nil, goka.TopicManagerBuilderWithConfig(sc, c.TopicManager()))),
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
+		goka.WithConsumerGroupBuilder(rejoining(goka.ConsumerGroupBuilderWithConfig(sc))),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(c.GokaProducerBuilder()),
 	}
