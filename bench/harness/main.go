@@ -73,6 +73,7 @@ type options struct {
 	restartRequests []int // --requests: the state sizes, in requests
 	restartRate     float64
 	standby         string
+	restartEvents   []string
 	settleMax       time.Duration
 	loadgen         string
 	instanceIDs     bool
@@ -111,6 +112,7 @@ func main() {
 	requestsFlag := flag.String("requests", "1M", "restart mode: the state sizes in requests, e.g. 1M,10M (suffixes k and M), one after another")
 	flag.Float64Var(&o.restartRate, "rate", 300, "restart mode: steady traffic during the events, requests/s")
 	flag.StringVar(&o.standby, "standby", standbyFailover, "restart mode: goka hot standby (ingest and sink-features) for the failover event only (failover; the instances are restarted with it before that event, unmeasured), for every event (all), or never (off)")
+	eventsFlag := flag.String("events", strings.Join(restartEvents, ","), "restart mode: the events each run goes through, in this order, a subset of "+strings.Join(restartEvents, ", ")+" (say, rolling,failover with --standby all where an empty disk's restore of every standby copy would take too long)")
 	flag.DurationVar(&o.settleMax, "settle-max", 90*time.Second, "restart mode: after an event, the longest the harness waits for the summed lag to be back near the baseline's")
 	flag.BoolVar(&o.instanceIDs, "instance-ids", true, "restart mode: static group membership (BACKFLOW_KAFKA_INSTANCE_ID=backflow-1..3); false: dynamic membership, as before kafka.instance_id")
 	flag.StringVar(&o.loadgen, "loadgen", "bin/loadgen", "restart mode: the loadgen binary (for the declared stream's backlog)")
@@ -162,6 +164,7 @@ func main() {
 			os.Exit(2)
 		}
 		o.restartRequests = sizes
+		o.restartEvents = strings.Split(*eventsFlag, ",")
 		if !set["summary"] {
 			o.summaryPath = "bench/restart.json"
 		}
@@ -231,6 +234,11 @@ func (o options) validate() error {
 	}
 	if o.restart && (o.restartRate <= 0 || o.settleMax <= 0 || !slices.Contains([]string{standbyFailover, standbyAll, standbyOff}, o.standby)) {
 		errs = append(errs, fmt.Errorf("--rate, --settle-max, --standby: %v, %v, %q; want > 0, > 0, and failover, all or off", o.restartRate, o.settleMax, o.standby))
+	}
+	for _, ev := range o.restartEvents {
+		if !slices.Contains(restartEvents, ev) {
+			errs = append(errs, fmt.Errorf("--events: %q, want a comma-separated subset of %s", ev, strings.Join(restartEvents, ",")))
+		}
 	}
 	if _, err := os.Stat(o.loadgen); o.restart && err != nil {
 		errs = append(errs, fmt.Errorf("--loadgen %s: %w (make build builds it)", o.loadgen, err))

@@ -63,12 +63,13 @@ type restartResults struct {
 }
 
 type restartOptions struct {
-	Requests []int   `json:"requests"`
-	Runs     int     `json:"runs"`
-	Rate     float64 `json:"rate_requests_per_sec"`
-	Standby  string  `json:"standby"`
-	Static   bool    `json:"static_membership"`
-	Settle   string  `json:"settle_max"`
+	Requests []int    `json:"requests"`
+	Runs     int      `json:"runs"`
+	Rate     float64  `json:"rate_requests_per_sec"`
+	Standby  string   `json:"standby"`
+	Static   bool     `json:"static_membership"`
+	Settle   string   `json:"settle_max"`
+	Events   []string `json:"events"`
 }
 
 // restartSize is one state size: how it was built and every event of every run.
@@ -123,9 +124,9 @@ type eventMeasure struct {
 func (h *harness) restartBench(ctx context.Context) error {
 	o := h.opt
 	res := &restartResults{Commit: gitCommit(), Machine: machineInfo(), Started: h.started.UTC(), LoadStart: loadAverage(),
-		Options: restartOptions{Requests: o.restartRequests, Runs: o.runs, Rate: o.restartRate, Standby: o.standby, Settle: o.settleMax.String(), Static: o.instanceIDs}}
+		Options: restartOptions{Requests: o.restartRequests, Runs: o.runs, Rate: o.restartRate, Standby: o.standby, Settle: o.settleMax.String(), Static: o.instanceIDs, Events: o.restartEvents}}
 	say("bench %s: restart mode, state from %v requests, %d run(s) of %s at %.0f requests/s, standby %s; logs in %s",
-		h.stamp, o.restartRequests, o.runs, strings.Join(restartEvents, ", "), o.restartRate, o.standby, h.tmp)
+		h.stamp, o.restartRequests, o.runs, strings.Join(o.restartEvents, ", "), o.restartRate, o.standby, h.tmp)
 	say("machine: %s", res.Machine)
 	write := func(partial bool) error {
 		res.Partial, res.Finished, res.LoadEnd = partial, time.Now().UTC(), loadAverage()
@@ -198,7 +199,7 @@ func (h *harness) restartSize(ctx context.Context, idx int, sz *restartSize, che
 	settleLag := max(2*sz.Baseline.LagPeak, 300)
 
 	for run := 1; run <= o.runs; run++ {
-		for _, ev := range restartEvents {
+		for _, ev := range o.restartEvents {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
