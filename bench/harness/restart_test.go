@@ -110,3 +110,30 @@ func TestSummarizeStandby(t *testing.T) {
 		t.Fatal("a summary of no samples")
 	}
 }
+
+// TestRestartEventsValidated: --events takes a subset of the restart events and names what it
+// refuses.
+func TestRestartEventsValidated(t *testing.T) {
+	loadgen := filepath.Join(t.TempDir(), "loadgen")
+	if err := os.WriteFile(loadgen, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := options{records: 3, runs: 1, latencyRuns: 1, redisDB: 9, latencyFor: time.Second, restart: true,
+		restartRate: 300, settleMax: time.Minute, standby: standbyAll, loadgen: loadgen, layout: layoutRun,
+		peers: peerBackflow, backflow: loadgen}
+	for events, want := range map[string]string{
+		"rolling,failover":       "",
+		"rolling,empty,failover": "",
+		"rolling,crash":          `--events: "crash"`,
+		"":                       `--events: ""`,
+	} {
+		o.restartEvents = strings.Split(events, ",")
+		err := o.validate()
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("--events %q: %v, want no error", events, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("--events %q: %v, want an error naming %s", events, err, want)
+		}
+	}
+}
