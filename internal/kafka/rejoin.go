@@ -48,14 +48,26 @@ func (g rejoiningGroup) Consume(ctx context.Context, topics []string, handler sa
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(began) >= g.quick {
-			wait.Reset()
-			continue
-		}
-		if !wait.Wait(ctx) {
-			return nil
+		if d := g.pause(time.Since(began), wait); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
 		}
 	}
+}
+
+// pause is the wait before the next join after a generation that lasted lasted: none after
+// one of at least g.quick (and the backoff starts again), else wait's next.
+func (g rejoiningGroup) pause(lasted time.Duration, wait *retry.Backoff) time.Duration {
+	if lasted >= g.quick {
+		wait.Reset()
+		return 0
+	}
+	return wait.Next()
 }
 
 // rejoining wraps a goka consumer-group builder so that its groups rejoin at once.

@@ -80,12 +80,41 @@ func TestRejoinAtOnceAfterAGeneration(t *testing.T) {
 	}
 }
 
-func TestRejoinWaitsAfterAQuickGeneration(t *testing.T) {
+// TestRejoinPause: no wait after a generation of at least quick; after shorter ones the
+// backoff's waits, growing, and from the first again once a generation lasted.
+func TestRejoinPause(t *testing.T) {
+	g := rejoiningGroup{policy: retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.01}, quick: time.Second}
+	wait := g.policy.Backoff()
+	if d := g.pause(2*time.Second, wait); d != 0 {
+		t.Fatalf("after a 2s generation: wait %v, want none", d)
+	}
+	first := g.pause(10*time.Millisecond, wait)
+	second := g.pause(10*time.Millisecond, wait)
+	if first < 99*time.Millisecond || first > 101*time.Millisecond || second < 198*time.Millisecond || second > 202*time.Millisecond {
+		t.Fatalf("after two quick generations: waits %v and %v, want about 100ms then 200ms", first, second)
+	}
+	for range 10 {
+		g.pause(0, wait)
+	}
+	if d := g.pause(0, wait); d < 4950*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("after many quick generations: wait %v, want the 5s cap (less its jitter)", d)
+	}
+	if d := g.pause(time.Second, wait); d != 0 {
+		t.Fatalf("after a generation of exactly quick: wait %v, want none", d)
+	}
+	if d := g.pause(0, wait); d < 99*time.Millisecond || d > 101*time.Millisecond {
+		t.Fatalf("after a lasting generation and a quick one: wait %v, want about 100ms (the backoff reset)", d)
+	}
+}
+
+// TestRejoinStopsDuringThePause: ctx ending while Consume waits after a quick generation ends
+// Consume with nil, without another join.
+func TestRejoinStopsDuringThePause(t *testing.T) {
 	inner := newScripted([]time.Duration{0, 0}, []error{nil, nil})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := runConsume(ctx, rejoiningGroup{ConsumerGroup: inner, policy: hourBackoff, quick: time.Minute})
 	waitCall(t, inner, 0)
-	cancel() // during the wait after the quick first generation
+	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Consume: %v, want nil", err)
 	}
