@@ -28,7 +28,9 @@ import (
 // Commits. A record is committed only once its request row is in Redis and the batch carrying
 // its deltas is acknowledged (its ticket), and only after every record before it in its
 // partition (the sequencer): goka marks a partition's offset at each completed record, so a
-// record completed ahead of an earlier one would commit past it. A crash before the batch was
+// record completed ahead of an earlier one would commit past it. For the same reason a record
+// that fails (a stop fails the deltas still waiting) fails every record after it in its
+// partition, those that wrote nothing to the loopback too. A crash before the batch was
 // acknowledged leaves the record uncommitted; read again, it finds its request entry forwarded
 // at its own position and forwards the same deltas again, which the marks take once.
 //
@@ -232,13 +234,25 @@ type ticket struct {
 func (t *ticket) finish(err error) { t.seq.finish(t, err) }
 
 // sequencer completes one enriched partition's records in the order they were consumed.
+//
+// A record that completes with an error is not committed, and neither is any record after
+// it in its partition: goka commits a record through sarama's MarkOffset, which moves the
+// partition's offset forward to the record's own, so a later record committed after an
+// earlier one failed would commit past it and the earlier one would never be read again. So
+// once a record failed, every later record completes with errBehindFailed (a stopping
+// processor leaves them all to redelivery; goka stops a partition whose record failed).
 type sequencer struct {
-	mu sync.Mutex
-	q  []*ticket
+	mu     sync.Mutex
+	q      []*ticket
+	failed error // the first error a record completed with; nil while none did
 }
 
+// errBehindFailed completes a record that came after one that failed in its partition.
+var errBehindFailed = errors.New("features: an earlier record of the partition was not completed")
+
 // ticket queues a record that completes once parts parts finished and every record queued
-// before it completed; done is called then, with the first error of its parts.
+// before it completed; done is called then, with the first error of its parts, or with
+// errBehindFailed when a record before it failed.
 func (s *sequencer) ticket(done func(error), parts int) *ticket {
 	t := &ticket{seq: s, done: done, parts: parts}
 	s.mu.Lock()
@@ -258,7 +272,14 @@ func (s *sequencer) finish(t *ticket, err error) {
 	var out []*ticket
 	n := 0
 	for n < len(s.q) && s.q[n].parts == 0 {
-		out = append(out, s.q[n])
+		x := s.q[n]
+		switch {
+		case x.err != nil && s.failed == nil:
+			s.failed = x.err
+		case x.err == nil && s.failed != nil:
+			x.err = fmt.Errorf("%w: %w", errBehindFailed, s.failed)
+		}
+		out = append(out, x)
 		n++
 	}
 	if n > 0 {

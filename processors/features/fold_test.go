@@ -3,6 +3,7 @@ package features
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -16,6 +17,9 @@ import (
 
 // TestSequencerCompletesInOrder: a record completes once all its parts finished and every
 // record before it completed, with its first error; later records wait for an earlier one.
+// Once a record failed, every later record of the partition completes with errBehindFailed,
+// whether its parts finished before or after: committed, it would move the partition's offset
+// past the failed record, which would then never be read again.
 func TestSequencerCompletesInOrder(t *testing.T) {
 	var s sequencer
 	var mu sync.Mutex
@@ -40,14 +44,32 @@ func TestSequencerCompletesInOrder(t *testing.T) {
 		t.Fatalf("completed %v while r1 still waits for a part", got)
 	}
 	t1.finish(errors.New("boom"))
-	if want := []string{"r1:boom", "r2", "r3"}; !reflect.DeepEqual(got, want) {
+	behind := "r%d:" + errBehindFailed.Error() + ": boom"
+	if want := []string{"r1:boom", fmt.Sprintf(behind, 2), fmt.Sprintf(behind, 3)}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("completed %v, want %v", got, want)
 	}
 	t4 := s.ticket(done("r4"), 1)
 	t4.finish(nil)
 	t4.finish(nil) // a part finished twice completes nothing twice
-	if len(got) != 4 || got[3] != "r4" {
-		t.Fatalf("completed %v, want r4 once more", got)
+	if want := fmt.Sprintf(behind, 4); len(got) != 4 || got[3] != want {
+		t.Fatalf("completed %v, want %q once more", got, want)
+	}
+}
+
+// TestSequencerCompletesWithoutErrors: with no error, every record completes with nil, in order.
+func TestSequencerCompletesWithoutErrors(t *testing.T) {
+	var s sequencer
+	var got []error
+	done := func(err error) { got = append(got, err) }
+	t1 := s.ticket(done, 2)
+	t2 := s.ticket(done, 1)
+	t2.finish(nil)
+	t1.finish(nil)
+	t1.finish(nil)
+	t3 := s.ticket(done, 1)
+	t3.finish(nil)
+	if len(got) != 3 || got[0] != nil || got[1] != nil || got[2] != nil {
+		t.Fatalf("completed with %v, want three nils", got)
 	}
 }
 
