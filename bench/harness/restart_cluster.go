@@ -384,7 +384,9 @@ func (rc *restartCluster) rollUnmeasured(ctx context.Context, standby bool, sett
 		if err := rc.start(in, standby); err != nil {
 			return err
 		}
-		if err := rc.waitReady(ctx, in, t0, 5*time.Minute); err != nil {
+		// Turning standby on, an instance restores a copy of every partition it does not own
+		// before it is ready: at 10M requests of state that is minutes of changelog.
+		if err := rc.waitReady(ctx, in, t0, 20*time.Minute); err != nil {
 			return err
 		}
 	}
