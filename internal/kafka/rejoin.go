@@ -48,14 +48,8 @@ func (g rejoiningGroup) Consume(ctx context.Context, topics []string, handler sa
 		if ctx.Err() != nil {
 			return nil
 		}
-		if d := g.pause(time.Since(began), wait); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
+		if d := g.pause(time.Since(began), wait); d > 0 && !retry.Sleep(ctx, d) {
+			return nil
 		}
 	}
 }

@@ -136,7 +136,12 @@ func (b *Backoff) Wait(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	t := time.NewTimer(b.Next())
+	return Sleep(ctx, b.Next())
+}
+
+// Sleep sleeps d; false as soon as ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
